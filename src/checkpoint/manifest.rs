@@ -1,0 +1,280 @@
+//! Checkpoint manifests: one durable object per complete checkpoint.
+//!
+//! Layout under the sink's base:
+//!
+//! ```text
+//! _filesink/sink.json                                  the sink's identity (written once)
+//! _filesink/jobs/<job>/checkpoints/<id, 20 digits>.json   one manifest per complete checkpoint
+//! ```
+//!
+//! A manifest is an envelope `{"crc32c": …, "body": {…}}` whose checksum covers the body's
+//! exact bytes, so a truncated, half-written or edited manifest is detected even on a store
+//! without atomic writes; the body carries a format version and the sink id, so a manifest of
+//! an unknown version or copied from another sink is refused. It is written through
+//! [`crate::storage::Storage::put_metadata`]: atomic, durable, never replacing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::sink::state::{Committable, WriterState, FORMAT_VERSION};
+use crate::storage::Storage;
+use crate::{Error, Result};
+
+/// The hidden directory that holds the sink's metadata.
+pub const METADATA_DIR: &str = "_filesink";
+
+const SINK_FILE: &str = "_filesink/sink.json";
+
+/// The identity of a sink directory, written once at its first checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkIdentity {
+    /// Format version.
+    pub version: u32,
+    /// A UUID drawn when the sink was first used.
+    pub sink_id: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+}
+
+/// One complete checkpoint of one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Format version.
+    pub version: u32,
+    /// The sink this manifest belongs to ([`SinkIdentity::sink_id`]).
+    pub sink_id: String,
+    /// The job.
+    pub job: String,
+    /// The checkpoint id; manifests of a job are ordered by it.
+    pub checkpoint_id: u64,
+    /// When the checkpoint completed, in milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+    /// Whether the job's input was fully consumed at this checkpoint.
+    pub finished: bool,
+    /// The user's source position (opaque JSON): where a restarted job resumes its input.
+    pub source_position: serde_json::Value,
+    /// The state of every writer of the job.
+    pub writers: Vec<WriterState>,
+    /// Every committable not yet known to be committed: this checkpoint's, and earlier ones
+    /// whose commit failed.
+    pub committables: Vec<Committable>,
+}
+
+#[derive(Serialize)]
+struct EnvelopeOut<'a> {
+    crc32c: u32,
+    body: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeIn<'a> {
+    crc32c: u32,
+    #[serde(borrow)]
+    body: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct Probe {
+    version: u32,
+}
+
+/// The path of checkpoint `id` of `job`.
+pub fn manifest_path(job: &str, id: u64) -> String {
+    format!("{}/{id:020}.json", checkpoints_dir(job))
+}
+
+/// The directory of `job`'s manifests.
+pub fn checkpoints_dir(job: &str) -> String {
+    format!("{METADATA_DIR}/jobs/{job}/checkpoints")
+}
+
+/// Checks a job name: 1 to 100 ASCII letters, digits, `_` and `-`, not starting with `-`.
+pub fn validate_job_name(job: &str) -> Result<()> {
+    if job.is_empty()
+        || job.len() > 100
+        || job.starts_with('-')
+        || !job
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(Error::Config(format!(
+            "job name `{job}` must be 1 to 100 ASCII letters, digits, `_` or `-`"
+        )));
+    }
+    Ok(())
+}
+
+impl Manifest {
+    /// Encodes the manifest in its checksummed envelope.
+    pub fn encode(&self) -> Vec<u8> {
+        let body = serde_json::to_string(self).expect("manifests always serialize");
+        let body = RawValue::from_string(body).expect("valid JSON");
+        let env = EnvelopeOut {
+            crc32c: crc32c::crc32c(body.get().as_bytes()),
+            body: &body,
+        };
+        serde_json::to_vec_pretty(&env).expect("manifests always serialize")
+    }
+
+    /// Decodes and checks a manifest read from `path`: envelope, checksum, version, sink id and
+    /// every path inside it. Errors name `path`.
+    pub fn decode(path: &str, bytes: &[u8], sink_id: Option<&str>) -> Result<Manifest> {
+        let what = || format!("manifest `{path}`");
+        let env: EnvelopeIn<'_> = serde_json::from_slice(bytes).map_err(|e| {
+            Error::corrupt(
+                what(),
+                format!("not a complete manifest (truncated or half written?): {e}"),
+            )
+        })?;
+        if crc32c::crc32c(env.body.get().as_bytes()) != env.crc32c {
+            return Err(Error::corrupt(
+                what(),
+                "its checksum does not match its content",
+            ));
+        }
+        let probe: Probe = serde_json::from_str(env.body.get())
+            .map_err(|e| Error::corrupt(what(), format!("no version: {e}")))?;
+        if probe.version == 0 || probe.version > FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                what: what(),
+                found: probe.version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let m: Manifest = serde_json::from_str(env.body.get())
+            .map_err(|e| Error::corrupt(what(), e.to_string()))?;
+        if let Some(id) = sink_id {
+            if m.sink_id != id {
+                return Err(Error::corrupt(
+                    what(),
+                    format!("it belongs to sink {}, this is sink {id}", m.sink_id),
+                ));
+            }
+        }
+        validate_job_name(&m.job).map_err(|e| Error::corrupt(what(), e.to_string()))?;
+        let expected = manifest_path(&m.job, m.checkpoint_id);
+        if !path.ends_with(&expected) {
+            return Err(Error::corrupt(
+                what(),
+                format!(
+                    "it says it is checkpoint {} of job `{}`, which lives at `{expected}`",
+                    m.checkpoint_id, m.job
+                ),
+            ));
+        }
+        for w in &m.writers {
+            w.validate()
+                .map_err(|e| Error::corrupt(what(), e.to_string()))?;
+        }
+        for c in &m.committables {
+            c.validate()
+                .map_err(|e| Error::corrupt(what(), e.to_string()))?;
+        }
+        Ok(m)
+    }
+}
+
+/// Reads the sink's identity, creating it if `create` and it does not exist yet.
+pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option<SinkIdentity>> {
+    loop {
+        if let Some(bytes) = storage.get_metadata(SINK_FILE).await? {
+            let id: SinkIdentity = serde_json::from_slice(&bytes).map_err(|e| {
+                Error::corrupt(format!("sink identity `{SINK_FILE}`"), e.to_string())
+            })?;
+            if id.version == 0 || id.version > FORMAT_VERSION {
+                return Err(Error::UnsupportedVersion {
+                    what: format!("sink identity `{SINK_FILE}`"),
+                    found: id.version,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            return Ok(Some(id));
+        }
+        if !create {
+            return Ok(None);
+        }
+        let id = SinkIdentity {
+            version: FORMAT_VERSION,
+            sink_id: uuid::Uuid::now_v7().to_string(),
+            created_at_ms: now_ms(),
+        };
+        match storage
+            .put_metadata(
+                SINK_FILE,
+                &serde_json::to_vec_pretty(&id).expect("serializes"),
+            )
+            .await
+        {
+            Ok(()) => return Ok(Some(id)),
+            // Another process created it first: read theirs.
+            Err(Error::Conflict { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The jobs that have manifests under this sink.
+pub async fn list_jobs(storage: &dyn Storage) -> Result<Vec<String>> {
+    let mut jobs: Vec<String> = storage
+        .list_metadata(&format!("{METADATA_DIR}/jobs"))
+        .await?
+        .into_iter()
+        .filter(|e| e.is_dir && validate_job_name(&e.name).is_ok())
+        .map(|e| e.name)
+        .collect();
+    jobs.sort();
+    Ok(jobs)
+}
+
+/// The checkpoint ids that have a manifest file for `job`, ascending, with each file's
+/// modification time. Files that are not manifests (temp files of a write in flight) are
+/// skipped.
+pub async fn list_checkpoints(storage: &dyn Storage, job: &str) -> Result<Vec<(u64, i64)>> {
+    let mut ids: Vec<(u64, i64)> = storage
+        .list_metadata(&checkpoints_dir(job))
+        .await?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| {
+            let digits = e.name.strip_suffix(".json")?;
+            (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| digits.parse().ok().map(|id| (id, e.modified_ms)))?
+        })
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// Reads manifest `id` of `job`.
+pub async fn read_manifest(
+    storage: &dyn Storage,
+    job: &str,
+    id: u64,
+    sink_id: Option<&str>,
+) -> Result<Manifest> {
+    let path = manifest_path(job, id);
+    let bytes = storage
+        .get_metadata(&path)
+        .await?
+        .ok_or_else(|| Error::corrupt(format!("manifest `{path}`"), "it does not exist"))?;
+    Manifest::decode(&path, &bytes, sink_id)
+}
+
+/// The latest manifest of `job`, if any. A latest manifest that cannot be read is an error,
+/// never skipped: it may be a complete checkpoint whose files are already visible.
+pub async fn latest_manifest(
+    storage: &dyn Storage,
+    job: &str,
+    sink_id: Option<&str>,
+) -> Result<Option<Manifest>> {
+    match list_checkpoints(storage, job).await?.last() {
+        None => Ok(None),
+        Some((id, _)) => read_manifest(storage, job, *id, sink_id).await.map(Some),
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,294 @@
+//! A standalone checkpoint coordinator, for jobs without a stream engine.
+//!
+//! It plays the role Flink's checkpoint coordinator plays for `FileSink`: it drives the vote
+//! ([`crate::SinkWriter::prepare_commit`]) on every writer of a job, makes the checkpoint
+//! complete by writing its [`Manifest`], and only then commits. The manifest holds the writer
+//! states, every committable not yet known to be committed, and the job's own source position,
+//! so a restarted job resumes its input exactly where the checkpoint cut it.
+//!
+//! # Where a crash lands
+//!
+//! | the crash comes                      | on restart ([`Coordinator::open`])                                 |
+//! |--------------------------------------|--------------------------------------------------------------------|
+//! | before the manifest of N is written  | restores from N−1; N's pending and in-progress files are removed   |
+//! | after the manifest, before commit    | restores from N; N's committables are committed                    |
+//! | in the middle of the commit          | restores from N; commits the rest, the rest report already committed |
+//! | after the commit                     | restores from N; every committable reports already committed       |
+//!
+//! Writing the manifest is the completion point, so it is atomic, durable and never replaces
+//! ([`crate::storage::Storage::put_metadata`]). Two coordinators racing on one job cannot both
+//! complete the same checkpoint: the second one's manifest write fails with
+//! [`Error::Conflict`]. A latest manifest that cannot be read stops [`Coordinator::open`]
+//! with an error naming the file; it is never skipped in favour of an older one, which could
+//! replay records whose files are already visible.
+
+use std::sync::Arc;
+
+use crate::sink::Sink;
+use crate::storage::Storage;
+use crate::{CommitOutcome, Committable, Error, Result, SinkWriter};
+
+pub mod manifest;
+
+pub use manifest::{Manifest, SinkIdentity, METADATA_DIR};
+
+/// What one [`Coordinator::checkpoint`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// The checkpoint id.
+    pub checkpoint_id: u64,
+    /// Files made visible.
+    pub committed_files: usize,
+    /// Files that were already visible.
+    pub already_committed_files: usize,
+    /// Bytes in the files made visible.
+    pub committed_bytes: u64,
+    /// Records in the files made visible.
+    pub committed_records: u64,
+    /// Committables whose commit failed with a retryable error; they stay in the next manifest.
+    pub deferred: usize,
+}
+
+/// Drives checkpoints for the writers of one job and keeps their manifests.
+#[derive(Debug)]
+pub struct Coordinator {
+    storage: Arc<dyn Storage>,
+    sink_id: String,
+    job: String,
+    sink: Sink,
+    writers: Vec<SinkWriter>,
+    last_checkpoint: u64,
+    uncommitted: Vec<Committable>,
+    source_position: Option<serde_json::Value>,
+    finished: bool,
+    retention: usize,
+    restored_outcomes: Vec<CommitOutcome>,
+}
+
+impl Coordinator {
+    /// Default number of manifests kept per job.
+    pub const DEFAULT_RETENTION: usize = 3;
+
+    /// Opens `job` on `sink` with `parallelism` writers: restores from the job's latest
+    /// manifest (committing its committables, removing leftovers of its writers, resuming row
+    /// files), or starts fresh. Writer `i` gets the writer id `<job>_<i>`; `job` is 1 to 48
+    /// ASCII letters, digits or `_`.
+    pub async fn open(sink: &Sink, job: &str, parallelism: usize) -> Result<Coordinator> {
+        validate_job(job)?;
+        if parallelism == 0 || parallelism > 1024 {
+            return Err(Error::Config(format!(
+                "parallelism {parallelism} must be between 1 and 1024"
+            )));
+        }
+        let storage = sink.storage().clone();
+        let identity = manifest::sink_identity(storage.as_ref(), true)
+            .await?
+            .expect("created");
+        let latest =
+            manifest::latest_manifest(storage.as_ref(), job, Some(&identity.sink_id)).await?;
+        if let Some(m) = &latest {
+            if m.writers.len() != parallelism {
+                return Err(Error::Config(format!(
+                    "job `{job}` was checkpointed with {} writers, not {parallelism}; rescaling is not supported",
+                    m.writers.len()
+                )));
+            }
+        }
+        let mut writers = Vec::with_capacity(parallelism);
+        let mut restored_outcomes = Vec::new();
+        for i in 0..parallelism {
+            let writer_sink = sink.with_writer_id(format!("{job}_{i}"))?;
+            let writer_id = writer_sink.writer_id().to_string();
+            let (state, committables): (Option<&crate::WriterState>, Vec<Committable>) =
+                match &latest {
+                    Some(m) => (
+                        m.writers.iter().find(|w| w.writer_id == writer_id),
+                        m.committables
+                            .iter()
+                            .filter(|c| c.writer_id == writer_id)
+                            .cloned()
+                            .collect(),
+                    ),
+                    None => (None, Vec::new()),
+                };
+            if latest.is_some() && state.is_none() {
+                return Err(Error::corrupt(
+                    format!("latest manifest of job `{job}`"),
+                    format!("it has no state for writer `{writer_id}`"),
+                ));
+            }
+            let restored = writer_sink.restore_writer(state, &committables).await?;
+            restored_outcomes.extend(restored.commit_outcomes);
+            writers.push(restored.writer);
+        }
+        Ok(Coordinator {
+            storage,
+            sink_id: identity.sink_id,
+            job: job.to_string(),
+            sink: sink.clone(),
+            writers,
+            last_checkpoint: latest.as_ref().map_or(0, |m| m.checkpoint_id),
+            uncommitted: Vec::new(),
+            source_position: latest.as_ref().map(|m| m.source_position.clone()),
+            finished: latest.as_ref().is_some_and(|m| m.finished),
+            retention: Self::DEFAULT_RETENTION,
+            restored_outcomes,
+        })
+    }
+
+    /// Keeps the latest `manifests` manifests of the job (at least 1). Default 3.
+    pub fn with_retention(mut self, manifests: usize) -> Self {
+        self.retention = manifests.max(1);
+        self
+    }
+
+    /// The source position of the restored checkpoint; `None` for a fresh job.
+    pub fn source_position(&self) -> Option<&serde_json::Value> {
+        self.source_position.as_ref()
+    }
+
+    /// Whether the restored checkpoint was the job's last one (see [`Coordinator::finish`]).
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The last completed checkpoint id (0 for none).
+    pub fn last_checkpoint(&self) -> u64 {
+        self.last_checkpoint
+    }
+
+    /// What committing the restored manifest's committables did at [`Coordinator::open`].
+    pub fn restored_outcomes(&self) -> &[CommitOutcome] {
+        &self.restored_outcomes
+    }
+
+    /// The job's writers; writer `i` has id `<job>_<i>`.
+    pub fn writers(&mut self) -> &mut [SinkWriter] {
+        &mut self.writers
+    }
+
+    /// The first writer (for jobs with one).
+    pub fn writer(&mut self) -> &mut SinkWriter {
+        &mut self.writers[0]
+    }
+
+    /// The job name.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// Takes a checkpoint: votes on every writer, writes the manifest with `source_position`
+    /// (the checkpoint is complete once it is written), commits, and prunes old manifests.
+    ///
+    /// An error before the manifest is written fails the checkpoint: reopen the coordinator to
+    /// restore from the previous one. A commit error that cannot be retried ([`Error::Conflict`],
+    /// [`Error::DataLost`]) is returned after the manifest is written; retryable commit errors
+    /// are deferred to the next checkpoint.
+    pub async fn checkpoint(
+        &mut self,
+        source_position: serde_json::Value,
+    ) -> Result<CheckpointReport> {
+        self.checkpoint_inner(source_position, false).await
+    }
+
+    /// The job's last checkpoint: rolls every open file, checkpoints, and marks the manifest
+    /// finished, so that a rerun of the job knows there is nothing left to do.
+    pub async fn finish(&mut self, source_position: serde_json::Value) -> Result<CheckpointReport> {
+        self.checkpoint_inner(source_position, true).await
+    }
+
+    async fn checkpoint_inner(
+        &mut self,
+        source_position: serde_json::Value,
+        finished: bool,
+    ) -> Result<CheckpointReport> {
+        if self.finished {
+            return Err(Error::InvalidInput(format!(
+                "job `{}` is finished; start a new job to write more",
+                self.job
+            )));
+        }
+        let id = self.last_checkpoint + 1;
+        let mut committables = std::mem::take(&mut self.uncommitted);
+        let mut states = Vec::with_capacity(self.writers.len());
+        for w in &mut self.writers {
+            if finished {
+                w.end_of_input().await?;
+            }
+            committables.extend(w.prepare_commit(id).await?);
+            states.push(w.snapshot_state());
+        }
+        let manifest = Manifest {
+            version: crate::sink::FORMAT_VERSION,
+            sink_id: self.sink_id.clone(),
+            job: self.job.clone(),
+            checkpoint_id: id,
+            created_at_ms: manifest::now_ms(),
+            finished,
+            source_position: source_position.clone(),
+            writers: states,
+            committables: committables.clone(),
+        };
+        // The completion point.
+        self.storage
+            .put_metadata(&manifest::manifest_path(&self.job, id), &manifest.encode())
+            .await?;
+        self.last_checkpoint = id;
+        self.source_position = Some(source_position);
+        self.finished = finished;
+
+        let mut report = CheckpointReport {
+            checkpoint_id: id,
+            ..CheckpointReport::default()
+        };
+        let results = self.sink.committer().commit(&committables).await;
+        let mut fatal = None;
+        for (c, r) in committables.into_iter().zip(results) {
+            match r {
+                Ok(CommitOutcome::Committed) => {
+                    report.committed_files += 1;
+                    report.committed_bytes += c.size_bytes;
+                    report.committed_records += c.record_count;
+                }
+                Ok(CommitOutcome::AlreadyCommitted) => report.already_committed_files += 1,
+                Err(e) if e.is_retryable() => {
+                    report.deferred += 1;
+                    self.uncommitted.push(c);
+                }
+                Err(e) => {
+                    fatal.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+        self.prune().await?;
+        Ok(report)
+    }
+
+    async fn prune(&self) -> Result<()> {
+        let ids = manifest::list_checkpoints(self.storage.as_ref(), &self.job).await?;
+        if ids.len() > self.retention {
+            for (id, _) in &ids[..ids.len() - self.retention] {
+                self.storage
+                    .delete_metadata(&manifest::manifest_path(&self.job, *id))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Job names become part of writer ids (`<job>_<i>`), which only allow letters, digits and `_`.
+fn validate_job(job: &str) -> Result<()> {
+    if job.is_empty()
+        || job.len() > 48
+        || !job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Err(Error::Config(format!(
+            "job name `{job}` must be 1 to 48 ASCII letters, digits or `_`"
+        )));
+    }
+    Ok(())
+}

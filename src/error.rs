@@ -1,0 +1,154 @@
+//! The one public error type.
+//!
+//! Every fallible call in the crate returns [`Result`]. Variants are chosen so a caller can act on
+//! them: retry a [`Error::Io`] that [`Error::is_retryable`] allows, stop and page a human on
+//! [`Error::Conflict`] or [`Error::DataLost`], fix the input on [`Error::InvalidInput`].
+//! "Already committed" is not an error: it is [`crate::CommitOutcome::AlreadyCommitted`].
+
+use std::io;
+use std::path::PathBuf;
+
+/// `Result` with [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in filesink.
+///
+/// Messages are lowercase, name the path in backticks and do not repeat the cause that
+/// [`std::error::Error::source`] carries.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation failed. Retrying may help (a full disk freed, a store back up).
+    #[error("failed to {op} `{}`", path.display())]
+    Io {
+        /// What was being done, e.g. `"create"` or `"rename"`.
+        op: &'static str,
+        /// The file or directory it was done to.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// An fsync failed. The data it covered may be gone even though the writes succeeded, so
+    /// the checkpoint it belongs to must fail; retrying the fsync proves nothing.
+    #[error("fsync of `{}` failed; the checkpoint that needed it must fail", path.display())]
+    Fsync {
+        /// The file or directory whose fsync failed.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Committing would overwrite or contradict data that is already there: a final file with
+    /// other content, or a part file that another writer incarnation has taken over. Nothing was
+    /// overwritten. A human has to look.
+    #[error("conflict at `{}`: {reason}", path.display())]
+    Conflict {
+        /// The path where the conflict is.
+        path: PathBuf,
+        /// What was found.
+        reason: String,
+    },
+
+    /// Data the protocol promised to keep is gone: a pending file whose final file does not
+    /// exist either, or a resumable file shorter than its recorded durable length.
+    #[error("data lost at `{}`: {reason}", path.display())]
+    DataLost {
+        /// Where the data should have been.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+
+    /// Serialized state, a committable or a file is damaged or was not written by this sink.
+    #[error("corrupt {what}: {reason}")]
+    Corrupt {
+        /// What was being read, with its path when there is one.
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// Serialized state written by a format version this build cannot read.
+    #[error("{what} has format version {found}, this build reads versions up to {supported}")]
+    UnsupportedVersion {
+        /// What was being read.
+        what: String,
+        /// The version found.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+
+    /// The backend or format cannot do what was asked, and filesink will not fall back to
+    /// something weaker.
+    #[error("not supported: {0}")]
+    NotSupported(String),
+
+    /// Records that cannot be written as they are: schema mismatch, a malformed record, a
+    /// partition value that cannot become a directory name. Nothing of the call was written.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+
+    /// The sink's configuration is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// Arrow failed to encode or convert a batch.
+    #[error("arrow")]
+    Arrow(#[from] arrow::error::ArrowError),
+
+    /// The Parquet writer failed.
+    #[error("parquet")]
+    Parquet(#[from] parquet::errors::ParquetError),
+}
+
+impl Error {
+    /// Whether retrying the same call later can succeed.
+    ///
+    /// True for plain I/O errors (a store that is down, a disk that was full). False for
+    /// everything that says the data or the input is wrong, and for failed fsyncs: after a
+    /// failed fsync the kernel may have dropped the dirty pages, so the only safe retry is to
+    /// replay from the last complete checkpoint.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Io { .. })
+    }
+
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn fsync(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Fsync {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn conflict(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Conflict {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn data_lost(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::DataLost {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+}

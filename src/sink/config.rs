@@ -1,0 +1,248 @@
+//! Configuring a sink: [`SinkBuilder`], [`RollingPolicy`], [`OutputFileConfig`].
+//!
+//! The words are Flink's (`RollingPolicy`, `OutputFileConfig`, `BucketAssigner`), and every
+//! knob has a named default.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bucket::{BasePathBucketAssigner, BucketAssigner};
+use crate::format::FileFormat;
+use crate::sink::state::validate_writer_id;
+use crate::sink::Sink;
+use crate::storage::Storage;
+use crate::{Error, Result};
+
+/// When an in-progress part file rolls (is closed and becomes pending).
+///
+/// Parquet files roll at every checkpoint whatever this says. Row-format files roll at a
+/// checkpoint only when [`RollingPolicy::roll_on_checkpoint`] is set or one of the limits is
+/// reached; otherwise they stay open and are resumed after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollingPolicy {
+    /// Roll when a part reaches this size.
+    pub part_size_bytes_max: u64,
+    /// Roll when a part has been open this long.
+    pub rollover_interval: Duration,
+    /// Roll when nothing was written to a part for this long.
+    pub inactivity_interval: Duration,
+    /// Roll every part at every checkpoint.
+    pub roll_on_checkpoint: bool,
+}
+
+impl RollingPolicy {
+    /// Default [`RollingPolicy::part_size_bytes_max`]: 128 MiB (Flink's default).
+    pub const DEFAULT_PART_SIZE_BYTES_MAX: u64 = 128 * 1024 * 1024;
+    /// Default [`RollingPolicy::rollover_interval`]: 60 s (Flink's default).
+    pub const DEFAULT_ROLLOVER_INTERVAL: Duration = Duration::from_secs(60);
+    /// Default [`RollingPolicy::inactivity_interval`]: 60 s (Flink's default).
+    pub const DEFAULT_INACTIVITY_INTERVAL: Duration = Duration::from_secs(60);
+
+    /// Rolls at every checkpoint, and on the default size and time limits in between.
+    pub fn on_checkpoint() -> Self {
+        RollingPolicy {
+            roll_on_checkpoint: true,
+            ..Self::default()
+        }
+    }
+
+    /// Sets [`RollingPolicy::part_size_bytes_max`].
+    ///
+    /// # Panics
+    /// If `bytes` is 0.
+    pub fn with_part_size_bytes_max(mut self, bytes: u64) -> Self {
+        assert!(bytes > 0, "part_size_bytes_max must be positive");
+        self.part_size_bytes_max = bytes;
+        self
+    }
+
+    /// Sets [`RollingPolicy::rollover_interval`].
+    pub fn with_rollover_interval(mut self, interval: Duration) -> Self {
+        self.rollover_interval = interval;
+        self
+    }
+
+    /// Sets [`RollingPolicy::inactivity_interval`].
+    pub fn with_inactivity_interval(mut self, interval: Duration) -> Self {
+        self.inactivity_interval = interval;
+        self
+    }
+
+    /// Sets [`RollingPolicy::roll_on_checkpoint`].
+    pub fn with_roll_on_checkpoint(mut self, roll: bool) -> Self {
+        self.roll_on_checkpoint = roll;
+        self
+    }
+}
+
+impl Default for RollingPolicy {
+    /// Flink's `DefaultRollingPolicy`: 128 MiB, 60 s open, 60 s idle, files kept open across
+    /// checkpoints.
+    fn default() -> Self {
+        RollingPolicy {
+            part_size_bytes_max: Self::DEFAULT_PART_SIZE_BYTES_MAX,
+            rollover_interval: Self::DEFAULT_ROLLOVER_INTERVAL,
+            inactivity_interval: Self::DEFAULT_INACTIVITY_INTERVAL,
+            roll_on_checkpoint: false,
+        }
+    }
+}
+
+/// How part files are named: `<prefix>-<writer id>-<incarnation>-<counter><suffix>`.
+///
+/// The incarnation is a UUIDv7 drawn each time a writer is created or restored, so no two
+/// writer incarnations can produce the same name and no counter has to be recovered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputFileConfig {
+    /// File name prefix. Default `part`.
+    pub prefix: String,
+    /// File name suffix; `None` means the format's (`.parquet`, `.jsonl`, `.csv`).
+    pub suffix: Option<String>,
+}
+
+impl OutputFileConfig {
+    /// Default [`OutputFileConfig::prefix`].
+    pub const DEFAULT_PREFIX: &'static str = "part";
+
+    /// A config with the given prefix and suffix.
+    pub fn new(prefix: impl Into<String>, suffix: impl Into<String>) -> Self {
+        OutputFileConfig {
+            prefix: prefix.into(),
+            suffix: Some(suffix.into()),
+        }
+    }
+}
+
+impl Default for OutputFileConfig {
+    fn default() -> Self {
+        OutputFileConfig {
+            prefix: Self::DEFAULT_PREFIX.to_string(),
+            suffix: None,
+        }
+    }
+}
+
+/// Builds a [`Sink`]. Start with [`Sink::builder`].
+#[derive(Debug)]
+pub struct SinkBuilder {
+    storage: Arc<dyn Storage>,
+    format: FileFormat,
+    bucket_assigner: Arc<dyn BucketAssigner>,
+    rolling_policy: RollingPolicy,
+    output_file_config: OutputFileConfig,
+    writer_id: String,
+    buffer_bytes_max: u64,
+}
+
+/// The validated configuration a [`Sink`] hands to its writers and committers.
+#[derive(Debug, Clone)]
+pub(crate) struct SinkConfig {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) format: FileFormat,
+    pub(crate) bucket_assigner: Arc<dyn BucketAssigner>,
+    pub(crate) rolling_policy: RollingPolicy,
+    pub(crate) prefix: String,
+    pub(crate) suffix: String,
+    pub(crate) writer_id: String,
+    pub(crate) buffer_bytes_max: u64,
+}
+
+impl SinkBuilder {
+    /// Default [`SinkBuilder::buffer_bytes_max`]: 512 MiB.
+    pub const DEFAULT_BUFFER_BYTES_MAX: u64 = 512 * 1024 * 1024;
+    /// Default writer id.
+    pub const DEFAULT_WRITER_ID: &'static str = "0";
+
+    pub(crate) fn new(storage: Arc<dyn Storage>) -> Self {
+        SinkBuilder {
+            storage,
+            format: FileFormat::parquet(),
+            bucket_assigner: Arc::new(BasePathBucketAssigner),
+            rolling_policy: RollingPolicy::default(),
+            output_file_config: OutputFileConfig::default(),
+            writer_id: Self::DEFAULT_WRITER_ID.to_string(),
+            buffer_bytes_max: Self::DEFAULT_BUFFER_BYTES_MAX,
+        }
+    }
+
+    /// The file format. Default: [`FileFormat::parquet`].
+    pub fn format(mut self, format: FileFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Which directory each record goes to. Default: [`BasePathBucketAssigner`].
+    pub fn bucket_assigner(mut self, assigner: impl BucketAssigner + 'static) -> Self {
+        self.bucket_assigner = Arc::new(assigner);
+        self
+    }
+
+    /// When part files roll. Default: [`RollingPolicy::default`].
+    pub fn rolling_policy(mut self, policy: RollingPolicy) -> Self {
+        self.rolling_policy = policy;
+        self
+    }
+
+    /// How part files are named. Default: [`OutputFileConfig::default`].
+    pub fn output_file_config(mut self, config: OutputFileConfig) -> Self {
+        self.output_file_config = config;
+        self
+    }
+
+    /// The writer's identity: ASCII letters, digits and `_`, at most 64 characters. Writers
+    /// that run in parallel on one sink need distinct ids; a restored writer keeps its id.
+    /// Default `0`.
+    pub fn writer_id(mut self, id: impl Into<String>) -> Self {
+        self.writer_id = id.into();
+        self
+    }
+
+    /// The writer id of parallel subtask `index` (Flink's subtask index).
+    pub fn subtask(self, index: usize) -> Self {
+        self.writer_id(index.to_string())
+    }
+
+    /// The most bytes the writer's encoders may buffer in memory across all open files. Above
+    /// it the writer flushes the largest buffers to their files early. Default 512 MiB.
+    ///
+    /// # Panics
+    /// If `bytes` is 0.
+    pub fn buffer_bytes_max(mut self, bytes: u64) -> Self {
+        assert!(bytes > 0, "buffer_bytes_max must be positive");
+        self.buffer_bytes_max = bytes;
+        self
+    }
+
+    /// Checks the configuration and builds the sink.
+    pub fn build(self) -> Result<Sink> {
+        validate_writer_id(&self.writer_id).map_err(Error::Config)?;
+        let prefix = self.output_file_config.prefix;
+        let suffix = self
+            .output_file_config
+            .suffix
+            .unwrap_or_else(|| self.format.default_suffix().to_string());
+        if prefix.is_empty()
+            || prefix.starts_with(['.', '_'])
+            || prefix.contains(['/', '\\', '\0'])
+            || suffix.contains(['/', '\\', '\0'])
+            || suffix.contains(crate::sink::state::IN_PROGRESS_MARKER)
+        {
+            return Err(Error::Config(format!(
+                "part file prefix `{prefix}` and suffix `{suffix}` must make a visible file name: \
+                 a non-empty prefix not starting with `.` or `_`, and no `/`, `\\` or NUL"
+            )));
+        }
+        Ok(Sink {
+            config: Arc::new(SinkConfig {
+                storage: self.storage,
+                format: self.format,
+                bucket_assigner: self.bucket_assigner,
+                rolling_policy: self.rolling_policy,
+                prefix,
+                suffix,
+                writer_id: self.writer_id,
+                buffer_bytes_max: self.buffer_bytes_max,
+            }),
+        })
+    }
+}

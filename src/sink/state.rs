@@ -1,0 +1,332 @@
+//! What goes into a checkpoint: [`Committable`]s (handles to pending files) and the
+//! [`WriterState`] (files still open and resumable).
+//!
+//! Both are serde types with an explicit `version`. [`Committable::from_json`] and
+//! [`WriterState::from_json`] refuse versions newer than [`FORMAT_VERSION`] and validate every
+//! path, so state that is corrupt or foreign is reported, never acted on. Golden files under
+//! `fixtures/state/v1/` pin the version-1 encoding: every later build must keep reading them.
+//!
+//! All paths are relative to the sink's base location, `/`-separated, and checked by
+//! [`validate_rel_path`] before any backend touches them: a hostile or damaged state cannot name
+//! a file outside the base, and only names of the form `.<final>.inprogress.<id>` are ever
+//! treated as the sink's own hidden files.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bucket::BucketId;
+use crate::{Error, Result};
+
+/// The newest serialization format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The marker between a part file's final name and its random id in an in-progress name.
+pub(crate) const IN_PROGRESS_MARKER: &str = ".inprogress.";
+
+/// A handle to one pending part file: durable, invisible, and committable by any process.
+///
+/// Produced by [`crate::SinkWriter::prepare_commit`]; consumed by [`crate::Committer::commit`].
+/// Store it in the checkpoint; replaying it after a crash is always safe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committable {
+    /// Serialization format version ([`FORMAT_VERSION`] when written by this build).
+    pub version: u32,
+    /// The identity of the writer that produced the file.
+    pub writer_id: String,
+    /// The checkpoint at which the file became pending.
+    pub checkpoint_id: u64,
+    /// The bucket (partition directory) of the file.
+    pub bucket: BucketId,
+    /// Where the file becomes visible, relative to the base location.
+    pub final_path: String,
+    /// The file's exact size.
+    pub size_bytes: u64,
+    /// CRC-32C of the file's content, checked before reporting "already committed".
+    pub crc32c: u32,
+    /// Records in the file.
+    pub record_count: u64,
+    /// Where the pending bytes are, per backend.
+    pub pending: PendingHandle,
+    /// Hidden files made obsolete by this one (the originals of resumed row files); removed
+    /// after this committable is committed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<String>,
+}
+
+/// Where a pending file's bytes wait for commit. One variant per commit primitive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PendingHandle {
+    /// A closed, fsynced hidden file beside its final name, committed by rename without replace.
+    LocalFile {
+        /// The hidden in-progress path, relative to the base location.
+        in_progress_path: String,
+    },
+}
+
+/// The part of a writer that must survive a restart: row-format files kept open across the
+/// checkpoint, each with the length that is durable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterState {
+    /// Serialization format version ([`FORMAT_VERSION`] when written by this build).
+    pub version: u32,
+    /// The identity of the writer the state belongs to.
+    pub writer_id: String,
+    /// The format the files are written in (`parquet`, `jsonl`, `csv`); a state is only
+    /// restored into a sink of the same format.
+    pub format: String,
+    /// The checkpoint this state was taken at.
+    pub checkpoint_id: u64,
+    /// Files still in progress that a restored writer continues.
+    pub in_progress: Vec<ResumableFile>,
+}
+
+/// One in-progress row-format file as of a checkpoint (Flink's `ResumeRecoverable`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumableFile {
+    /// The bucket of the file.
+    pub bucket: BucketId,
+    /// The hidden in-progress path, relative to the base location.
+    pub in_progress_path: String,
+    /// The final path the file would have had.
+    pub final_path: String,
+    /// Bytes that were durable at the checkpoint. Bytes after them are discarded on restore.
+    pub durable_len_bytes: u64,
+    /// CRC-32C of the durable bytes, checked when they are restored.
+    pub crc32c: u32,
+    /// Records in the durable bytes.
+    pub record_count: u64,
+    /// When the file was created, in milliseconds since the Unix epoch (for the rollover
+    /// interval).
+    pub created_at_ms: i64,
+    /// Hidden files this one already supersedes (see [`Committable::supersedes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct VersionProbe {
+    version: Option<u32>,
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T> {
+    let probe: VersionProbe = serde_json::from_slice(bytes)
+        .map_err(|e| Error::corrupt(what, format!("not a JSON object: {e}")))?;
+    match probe.version {
+        None => return Err(Error::corrupt(what, "no `version` field")),
+        Some(v) if v == 0 || v > FORMAT_VERSION => {
+            return Err(Error::UnsupportedVersion {
+                what: what.to_string(),
+                found: v,
+                supported: FORMAT_VERSION,
+            })
+        }
+        Some(_) => {}
+    }
+    serde_json::from_slice(bytes).map_err(|e| Error::corrupt(what, e.to_string()))
+}
+
+impl Committable {
+    /// Serializes to JSON.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("committables always serialize")
+    }
+
+    /// Reads JSON written by [`Committable::to_json`] of this or an older build, and checks that
+    /// every path in it is safe to act on.
+    pub fn from_json(bytes: &[u8]) -> Result<Self> {
+        let c: Committable = decode("committable", bytes)?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks the invariants a backend relies on: relative paths inside the base, a hidden
+    /// pending name in the final file's directory, a visible final name.
+    pub fn validate(&self) -> Result<()> {
+        let what = || format!("committable for `{}`", self.final_path);
+        if self.version == 0 || self.version > FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                what: what(),
+                found: self.version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        validate_writer_id(&self.writer_id).map_err(|e| Error::corrupt(what(), e))?;
+        validate_final_path(&self.final_path, &self.bucket)
+            .map_err(|e| Error::corrupt(what(), e))?;
+        match &self.pending {
+            PendingHandle::LocalFile { in_progress_path } => {
+                validate_in_progress_path(in_progress_path, &self.final_path)
+                    .map_err(|e| Error::corrupt(what(), e))?;
+            }
+        }
+        for s in &self.supersedes {
+            validate_hidden_path(s).map_err(|e| Error::corrupt(what(), e))?;
+        }
+        Ok(())
+    }
+}
+
+impl WriterState {
+    /// Serializes to JSON.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("writer state always serializes")
+    }
+
+    /// Reads JSON written by [`WriterState::to_json`] of this or an older build, and checks that
+    /// every path in it is safe to act on.
+    pub fn from_json(bytes: &[u8]) -> Result<Self> {
+        let s: WriterState = decode("writer state", bytes)?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Checks version, writer id and every path.
+    pub fn validate(&self) -> Result<()> {
+        let what = || format!("writer state of writer `{}`", self.writer_id);
+        if self.version == 0 || self.version > FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                what: what(),
+                found: self.version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        validate_writer_id(&self.writer_id).map_err(|e| Error::corrupt(what(), e))?;
+        for f in &self.in_progress {
+            validate_final_path(&f.final_path, &f.bucket).map_err(|e| Error::corrupt(what(), e))?;
+            validate_in_progress_path(&f.in_progress_path, &f.final_path)
+                .map_err(|e| Error::corrupt(what(), e))?;
+            for s in &f.supersedes {
+                validate_hidden_path(s).map_err(|e| Error::corrupt(what(), e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A writer id is what tells one parallel writer's files from another's, so it must be short,
+/// non-empty and unable to be confused with a name separator.
+pub(crate) fn validate_writer_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 64 {
+        return Err(format!("writer id `{id}` must be 1 to 64 characters"));
+    }
+    if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!(
+            "writer id `{id}` may only contain ASCII letters, digits and `_`"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `path` is relative, `/`-separated, and has only normal components (no `.`,
+/// `..`, empty component, backslash or NUL), so that joined under the base it stays inside.
+pub fn validate_rel_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("empty path".into());
+    }
+    for component in path.split('/') {
+        if component.is_empty() || component == "." || component == ".." {
+            return Err(format!("path `{path}` has a `{component}` component"));
+        }
+        if component.contains(['\0', '\\']) {
+            return Err(format!("path `{path}` contains NUL or a backslash"));
+        }
+        if component.len() > 255 {
+            return Err(format!("path `{path}` has a component over 255 bytes"));
+        }
+    }
+    Ok(())
+}
+
+/// Splits a relative path into (directory, file name); the directory is "" at the base.
+pub(crate) fn split_rel(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("", path),
+    }
+}
+
+fn validate_final_path(final_path: &str, bucket: &BucketId) -> Result<(), String> {
+    validate_rel_path(final_path)?;
+    let (dir, name) = split_rel(final_path);
+    if dir != bucket.as_str() {
+        return Err(format!(
+            "final path `{final_path}` is not in its bucket `{bucket}`"
+        ));
+    }
+    if name.starts_with('.') || name.starts_with('_') || name.contains(IN_PROGRESS_MARKER) {
+        return Err(format!("final path `{final_path}` is a hidden name"));
+    }
+    Ok(())
+}
+
+/// Whether a file name is one of the sink's own hidden part names: `.<final>.inprogress.<id>`.
+/// Returns the final name it belongs to.
+pub(crate) fn parse_hidden_name(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix('.')?;
+    let i = rest.rfind(IN_PROGRESS_MARKER)?;
+    let (final_name, id) = (&rest[..i], &rest[i + IN_PROGRESS_MARKER.len()..]);
+    if final_name.is_empty() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(final_name)
+}
+
+fn validate_hidden_path(path: &str) -> Result<(), String> {
+    validate_rel_path(path)?;
+    let (_, name) = split_rel(path);
+    if parse_hidden_name(name).is_none() {
+        return Err(format!("`{path}` is not an in-progress part name"));
+    }
+    Ok(())
+}
+
+fn validate_in_progress_path(in_progress: &str, final_path: &str) -> Result<(), String> {
+    validate_hidden_path(in_progress)?;
+    let (dir, name) = split_rel(in_progress);
+    let (final_dir, final_name) = split_rel(final_path);
+    if dir != final_dir || parse_hidden_name(name) != Some(final_name) {
+        return Err(format!(
+            "in-progress path `{in_progress}` does not belong to `{final_path}`"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_names_parse_only_our_pattern() {
+        assert_eq!(
+            parse_hidden_name(".part-0-ab-1.parquet.inprogress.0af3"),
+            Some("part-0-ab-1.parquet")
+        );
+        assert_eq!(parse_hidden_name("part-0-1.parquet"), None);
+        assert_eq!(parse_hidden_name(".part.inprogress."), None);
+        assert_eq!(parse_hidden_name(".part.inprogress.xyz"), None);
+        assert_eq!(parse_hidden_name(".hidden"), None);
+    }
+
+    #[test]
+    fn rel_paths_cannot_escape_the_base() {
+        for bad in ["", "/abs", "a/../b", "..", "./a", "a//b", "a/\0", "a\\b"] {
+            assert!(validate_rel_path(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(validate_rel_path("a=1/b=%2F/part-0.parquet").is_ok());
+    }
+}
+
+impl Serialize for BucketId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for BucketId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        BucketId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}

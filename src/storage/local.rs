@@ -1,0 +1,612 @@
+//! Local file systems: hidden files beside their final names, committed by
+//! `renameat2(RENAME_NOREPLACE)`.
+//!
+//! Durability is bundled into the helpers here so that no call site can forget it:
+//! [`LocalStorage::seal`] and [`LocalStorage::persist`] fsync every file and then every
+//! directory whose entries changed (once per directory: group commit), and
+//! [`LocalStorage::commit`] renames without replacing and then fsyncs each touched directory
+//! once per call.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::UNIX_EPOCH;
+
+use async_trait::async_trait;
+
+use super::{Leftover, MetadataEntry, PartLocation, PartWriter, Storage};
+use crate::sink::state::{
+    parse_hidden_name, split_rel, validate_rel_path, Committable, PendingHandle,
+};
+use crate::{CommitOutcome, Error, Result};
+
+/// A sink's files on a local (POSIX) file system, under one base directory.
+///
+/// Commit needs an atomic rename that refuses to replace: `renameat2(RENAME_NOREPLACE)` on
+/// Linux, and `link` + `unlink` where that is not available (also non-replacing). Both keep the
+/// contract of [`Storage`].
+#[derive(Debug, Clone)]
+pub struct LocalStorage {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    base: PathBuf,
+    /// Directories known to exist (relative), so `create` does not stat per file.
+    known_dirs: Mutex<HashSet<String>>,
+    /// Directories whose entries changed since their last fsync (absolute).
+    unsynced_dirs: Mutex<BTreeSet<PathBuf>>,
+}
+
+impl LocalStorage {
+    /// A backend rooted at `base`, created if it does not exist.
+    pub fn new(base: impl Into<PathBuf>) -> Result<Self> {
+        let base = base.into();
+        fs::create_dir_all(&base).map_err(|e| Error::io("create directory", &base, e))?;
+        let base = base
+            .canonicalize()
+            .map_err(|e| Error::io("resolve", &base, e))?;
+        Ok(LocalStorage {
+            inner: Arc::new(Inner {
+                base,
+                known_dirs: Mutex::new(HashSet::from([String::new()])),
+                unsynced_dirs: Mutex::new(BTreeSet::new()),
+            }),
+        })
+    }
+
+    /// The base directory.
+    pub fn base(&self) -> &Path {
+        &self.inner.base
+    }
+}
+
+impl Inner {
+    fn abs(&self, rel: &str) -> PathBuf {
+        debug_assert!(rel.is_empty() || validate_rel_path(rel).is_ok(), "{rel}");
+        if rel.is_empty() {
+            self.base.clone()
+        } else {
+            self.base.join(rel)
+        }
+    }
+
+    /// Creates the directory `rel` and any missing parents, remembering which parents' entries
+    /// must be fsynced before a file inside can count as durable.
+    fn ensure_dir(&self, rel: &str) -> Result<()> {
+        if self.known_dirs.lock().unwrap().contains(rel) {
+            return Ok(());
+        }
+        let mut prefix = String::new();
+        for component in rel.split('/') {
+            let parent = self.abs(&prefix);
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(component);
+            let dir = self.abs(&prefix);
+            match fs::create_dir(&dir) {
+                Ok(()) => {
+                    self.unsynced_dirs.lock().unwrap().insert(parent);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+                Err(e) => return Err(Error::io("create directory", dir, e)),
+            }
+        }
+        self.known_dirs.lock().unwrap().insert(rel.to_string());
+        Ok(())
+    }
+
+    /// Fsyncs every directory whose entries changed. On failure the directories stay marked,
+    /// and the error fails the checkpoint.
+    fn sync_dirs(&self) -> Result<()> {
+        let dirs = std::mem::take(&mut *self.unsynced_dirs.lock().unwrap());
+        let mut result = Ok(());
+        for dir in &dirs {
+            if result.is_ok() {
+                result = fsync_dir(dir);
+            }
+        }
+        if result.is_err() {
+            self.unsynced_dirs.lock().unwrap().extend(dirs);
+        }
+        result
+    }
+
+    fn commit_batch(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
+        let mut results: Vec<Result<CommitOutcome>> = Vec::with_capacity(committables.len());
+        let mut dirs: Vec<Option<PathBuf>> = Vec::with_capacity(committables.len());
+        for c in committables {
+            // Nothing is derived from a committable's paths before they are validated.
+            let result = c.validate().and_then(|()| self.commit_one(c));
+            dirs.push(result.is_ok().then(|| self.abs(split_rel(&c.final_path).0)));
+            results.push(result);
+        }
+        // Group commit: one fsync per directory that holds a committed (or already committed,
+        // possibly not yet durable) file. Its failure fails every commit in that directory.
+        let touched: BTreeSet<PathBuf> = dirs.iter().flatten().cloned().collect();
+        for dir in &touched {
+            if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+                for (d, r) in dirs.iter().zip(results.iter_mut()) {
+                    if d.as_ref() == Some(dir) {
+                        *r = Err(Error::fsync(dir, io::Error::new(e.kind(), e.to_string())));
+                    }
+                }
+            }
+        }
+        // Only now, with the commit durable, drop the originals that resumed files replaced.
+        for (c, r) in committables.iter().zip(&results) {
+            if r.is_ok() {
+                for old in &c.supersedes {
+                    let _ = remove_hidden(&self.abs(old));
+                }
+            }
+        }
+        results
+    }
+
+    fn commit_one(&self, c: &Committable) -> Result<CommitOutcome> {
+        let in_progress_path = match &c.pending {
+            PendingHandle::LocalFile { in_progress_path } => in_progress_path,
+            #[allow(unreachable_patterns)]
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "the local backend cannot commit a {other:?} handle"
+                )))
+            }
+        };
+        let src = self.abs(in_progress_path);
+        let dst = self.abs(&c.final_path);
+        match rename_noreplace(&src, &dst) {
+            Ok(()) => Ok(CommitOutcome::Committed),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // Both names exist. Either a link+unlink commit stopped halfway (same content),
+                // or someone else's file holds the name.
+                self.check_final(&dst, c)?;
+                remove_hidden(&src)?;
+                Ok(CommitOutcome::AlreadyCommitted)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match self.check_final(&dst, c) {
+                Ok(()) => Ok(CommitOutcome::AlreadyCommitted),
+                Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                    Err(Error::data_lost(
+                        &dst,
+                        format!(
+                            "neither the pending file `{}` nor the final file exists",
+                            src.display()
+                        ),
+                    ))
+                }
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(Error::io("rename", &src, e)),
+        }
+    }
+
+    /// Proves that the visible file at `dst` is the one `c` describes.
+    fn check_final(&self, dst: &Path, c: &Committable) -> Result<()> {
+        let mut file = File::open(dst).map_err(|e| Error::io("open", dst, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", dst, e))?
+            .len();
+        if len != c.size_bytes {
+            return Err(Error::conflict(
+                dst,
+                format!(
+                    "the final file has {len} bytes, the committable {}; nothing was overwritten",
+                    c.size_bytes
+                ),
+            ));
+        }
+        let crc = crc_of_reader(&mut file, len).map_err(|e| Error::io("read", dst, e))?;
+        if crc != c.crc32c {
+            return Err(Error::conflict(
+                dst,
+                "the final file has the committable's size but other content; nothing was overwritten",
+            ));
+        }
+        Ok(())
+    }
+
+    fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+        let mut out = Vec::new();
+        let mut stack = vec![String::new()];
+        while let Some(rel_dir) = stack.pop() {
+            let dir = self.abs(&rel_dir);
+            let entries = match fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("list", dir, e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                let rel = if rel_dir.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{rel_dir}/{name}")
+                };
+                let file_type = entry
+                    .file_type()
+                    .map_err(|e| Error::io("stat", entry.path(), e))?;
+                if file_type.is_dir() {
+                    // Buckets are never hidden; hidden directories (ours like `_filesink`, or
+                    // anybody's) are not walked.
+                    if !name.starts_with('.') && !name.starts_with('_') {
+                        stack.push(rel);
+                    }
+                } else if file_type.is_file() {
+                    if let Some(final_name) = parse_hidden_name(&name) {
+                        let meta = entry
+                            .metadata()
+                            .map_err(|e| Error::io("stat", entry.path(), e))?;
+                        let modified_ms = modified_ms(&meta);
+                        let final_path = if rel_dir.is_empty() {
+                            final_name.to_string()
+                        } else {
+                            format!("{rel_dir}/{final_name}")
+                        };
+                        out.push(Leftover {
+                            path: rel,
+                            final_path,
+                            size_bytes: meta.len(),
+                            modified_ms,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Storage for LocalStorage {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
+        let (dir, _) = split_rel(&location.in_progress_path);
+        self.inner.ensure_dir(dir)?;
+        let path = self.inner.abs(&location.in_progress_path);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => {
+                    Error::conflict(&path, "an in-progress file of that name exists already")
+                }
+                _ => Error::io("create", &path, e),
+            })?;
+        self.inner
+            .unsynced_dirs
+            .lock()
+            .unwrap()
+            .insert(self.inner.abs(dir));
+        Ok(Box::new(LocalPart {
+            location: location.clone(),
+            path,
+            file,
+            len: 0,
+        }))
+    }
+
+    async fn resume(
+        &self,
+        from: &str,
+        durable_len_bytes: u64,
+        crc32c: u32,
+        location: &PartLocation,
+    ) -> Result<Box<dyn PartWriter>> {
+        let src = self.inner.abs(from);
+        let mut input = File::open(&src).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Error::data_lost(
+                &src,
+                format!("the in-progress file with {durable_len_bytes} durable bytes is gone"),
+            ),
+            _ => Error::io("open", &src, e),
+        })?;
+        let len = input
+            .metadata()
+            .map_err(|e| Error::io("stat", &src, e))?
+            .len();
+        if len < durable_len_bytes {
+            return Err(Error::data_lost(
+                &src,
+                format!("the file has {len} bytes, the checkpoint recorded {durable_len_bytes} durable bytes"),
+            ));
+        }
+        let mut part = self.create(location).await?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut left = durable_len_bytes;
+        let mut crc = 0u32;
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            input
+                .read_exact(&mut buf[..n])
+                .map_err(|e| Error::io("read", &src, e))?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            part.write(&buf[..n]).await?;
+            left -= n as u64;
+        }
+        if crc != crc32c {
+            let _ = remove_hidden(&self.inner.abs(&location.in_progress_path));
+            return Err(Error::corrupt(
+                format!("in-progress file `{}`", src.display()),
+                "its durable bytes do not match the checksum recorded at the checkpoint",
+            ));
+        }
+        Ok(part)
+    }
+
+    async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
+        let mut parts = parts;
+        for part in parts.iter_mut() {
+            part.sync().await?;
+        }
+        let inner = self.inner.clone();
+        blocking(move || inner.sync_dirs()).await?;
+        let mut handles = Vec::with_capacity(parts.len());
+        for part in parts {
+            handles.push(part.close().await?);
+        }
+        Ok(handles)
+    }
+
+    async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
+        for part in parts.iter_mut() {
+            part.sync().await?;
+        }
+        let inner = self.inner.clone();
+        blocking(move || inner.sync_dirs()).await
+    }
+
+    async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
+        let inner = self.inner.clone();
+        let owned = committables.to_vec();
+        match tokio::task::spawn_blocking(move || inner.commit_batch(&owned)).await {
+            Ok(results) => results,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+
+    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+        let inner = self.inner.clone();
+        blocking(move || inner.list_leftovers()).await
+    }
+
+    async fn remove_leftover(&self, path: &str) -> Result<()> {
+        validate_rel_path(path).map_err(|e| Error::corrupt("leftover path", e))?;
+        let (_, name) = split_rel(path);
+        if parse_hidden_name(name).is_none() {
+            return Err(Error::InvalidInput(format!(
+                "`{path}` is not an in-progress part name; filesink only removes its own hidden files"
+            )));
+        }
+        remove_hidden(&self.inner.abs(path))
+    }
+
+    async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        let inner = self.inner.clone();
+        let (path, bytes) = (path.to_string(), bytes.to_vec());
+        blocking(move || inner.put_durable_noreplace(&path, &bytes)).await
+    }
+
+    async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        let abs = self.inner.abs(path);
+        match fs::read(&abs) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("read", abs, e)),
+        }
+    }
+
+    async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
+        if !dir.is_empty() {
+            validate_rel_path(dir).map_err(Error::InvalidInput)?;
+        }
+        let abs = self.inner.abs(dir);
+        let entries = match fs::read_dir(&abs) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("list", abs, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &abs, e))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let meta = entry
+                .metadata()
+                .map_err(|e| Error::io("stat", entry.path(), e))?;
+            out.push(MetadataEntry {
+                name,
+                is_dir: meta.is_dir(),
+                modified_ms: modified_ms(&meta),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn delete_metadata(&self, path: &str) -> Result<()> {
+        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        let abs = self.inner.abs(path);
+        match fs::remove_file(&abs) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", abs, e)),
+        }
+    }
+}
+
+fn modified_ms(meta: &fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Inner {
+    /// Temp file, fsync, rename without replace, fsync the directory (and the parents of any
+    /// directory created on the way): the one way metadata reaches the disk.
+    fn put_durable_noreplace(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+        let (dir, name) = split_rel(rel);
+        self.ensure_dir(dir)?;
+        self.sync_dirs()?;
+        let tmp = self
+            .abs(dir)
+            .join(format!(".{name}.tmp.{}", uuid::Uuid::now_v7().simple()));
+        let dst = self.abs(rel);
+        let result = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| Error::io("create", &tmp, e))?;
+            f.write_all(bytes)
+                .map_err(|e| Error::io("write", &tmp, e))?;
+            f.sync_all().map_err(|e| Error::fsync(&tmp, e))?;
+            rename_noreplace(&tmp, &dst).map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => {
+                    Error::conflict(&dst, "it exists already; another writer got there first")
+                }
+                _ => Error::io("rename", &tmp, e),
+            })?;
+            fsync_dir(&self.abs(dir))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+}
+
+/// An in-progress file on local disk.
+#[derive(Debug)]
+struct LocalPart {
+    location: PartLocation,
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+#[async_trait]
+impl PartWriter for LocalPart {
+    fn location(&self) -> &PartLocation {
+        &self.location
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.len
+    }
+
+    async fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.file
+            .write_all(data)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    async fn sync(&mut self) -> Result<()> {
+        let file = self
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("duplicate handle of", &self.path, e))?;
+        let path = self.path.clone();
+        blocking(move || file.sync_data().map_err(|e| Error::fsync(path, e))).await
+    }
+
+    async fn close(self: Box<Self>) -> Result<PendingHandle> {
+        Ok(PendingHandle::LocalFile {
+            in_progress_path: self.location.in_progress_path.clone(),
+        })
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+fn fsync_dir(dir: &Path) -> Result<()> {
+    let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
+    d.sync_all().map_err(|e| Error::fsync(dir, e))
+}
+
+fn remove_hidden(path: &Path) -> Result<()> {
+    debug_assert!(path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_hidden_name)
+        .is_some());
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path, e)),
+    }
+}
+
+pub(crate) fn crc_of_reader(r: &mut impl Read, len: u64) -> io::Result<u32> {
+    let mut buf = vec![0u8; (1 << 20).min(len.max(1) as usize)];
+    let mut crc = 0u32;
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            return Ok(crc);
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+    }
+}
+
+/// Renames `src` to `dst`, failing with `AlreadyExists` instead of replacing `dst`.
+fn rename_noreplace(src: &Path, dst: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let s = CString::new(src.as_os_str().as_bytes())?;
+        let d = CString::new(dst.as_os_str().as_bytes())?;
+        // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                s.as_ptr(),
+                libc::AT_FDCWD,
+                d.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // The file system does not support the flag: fall back to the equally safe
+            // link + unlink below.
+            Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {}
+            _ => return Err(e),
+        }
+    }
+    link_unlink(src, dst)
+}
+
+/// `link` never replaces; if we stop between the two calls, both names hold the same inode and
+/// the next commit sees `AlreadyExists`, proves the content and removes the hidden name.
+fn link_unlink(src: &Path, dst: &Path) -> io::Result<()> {
+    fs::hard_link(src, dst)?;
+    fs::remove_file(src)
+}

@@ -1,0 +1,149 @@
+//! Backends: where part files live and how they are committed.
+//!
+//! The protocol in [`crate::sink`] is written once against the [`Storage`] trait; a backend only
+//! supplies the primitives below, with the guarantees stated on each method. Today there is one
+//! backend, [`LocalStorage`] (POSIX file systems: fsync and `renameat2(RENAME_NOREPLACE)`).
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+
+use crate::sink::state::{Committable, PendingHandle};
+use crate::{CommitOutcome, Result};
+
+mod local;
+
+pub use local::LocalStorage;
+
+/// Where a new part file goes: its hidden in-progress path and its final path, both relative to
+/// the base location and in the same directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartLocation {
+    /// The hidden name the bytes are written under.
+    pub in_progress_path: String,
+    /// The name the file gets at commit.
+    pub final_path: String,
+}
+
+/// A hidden part file found under the base location (in progress, or pending and uncommitted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// The hidden path, relative to the base location.
+    pub path: String,
+    /// The final name it would be committed under.
+    pub final_path: String,
+    /// Its current size.
+    pub size_bytes: u64,
+    /// Its last modification, in milliseconds since the Unix epoch.
+    pub modified_ms: i64,
+}
+
+/// A storage backend for part files.
+///
+/// # Contract
+///
+/// A backend must guarantee, for the protocol's proof to hold:
+///
+/// 1. **Invisible until commit.** Bytes written through a [`PartWriter`] are never visible under
+///    a name that readers list (no leading `.` or `_`) before [`Storage::commit`] of its handle.
+/// 2. **Durable before the handle leaves.** When [`Storage::seal`] or [`Storage::persist`]
+///    returns, every byte written so far, and the name it is reachable by, survive a crash of
+///    the process and of the machine. If that cannot be ensured (a failed fsync) the call fails
+///    and the checkpoint fails with it.
+/// 3. **Atomic, non-replacing commit.** [`Storage::commit`] makes each file visible atomically
+///    under its final name and never replaces an existing final file. When it returns `Ok` the
+///    commit is durable.
+/// 4. **Idempotent commit with proof.** Committing a handle whose file is already visible
+///    reports [`CommitOutcome::AlreadyCommitted`] only after checking that the visible file is
+///    the one the handle describes (size and CRC-32C). A visible file with other content is
+///    [`crate::Error::Conflict`]; neither pending nor final present is
+///    [`crate::Error::DataLost`]. A backend that cannot tell answers with an error, never with
+///    success.
+/// 5. **Cleanup touches only hidden part names** (`.<final>.inprogress.<id>`) under the base.
+#[async_trait]
+pub trait Storage: Send + Sync + Debug + 'static {
+    /// A short name for messages (`local`, `s3`).
+    fn name(&self) -> &'static str;
+
+    /// Starts a new, empty in-progress part file at `location`. Fails with
+    /// [`crate::Error::Conflict`] if the in-progress name exists already.
+    async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>>;
+
+    /// Starts a new in-progress part at `location` whose first bytes are the first
+    /// `durable_len_bytes` of the existing in-progress file `from`, checked against `crc32c`.
+    /// `from` itself is left untouched, so a writer incarnation that still writes to it (a
+    /// zombie) cannot corrupt the new file. A `from` shorter than `durable_len_bytes` is
+    /// [`crate::Error::DataLost`]; other content is [`crate::Error::Corrupt`].
+    async fn resume(
+        &self,
+        from: &str,
+        durable_len_bytes: u64,
+        crc32c: u32,
+        location: &PartLocation,
+    ) -> Result<Box<dyn PartWriter>>;
+
+    /// Closes `parts` for commit and makes them durable (contract 2), as one group: on local
+    /// disk, one fsync per file and one per directory. Returns one handle per part, in order.
+    async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>>;
+
+    /// Makes everything written to `parts` so far durable (contract 2) while they stay open.
+    /// Backends that cannot resume a part answer [`crate::Error::NotSupported`].
+    async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()>;
+
+    /// Commits each committable (contracts 3 and 4); one result per committable, in order. A
+    /// failure of one does not stop the others.
+    async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>>;
+
+    /// Lists the hidden part files under the base location (contract 5), in any order.
+    async fn list_leftovers(&self) -> Result<Vec<Leftover>>;
+
+    /// Removes one hidden part file. Refuses any path that is not a hidden part name. Removing
+    /// a file that is already gone succeeds.
+    async fn remove_leftover(&self, path: &str) -> Result<()>;
+
+    /// Writes a small metadata object (a checkpoint manifest) at `path` under the base:
+    /// atomically (a reader sees all of it or nothing), durably (when this returns it survives
+    /// a crash), and without replacing: an existing object is [`crate::Error::Conflict`].
+    async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()>;
+
+    /// Reads a metadata object; `None` if it does not exist.
+    async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Lists the metadata objects directly in the directory `dir` (names only, any order);
+    /// empty if the directory does not exist.
+    async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>>;
+
+    /// Deletes a metadata object; deleting one that is gone succeeds.
+    async fn delete_metadata(&self, path: &str) -> Result<()>;
+}
+
+/// A metadata object found by [`Storage::list_metadata`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataEntry {
+    /// Its name inside the listed directory.
+    pub name: String,
+    /// Whether it is a directory (local disk) or a common prefix (object stores).
+    pub is_dir: bool,
+    /// Its last modification, in milliseconds since the Unix epoch.
+    pub modified_ms: i64,
+}
+
+/// An open in-progress part file.
+#[async_trait]
+pub trait PartWriter: Send + Debug {
+    /// Where the part is.
+    fn location(&self) -> &PartLocation;
+
+    /// Bytes written so far.
+    fn len_bytes(&self) -> u64;
+
+    /// Appends `data`.
+    async fn write(&mut self, data: &[u8]) -> Result<()>;
+
+    /// Makes the bytes written so far durable (not the file's name: that is the backend's
+    /// [`Storage::seal`] or [`Storage::persist`], the only callers of this method).
+    async fn sync(&mut self) -> Result<()>;
+
+    /// Closes the part and returns its handle. Only [`Storage::seal`] calls it, after `sync`.
+    async fn close(self: Box<Self>) -> Result<PendingHandle>;
+}
