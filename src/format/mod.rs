@@ -36,6 +36,8 @@ impl Default for CsvOptions {
 }
 
 /// The format part files are written in.
+// Built once per sink, never in a hot path: the size of the Parquet variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum FileFormat {

@@ -293,6 +293,19 @@ fn validate_in_progress_path(in_progress: &str, final_path: &str) -> Result<(), 
     Ok(())
 }
 
+impl Serialize for BucketId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for BucketId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        BucketId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,18 +328,5 @@ mod tests {
             assert!(validate_rel_path(bad).is_err(), "{bad:?} accepted");
         }
         assert!(validate_rel_path("a=1/b=%2F/part-0.parquet").is_ok());
-    }
-}
-
-impl Serialize for BucketId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for BucketId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        BucketId::parse(&s).map_err(serde::de::Error::custom)
     }
 }
