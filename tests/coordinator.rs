@@ -1,0 +1,212 @@
+//! The standalone coordinator: the manifest is the completion point; restarts resume from the
+//! latest manifest; damaged, future or foreign manifests are refused by name.
+
+mod common;
+
+use common::*;
+use filesink::checkpoint::manifest::{checkpoints_dir, list_checkpoints, manifest_path};
+use filesink::{Coordinator, Error, FileFormat, RollingPolicy, Sink};
+
+fn sink(dir: &std::path::Path, format: FileFormat) -> Sink {
+    Sink::local(dir)
+        .unwrap()
+        .format(format)
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .rolling_policy(RollingPolicy::default())
+        .build()
+        .unwrap()
+}
+
+/// Runs `job` over `0..total` in batches of 100, checkpointing every `every` batches, and
+/// stops after `stop_after` batches (a crash) unless it reaches the end.
+async fn run(
+    sink: &Sink,
+    job: &str,
+    total: i64,
+    every: i64,
+    stop_after: Option<i64>,
+) -> Option<Coordinator> {
+    let mut c = Coordinator::open(sink, job, 2).await.unwrap();
+    if c.is_finished() {
+        return None;
+    }
+    let mut next = c.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    let mut written = 0;
+    while next < total {
+        // Two writers, as two parallel subtasks: even and odd batches.
+        let w = ((next / 100) % 2) as usize;
+        c.writers()[w].write(&batch(next, 100)).await.unwrap();
+        next += 100;
+        written += 1;
+        if stop_after == Some(written) {
+            return Some(c);
+        }
+        if written % every == 0 {
+            c.checkpoint(next.into()).await.unwrap();
+        }
+    }
+    c.finish(next.into()).await.unwrap();
+    Some(c)
+}
+
+#[tokio::test]
+async fn a_job_killed_mid_way_resumes_from_its_manifest_exactly_once() {
+    for format in formats() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = sink(dir.path(), format.clone());
+        for stop in [7, 3, 11] {
+            let c = run(&sink, "orders", 3000, 4, Some(stop)).await;
+            drop(c); // crash
+        }
+        run(&sink, "orders", 3000, 4, None).await.unwrap();
+        assert_exactly_once(dir.path(), &format, 3000);
+        assert!(
+            hidden_files(dir.path()).is_empty(),
+            "{:?}",
+            hidden_files(dir.path())
+        );
+        // A rerun of the finished job is a no-op.
+        assert!(run(&sink, "orders", 3000, 4, None).await.is_none());
+        assert_exactly_once(dir.path(), &format, 3000);
+    }
+}
+
+#[tokio::test]
+async fn old_manifests_are_pruned_to_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), FileFormat::parquet());
+    let mut c = Coordinator::open(&sink, "daily", 1)
+        .await
+        .unwrap()
+        .with_retention(2);
+    for i in 0..5 {
+        c.writer().write(&batch(i * 10, 10)).await.unwrap();
+        let report = c.checkpoint((i * 10 + 10).into()).await.unwrap();
+        assert_eq!(report.checkpoint_id, i as u64 + 1);
+    }
+    let ids: Vec<u64> = list_checkpoints(sink.storage().as_ref(), "daily")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, vec![4, 5]);
+}
+
+async fn job_with_manifest(dir: &std::path::Path) -> (Sink, std::path::PathBuf) {
+    let sink = sink(dir, FileFormat::parquet());
+    let mut c = Coordinator::open(&sink, "j", 1).await.unwrap();
+    c.writer().write(&batch(0, 10)).await.unwrap();
+    c.checkpoint(10.into()).await.unwrap();
+    (sink, dir.join(manifest_path("j", 1)))
+}
+
+#[tokio::test]
+async fn a_truncated_manifest_is_refused_by_name_and_never_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sink, path) = job_with_manifest(dir.path()).await;
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let err = Coordinator::open(&sink, "j", 1).await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains(&manifest_path("j", 1)), "{err}");
+}
+
+#[tokio::test]
+async fn an_edited_manifest_fails_its_checksum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sink, path) = job_with_manifest(dir.path()).await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("\"source_position\":10", "\"source_position\":11", 1),
+    )
+    .unwrap();
+    let err = Coordinator::open(&sink, "j", 1).await.unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
+
+#[tokio::test]
+async fn a_manifest_from_another_sink_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, path) = job_with_manifest(dir.path()).await;
+    let other = tempfile::tempdir().unwrap();
+    let (other_sink, _) = job_with_manifest(other.path()).await;
+    // Replace the other sink's checkpoint 1 with ours, and add it as checkpoint 2.
+    let target = other.path().join(manifest_path("j", 2));
+    std::fs::copy(&path, &target).unwrap();
+    let err = Coordinator::open(&other_sink, "j", 1).await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("belongs to sink") || msg.contains("lives at"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn a_manifest_of_a_future_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sink, path) = job_with_manifest(dir.path()).await;
+    // Re-encode the body with version 9 and a valid checksum.
+    let env: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut body = env["body"].clone();
+    body["version"] = 9.into();
+    let body_text = serde_json::to_string(&body).unwrap();
+    let crc = crc32c::crc32c(body_text.as_bytes());
+    std::fs::write(&path, format!("{{\"crc32c\":{crc},\"body\":{body_text}}}")).unwrap();
+    let err = Coordinator::open(&sink, "j", 1).await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedVersion { found: 9, .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn two_coordinators_racing_on_one_job_cannot_both_complete_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), FileFormat::parquet());
+    let mut a = Coordinator::open(&sink, "race", 1).await.unwrap();
+    let mut b = Coordinator::open(&sink, "race", 1).await.unwrap();
+    a.writer().write(&batch(0, 10)).await.unwrap();
+    b.writer().write(&batch(0, 10)).await.unwrap();
+    a.checkpoint(10.into()).await.unwrap();
+    let err = b.checkpoint(10.into()).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 10);
+    let ids = list_checkpoints(sink.storage().as_ref(), "race")
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 1);
+    assert!(dir.path().join(checkpoints_dir("race")).is_dir());
+}
+
+#[tokio::test]
+async fn jobs_appending_to_one_lake_never_touch_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), FileFormat::json_lines());
+    // Job A is mid-way with a file open; job B runs, crashes, restarts and finishes.
+    let a = run(&sink, "day1", 1000, 3, Some(5)).await.unwrap();
+    let a_hidden = hidden_files(dir.path());
+    assert!(!a_hidden.is_empty());
+    drop(run(&sink, "day2", 1000, 2, Some(3)).await);
+    let mut c = Coordinator::open(&sink, "day2", 2).await.unwrap();
+    let mut next = c.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    while next < 1000 {
+        let w = ((next / 100) % 2) as usize;
+        c.writers()[w]
+            .write(&batch(next + 1000, 100))
+            .await
+            .unwrap();
+        next += 100;
+    }
+    c.finish(next.into()).await.unwrap();
+    for f in &a_hidden {
+        assert!(
+            f.exists(),
+            "job day2 removed job day1's file {}",
+            f.display()
+        );
+    }
+    drop(a);
+}
