@@ -80,7 +80,9 @@ pub(crate) mod writer;
 
 pub use committer::{CommitOutcome, CommitSummary, Committer};
 pub use config::{OutputFileConfig, RollingPolicy, SinkBuilder};
-pub use state::{Committable, PendingHandle, ResumableFile, WriterState, FORMAT_VERSION};
+pub use state::{
+    Committable, PendingHandle, ResumableFile, UploadedPart, WriterState, FORMAT_VERSION,
+};
 pub use writer::{Restored, SinkWriter};
 
 use config::SinkConfig;
@@ -96,6 +98,12 @@ impl Sink {
     /// Starts configuring a sink on `storage`.
     pub fn builder(storage: impl Storage) -> SinkBuilder {
         SinkBuilder::new(Arc::new(storage))
+    }
+
+    /// Starts configuring a sink on a storage shared with other sinks (parallel writers, a CLI
+    /// that picks the backend from a URL).
+    pub fn builder_shared(storage: Arc<dyn Storage>) -> SinkBuilder {
+        SinkBuilder::new(storage)
     }
 
     /// Starts configuring a sink under the local directory `base` (created if missing).

@@ -62,6 +62,46 @@ pub enum PendingHandle {
         /// The hidden in-progress path, relative to the base location.
         in_progress_path: String,
     },
+    /// An S3 multipart upload to the final key with every part uploaded, committed by
+    /// CompleteMultipartUpload.
+    Multipart {
+        /// The upload id S3 gave at CreateMultipartUpload.
+        upload_id: String,
+        /// Every uploaded part, in order.
+        parts: Vec<UploadedPart>,
+    },
+    /// A hidden staging object beside the final key on a store without multipart uploads,
+    /// committed by copy-if-not-exists.
+    Staged {
+        /// The hidden staging object, relative to the base location.
+        staging_path: String,
+    },
+}
+
+/// One uploaded part of a multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadedPart {
+    /// The part number, from 1.
+    pub number: u32,
+    /// The ETag S3 returned for the part.
+    pub etag: String,
+}
+
+impl PendingHandle {
+    /// The identifier under which a backend lists this pending file as a leftover
+    /// ([`crate::storage::Leftover::path`]): the hidden path, or `<final path>#<upload id>`.
+    pub fn leftover_id(&self, final_path: &str) -> String {
+        match self {
+            PendingHandle::LocalFile { in_progress_path } => in_progress_path.clone(),
+            PendingHandle::Multipart { upload_id, .. } => upload_leftover_id(final_path, upload_id),
+            PendingHandle::Staged { staging_path } => staging_path.clone(),
+        }
+    }
+}
+
+/// The leftover id of the multipart upload `upload_id` to `final_path`.
+pub fn upload_leftover_id(final_path: &str, upload_id: &str) -> String {
+    format!("{final_path}#{upload_id}")
 }
 
 /// The part of a writer that must survive a restart: row-format files kept open across the
@@ -159,6 +199,29 @@ impl Committable {
                 validate_in_progress_path(in_progress_path, &self.final_path)
                     .map_err(|e| Error::corrupt(what(), e))?;
             }
+            PendingHandle::Staged { staging_path } => {
+                validate_in_progress_path(staging_path, &self.final_path)
+                    .map_err(|e| Error::corrupt(what(), e))?;
+            }
+            PendingHandle::Multipart { upload_id, parts } => {
+                if upload_id.is_empty() || upload_id.contains(['/', '#', '\0']) {
+                    return Err(Error::corrupt(what(), "bad upload id"));
+                }
+                if parts.is_empty() || parts.len() > 10_000 {
+                    return Err(Error::corrupt(
+                        what(),
+                        "a multipart upload has 1 to 10,000 parts",
+                    ));
+                }
+                for (i, p) in parts.iter().enumerate() {
+                    if p.number as usize != i + 1 || p.etag.is_empty() {
+                        return Err(Error::corrupt(
+                            what(),
+                            "parts must be numbered 1, 2, … with ETags",
+                        ));
+                    }
+                }
+            }
         }
         for s in &self.supersedes {
             validate_hidden_path(s).map_err(|e| Error::corrupt(what(), e))?;
@@ -239,7 +302,7 @@ pub fn validate_rel_path(path: &str) -> Result<(), String> {
 }
 
 /// Splits a relative path into (directory, file name); the directory is "" at the base.
-pub(crate) fn split_rel(path: &str) -> (&str, &str) {
+pub fn split_rel(path: &str) -> (&str, &str) {
     match path.rfind('/') {
         Some(i) => (&path[..i], &path[i + 1..]),
         None => ("", path),
@@ -262,7 +325,7 @@ fn validate_final_path(final_path: &str, bucket: &BucketId) -> Result<(), String
 
 /// Whether a file name is one of the sink's own hidden part names: `.<final>.inprogress.<id>`.
 /// Returns the final name it belongs to.
-pub(crate) fn parse_hidden_name(name: &str) -> Option<&str> {
+pub fn parse_hidden_name(name: &str) -> Option<&str> {
     let rest = name.strip_prefix('.')?;
     let i = rest.rfind(IN_PROGRESS_MARKER)?;
     let (final_name, id) = (&rest[..i], &rest[i + IN_PROGRESS_MARKER.len()..]);

@@ -143,9 +143,12 @@ impl SinkWriter {
 
         // 2. Remove what the checkpoint does not reference (invariant 7).
         let mut referenced: HashSet<&str> = HashSet::new();
+        let pending_ids: Vec<String> = committables
+            .iter()
+            .map(|c| c.pending.leftover_id(&c.final_path))
+            .collect();
+        referenced.extend(pending_ids.iter().map(String::as_str));
         for c in committables {
-            let PendingHandle::LocalFile { in_progress_path } = &c.pending;
-            referenced.insert(in_progress_path);
             referenced.extend(c.supersedes.iter().map(String::as_str));
         }
         if let Some(state) = state {
@@ -521,7 +524,9 @@ impl SinkWriter {
     async fn prepare_commit_inner(&mut self, checkpoint_id: u64) -> Result<Vec<Committable>> {
         let now = SystemTime::now();
         let policy = self.config.rolling_policy.clone();
-        let roll_all = !self.config.format.is_resumable() || policy.roll_on_checkpoint;
+        let roll_all = !self.config.format.is_resumable()
+            || policy.roll_on_checkpoint
+            || !self.config.storage.can_resume();
         let to_roll: Vec<BucketId> = self
             .open
             .values()

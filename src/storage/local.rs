@@ -272,6 +272,10 @@ impl Storage for LocalStorage {
         "local"
     }
 
+    fn can_resume(&self) -> bool {
+        true
+    }
+
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
         let (dir, _) = split_rel(&location.in_progress_path);
         self.inner.ensure_dir(dir)?;
@@ -532,6 +536,14 @@ impl PartWriter for LocalPart {
         Ok(PendingHandle::LocalFile {
             in_progress_path: self.location.in_progress_path.clone(),
         })
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 }
 

@@ -11,9 +11,13 @@ use async_trait::async_trait;
 use crate::sink::state::{Committable, PendingHandle};
 use crate::{CommitOutcome, Result};
 
+pub mod fault;
 mod local;
+mod object;
+mod sigv4;
 
 pub use local::LocalStorage;
+pub use object::{ObjectStorage, S3Capabilities};
 
 /// Where a new part file goes: its hidden in-progress path and its final path, both relative to
 /// the base location and in the same directory.
@@ -28,7 +32,9 @@ pub struct PartLocation {
 /// A hidden part file found under the base location (in progress, or pending and uncommitted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leftover {
-    /// The hidden path, relative to the base location.
+    /// What identifies it: the hidden path relative to the base location, or
+    /// `<final path>#<upload id>` for a multipart upload
+    /// ([`crate::PendingHandle::leftover_id`]).
     pub path: String,
     /// The final name it would be committed under.
     pub final_path: String,
@@ -64,6 +70,10 @@ pub struct Leftover {
 pub trait Storage: Send + Sync + Debug + 'static {
     /// A short name for messages (`local`, `s3`).
     fn name(&self) -> &'static str;
+
+    /// Whether [`Storage::persist`] and [`Storage::resume`] work, so row files can stay open
+    /// across checkpoints. Where they do not, the writer rolls every file at every checkpoint.
+    fn can_resume(&self) -> bool;
 
     /// Starts a new, empty in-progress part file at `location`. Fails with
     /// [`crate::Error::Conflict`] if the in-progress name exists already.
@@ -142,8 +152,15 @@ pub trait PartWriter: Send + Debug {
 
     /// Makes the bytes written so far durable (not the file's name: that is the backend's
     /// [`Storage::seal`] or [`Storage::persist`], the only callers of this method).
+    /// Idempotent: a second call without writes in between changes nothing.
     async fn sync(&mut self) -> Result<()>;
 
     /// Closes the part and returns its handle. Only [`Storage::seal`] calls it, after `sync`.
     async fn close(self: Box<Self>) -> Result<PendingHandle>;
+
+    /// For wrappers (fault injection) that hand their backend's parts on.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+
+    /// For wrappers (fault injection) that hand their backend's parts on.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
 }

@@ -109,6 +109,16 @@ pub fn visible_id_counts(base: &Path, format: &FileFormat) -> BTreeMap<i64, usiz
     counts
 }
 
+pub mod backend;
+
+/// The `id` column of one file's bytes, read with the format's real reader.
+pub fn ids_in_bytes(bytes: Vec<u8>, format: &FileFormat) -> Vec<i64> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, bytes).unwrap();
+    read_ids(&path, format)
+}
+
 pub fn read_ids(path: &Path, format: &FileFormat) -> Vec<i64> {
     let mut ids = Vec::new();
     match format {

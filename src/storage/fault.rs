@@ -1,0 +1,372 @@
+//! Fault injection: a [`Storage`] wrapper that makes the process "die" at a named point.
+//!
+//! [`FaultyStorage`] passes every call through to the storage it wraps, counting the calls at
+//! each [`FaultPoint`]. When the planned occurrence of the planned point comes, it fails that
+//! call and every later one, as if the process had been killed right there: a test then drops
+//! the writer and the coordinator and restarts on the unwrapped storage. With
+//! [`FaultMode::AfterApplied`] the call is carried out first and only its answer is lost
+//! ("the store applied the operation but the response was lost", the S3A committers' fault).
+//!
+//! Nothing here is on the hot path of a sink that does not use it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::{Leftover, MetadataEntry, PartLocation, PartWriter, Storage};
+use crate::sink::state::{Committable, PendingHandle};
+use crate::{CommitOutcome, Error, Result};
+
+/// Where a fault can be injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum FaultPoint {
+    /// Creating an in-progress file (local) or multipart upload (S3).
+    Create,
+    /// Appending bytes to a part.
+    Write,
+    /// Making a part's bytes durable (file fsync; last part upload).
+    SyncFile,
+    /// Sealing parts at the vote, after the files are synced (directory fsyncs).
+    Seal,
+    /// Persisting open row files at the vote.
+    Persist,
+    /// Resuming a row file at restore.
+    Resume,
+    /// A commit call, before anything is committed.
+    Commit,
+    /// A commit call after the first half of its committables (a crash between two renames
+    /// or two completes).
+    CommitHalfway,
+    /// Writing a manifest (the completion point).
+    PutManifest,
+    /// Listing leftovers at restore.
+    ListLeftovers,
+    /// Removing a leftover at restore or abort.
+    RemoveLeftover,
+}
+
+impl FaultPoint {
+    /// Every fault point.
+    pub const ALL: &'static [FaultPoint] = &[
+        FaultPoint::Create,
+        FaultPoint::Write,
+        FaultPoint::SyncFile,
+        FaultPoint::Seal,
+        FaultPoint::Persist,
+        FaultPoint::Resume,
+        FaultPoint::Commit,
+        FaultPoint::CommitHalfway,
+        FaultPoint::PutManifest,
+        FaultPoint::ListLeftovers,
+        FaultPoint::RemoveLeftover,
+    ];
+}
+
+impl fmt::Display for FaultPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Whether the faulty call is carried out before the "crash".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultMode {
+    /// The process dies before the call reaches the store.
+    Before,
+    /// The store applies the call; the process dies before it hears the answer.
+    AfterApplied,
+}
+
+/// Which occurrence of which point fails, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// The point.
+    pub point: FaultPoint,
+    /// The occurrence, from 1.
+    pub occurrence: usize,
+    /// Before or after the call is applied.
+    pub mode: FaultMode,
+}
+
+/// A [`Storage`] that fails at a planned point and is dead from then on.
+#[derive(Debug, Clone)]
+pub struct FaultyStorage {
+    inner: Arc<dyn Storage>,
+    state: Arc<FaultState>,
+}
+
+#[derive(Debug)]
+struct FaultState {
+    plan: Option<FaultPlan>,
+    counts: Mutex<std::collections::BTreeMap<FaultPoint, usize>>,
+    dead: AtomicBool,
+    fired: AtomicUsize,
+}
+
+impl FaultyStorage {
+    /// Wraps `inner`; with `plan` `None` it only counts.
+    pub fn new(inner: Arc<dyn Storage>, plan: Option<FaultPlan>) -> Self {
+        FaultyStorage {
+            inner,
+            state: Arc::new(FaultState {
+                plan,
+                counts: Mutex::new(Default::default()),
+                dead: AtomicBool::new(false),
+                fired: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// How often each point was reached.
+    pub fn counts(&self) -> std::collections::BTreeMap<FaultPoint, usize> {
+        self.state.counts.lock().unwrap().clone()
+    }
+
+    /// Whether the planned fault fired.
+    pub fn fired(&self) -> bool {
+        self.state.fired.load(Ordering::SeqCst) > 0
+    }
+}
+
+impl FaultState {
+    /// Counts a visit to `point`. `Err` if the process is dead already; `Ok(true)` if the
+    /// planned fault fires at this visit (the process is dead from now on).
+    fn visit(&self, point: FaultPoint) -> Result<bool> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(crashed(point));
+        }
+        let n = {
+            let mut counts = self.counts.lock().unwrap();
+            let n = counts.entry(point).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let fires = self
+            .plan
+            .is_some_and(|plan| plan.point == point && plan.occurrence == n);
+        if fires {
+            self.dead.store(true, Ordering::SeqCst);
+            self.fired.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(fires)
+    }
+
+    fn applies_before_dying(&self) -> bool {
+        self.plan.is_some_and(|p| p.mode == FaultMode::AfterApplied)
+    }
+
+    fn check_alive(&self, point: FaultPoint) -> Result<()> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(crashed(point));
+        }
+        Ok(())
+    }
+}
+
+fn crashed(point: FaultPoint) -> Error {
+    Error::io(
+        "reach the store (injected crash)",
+        format!("fault point {point}"),
+        std::io::Error::other("the process is dead"),
+    )
+}
+
+/// Runs `call` under the fault at `point`: not at all if the fault fires before it, or with
+/// its answer replaced by the crash if it fires after.
+macro_rules! guarded {
+    ($state:expr, $point:expr, $call:expr) => {{
+        if $state.visit($point)? {
+            if $state.applies_before_dying() {
+                let _ = $call;
+            }
+            Err(crashed($point))
+        } else {
+            $call
+        }
+    }};
+}
+
+fn unwrap_part(part: &mut Box<dyn PartWriter>) -> &mut Box<dyn PartWriter> {
+    &mut part
+        .as_any_mut()
+        .downcast_mut::<FaultyPart>()
+        .expect("parts of a FaultyStorage")
+        .inner
+}
+
+#[async_trait]
+impl Storage for FaultyStorage {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn can_resume(&self) -> bool {
+        self.inner.can_resume()
+    }
+
+    async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
+        let part = guarded!(
+            self.state,
+            FaultPoint::Create,
+            self.inner.create(location).await
+        )?;
+        Ok(Box::new(FaultyPart {
+            inner: part,
+            state: self.state.clone(),
+        }))
+    }
+
+    async fn resume(
+        &self,
+        from: &str,
+        len: u64,
+        crc: u32,
+        location: &PartLocation,
+    ) -> Result<Box<dyn PartWriter>> {
+        let part = guarded!(
+            self.state,
+            FaultPoint::Resume,
+            self.inner.resume(from, len, crc, location).await
+        )?;
+        Ok(Box::new(FaultyPart {
+            inner: part,
+            state: self.state.clone(),
+        }))
+    }
+
+    async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
+        let mut unwrapped = Vec::with_capacity(parts.len());
+        for part in parts {
+            let any: Box<dyn std::any::Any> = part.into_any();
+            let faulty = any
+                .downcast::<FaultyPart>()
+                .expect("parts of a FaultyStorage");
+            let mut inner = faulty.inner;
+            // The file fsyncs of the vote, one visit per file.
+            guarded!(self.state, FaultPoint::SyncFile, inner.sync().await)?;
+            unwrapped.push(inner);
+        }
+        guarded!(
+            self.state,
+            FaultPoint::Seal,
+            self.inner.seal(unwrapped).await
+        )
+    }
+
+    async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
+        let mut inner: Vec<&mut Box<dyn PartWriter>> =
+            parts.iter_mut().map(|p| unwrap_part(p)).collect();
+        guarded!(
+            self.state,
+            FaultPoint::Persist,
+            self.inner.persist(&mut inner).await
+        )
+    }
+
+    async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
+        let dead = |n: usize| (0..n).map(|_| Err(crashed(FaultPoint::Commit))).collect();
+        match self.state.visit(FaultPoint::Commit) {
+            Err(_) => return dead(committables.len()),
+            Ok(true) => {
+                if self.state.applies_before_dying() {
+                    let _ = self.inner.commit(committables).await;
+                }
+                return dead(committables.len());
+            }
+            Ok(false) => {}
+        }
+        if committables.len() >= 2 {
+            match self.state.visit(FaultPoint::CommitHalfway) {
+                Err(_) => return dead(committables.len()),
+                Ok(true) => {
+                    let _ = self
+                        .inner
+                        .commit(&committables[..committables.len() / 2])
+                        .await;
+                    return dead(committables.len());
+                }
+                Ok(false) => {}
+            }
+        }
+        self.inner.commit(committables).await
+    }
+
+    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+        guarded!(
+            self.state,
+            FaultPoint::ListLeftovers,
+            self.inner.list_leftovers().await
+        )
+    }
+
+    async fn remove_leftover(&self, path: &str) -> Result<()> {
+        guarded!(
+            self.state,
+            FaultPoint::RemoveLeftover,
+            self.inner.remove_leftover(path).await
+        )
+    }
+
+    async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        guarded!(
+            self.state,
+            FaultPoint::PutManifest,
+            self.inner.put_metadata(path, bytes).await
+        )
+    }
+
+    async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        self.state.check_alive(FaultPoint::PutManifest)?;
+        self.inner.get_metadata(path).await
+    }
+
+    async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
+        self.state.check_alive(FaultPoint::PutManifest)?;
+        self.inner.list_metadata(dir).await
+    }
+
+    async fn delete_metadata(&self, path: &str) -> Result<()> {
+        self.state.check_alive(FaultPoint::PutManifest)?;
+        self.inner.delete_metadata(path).await
+    }
+}
+
+#[derive(Debug)]
+struct FaultyPart {
+    inner: Box<dyn PartWriter>,
+    state: Arc<FaultState>,
+}
+
+#[async_trait]
+impl PartWriter for FaultyPart {
+    fn location(&self) -> &PartLocation {
+        self.inner.location()
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.inner.len_bytes()
+    }
+
+    async fn write(&mut self, data: &[u8]) -> Result<()> {
+        guarded!(self.state, FaultPoint::Write, self.inner.write(data).await)
+    }
+
+    async fn sync(&mut self) -> Result<()> {
+        guarded!(self.state, FaultPoint::SyncFile, self.inner.sync().await)
+    }
+
+    async fn close(self: Box<Self>) -> Result<PendingHandle> {
+        self.inner.close().await
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,198 @@
+//! Backends for the conformance suite: local disk, the in-memory object store (generic staged
+//! commit) and a real S3 server (Garage in CI). Each gives a fresh sink location and reads the
+//! visible output back.
+
+use std::sync::Arc;
+
+use filesink::storage::{LocalStorage, ObjectStorage, Storage};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+pub enum Kind {
+    Local(tempfile::TempDir),
+    Memory(Arc<object_store::memory::InMemory>),
+    S3 {
+        store: Arc<dyn ObjectStore>,
+        prefix: String,
+    },
+}
+
+pub struct Backend {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub storage: Arc<dyn Storage>,
+    /// Whether a multipart upload is the commit primitive (S3).
+    pub multipart: bool,
+}
+
+impl Backend {
+    pub fn local() -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(LocalStorage::new(dir.path()).unwrap());
+        Backend {
+            name: "local",
+            kind: Kind::Local(dir),
+            storage,
+            multipart: false,
+        }
+    }
+
+    pub fn memory() -> Backend {
+        let mem = Arc::new(object_store::memory::InMemory::new());
+        let storage =
+            Arc::new(ObjectStorage::generic(mem.clone(), "lake/out", "memory://lake/out").unwrap());
+        Backend {
+            name: "memory",
+            kind: Kind::Memory(mem),
+            storage,
+            multipart: false,
+        }
+    }
+
+    /// A fresh prefix in the S3 bucket of the environment, or `None` if no server is set up.
+    pub fn s3() -> Option<Backend> {
+        let bucket = std::env::var("FILESINK_S3_BUCKET").ok()?;
+        let prefix = format!("conformance/{}", uuid::Uuid::now_v7().simple());
+        let url = format!("s3://{bucket}/{prefix}");
+        let storage = Arc::new(
+            ObjectStorage::s3(&url)
+                .unwrap()
+                .with_part_size_bytes(ObjectStorage::MIN_PART_SIZE_BYTES)
+                .unwrap(),
+        );
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(&bucket)
+                .build()
+                .unwrap(),
+        );
+        Some(Backend {
+            name: "s3",
+            kind: Kind::S3 { store, prefix },
+            storage,
+            multipart: true,
+        })
+    }
+
+    pub fn sink(&self) -> filesink::SinkBuilder {
+        filesink::Sink::builder_shared(self.storage.clone())
+    }
+
+    /// Every visible data object: (path relative to the base, bytes).
+    pub async fn visible(&self) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        match &self.kind {
+            Kind::Local(dir) => {
+                for p in super::visible_files(dir.path()) {
+                    let rel = p
+                        .strip_prefix(dir.path())
+                        .unwrap()
+                        .to_str()
+                        .unwrap()
+                        .to_string();
+                    out.push((rel, std::fs::read(&p).unwrap()));
+                }
+            }
+            Kind::Memory(mem) => out = list_store(mem.as_ref(), "lake/out").await,
+            Kind::S3 { store, prefix } => out = list_store(store.as_ref(), prefix).await,
+        }
+        out.sort();
+        out
+    }
+}
+
+async fn list_store(store: &dyn ObjectStore, prefix: &str) -> Vec<(String, Vec<u8>)> {
+    use futures_util::TryStreamExt;
+    let listed: Vec<object_store::ObjectMeta> = store
+        .list(Some(&Path::from(prefix)))
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for meta in listed {
+        let rel = meta
+            .location
+            .as_ref()
+            .strip_prefix(prefix)
+            .unwrap()
+            .trim_start_matches('/')
+            .to_string();
+        if rel
+            .split('/')
+            .any(|c| c.starts_with('.') || c.starts_with('_'))
+        {
+            continue;
+        }
+        let bytes = store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        out.push((rel, bytes.to_vec()));
+    }
+    out
+}
+
+impl Backend {
+    /// The same location through a new storage object, as a fresh process would open it.
+    pub fn reopen(&self) -> Arc<dyn Storage> {
+        match &self.kind {
+            Kind::Local(dir) => Arc::new(LocalStorage::new(dir.path()).unwrap()),
+            Kind::Memory(mem) => Arc::new(
+                ObjectStorage::generic(mem.clone(), "lake/out", "memory://lake/out").unwrap(),
+            ),
+            Kind::S3 { prefix, .. } => {
+                let bucket = std::env::var("FILESINK_S3_BUCKET").unwrap();
+                Arc::new(ObjectStorage::s3(&format!("s3://{bucket}/{prefix}")).unwrap())
+            }
+        }
+    }
+
+    /// A sibling location whose name extends this one's (`out` → `out2`).
+    pub fn sibling(&self) -> Arc<dyn Storage> {
+        match &self.kind {
+            Kind::Local(dir) => {
+                Arc::new(LocalStorage::new(dir.path().with_extension("2")).unwrap())
+            }
+            Kind::Memory(mem) => Arc::new(
+                ObjectStorage::generic(mem.clone(), "lake/out2", "memory://lake/out2").unwrap(),
+            ),
+            Kind::S3 { prefix, .. } => {
+                let bucket = std::env::var("FILESINK_S3_BUCKET").unwrap();
+                Arc::new(ObjectStorage::s3(&format!("s3://{bucket}/{prefix}2")).unwrap())
+            }
+        }
+    }
+
+    /// Counts how often each id is visible, reading every visible file with the real reader.
+    pub async fn id_counts(
+        &self,
+        format: &filesink::FileFormat,
+    ) -> std::collections::BTreeMap<i64, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (_, bytes) in self.visible().await {
+            for id in super::ids_in_bytes(bytes, format) {
+                *counts.entry(id).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    pub async fn assert_exactly_once(&self, format: &filesink::FileFormat, n: i64) {
+        let counts = self.id_counts(format).await;
+        let bad: Vec<(i64, usize)> = (0..n)
+            .map(|i| (i, counts.get(&i).copied().unwrap_or(0)))
+            .filter(|(_, c)| *c != 1)
+            .collect();
+        let extra = counts.keys().filter(|i| **i < 0 || **i >= n).count();
+        assert!(
+            bad.is_empty() && extra == 0,
+            "[{}] not exactly once in {format:?}: {} ids wrong (first {:?}), {extra} unexpected",
+            self.name,
+            bad.len(),
+            &bad[..bad.len().min(5)]
+        );
+    }
+}

@@ -1,0 +1,327 @@
+//! One conformance suite, every backend runs it: local disk, the in-memory object store
+//! (generic staged commit) and a real S3 server (Garage; `./scripts/test` starts one). The
+//! checks are plain async functions that take the backend, as in object_store's
+//! `integration.rs`.
+
+mod common;
+
+use common::backend::Backend;
+use common::*;
+use filesink::{CommitOutcome, FileFormat, RollingPolicy, Sink};
+
+fn s3() -> Option<Backend> {
+    match Backend::s3() {
+        Some(b) => Some(b),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI must run the S3 conformance suite: FILESINK_S3_BUCKET is not set (./scripts/test starts Garage)")
+        }
+        None => {
+            eprintln!(
+                "\n*** S3 CONFORMANCE NOT RUN: no S3 server configured. Run `./scripts/test` \
+                 (starts Garage on 127.0.0.1 and exports AWS_*), or set AWS_ENDPOINT, \
+                 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and FILESINK_S3_BUCKET. ***\n"
+            );
+            None
+        }
+    }
+}
+
+const BATCHES: usize = 10;
+const BATCH_LEN: i64 = 40;
+const N: i64 = BATCHES as i64 * BATCH_LEN;
+
+fn sink(b: &Backend, format: FileFormat) -> Sink {
+    b.sink()
+        .format(format)
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .rolling_policy(RollingPolicy::default())
+        .build()
+        .unwrap()
+}
+
+async fn started(b: &Backend, format: FileFormat) -> Job {
+    let mut job = Job::new(sink(b, format), BATCHES, BATCH_LEN);
+    job.writer = Some(job.start().await.writer);
+    job.write(2).await;
+    job.checkpoint(true, true).await;
+    job
+}
+
+async fn finish(job: &mut Job) {
+    job.writer = Some(job.start().await.writer);
+    while job.position < job.total_batches {
+        job.write(3).await;
+        job.checkpoint(true, true).await;
+    }
+    job.finish().await;
+}
+
+async fn assert_no_leftovers(b: &Backend) {
+    let left = b.storage.list_leftovers().await.unwrap();
+    assert!(
+        left.is_empty(),
+        "[{}] leftovers after the final commit: {left:?}",
+        b.name
+    );
+}
+
+pub async fn crash_before_precommit(b: Backend) {
+    let format = FileFormat::parquet();
+    let mut job = started(&b, format.clone()).await;
+    job.write(3).await;
+    job.crash();
+    finish(&mut job).await;
+    b.assert_exactly_once(&format, N).await;
+    assert_no_leftovers(&b).await;
+}
+
+pub async fn crash_between_precommit_and_commit(b: Backend, completed: bool) {
+    let format = FileFormat::json_lines();
+    let mut job = started(&b, format.clone()).await;
+    job.write(3).await;
+    let cp = job.checkpoint(completed, false).await;
+    job.crash();
+    let restored = job.start().await;
+    if completed {
+        assert_eq!(restored.commit_outcomes.len(), cp.committables.len());
+        assert!(restored.commit_outcomes.iter().all(|o| *o == CommitOutcome::Committed));
+    } else {
+        // Restored from the checkpoint before: its files were committed already.
+        assert!(restored.commit_outcomes.iter().all(|o| *o == CommitOutcome::AlreadyCommitted));
+    }
+    job.writer = Some(restored.writer);
+    while job.position < job.total_batches {
+        job.write(3).await;
+        job.checkpoint(true, true).await;
+    }
+    job.finish().await;
+    b.assert_exactly_once(&format, N).await;
+    assert_no_leftovers(&b).await;
+}
+
+pub async fn crash_after_commit(b: Backend) {
+    let format = FileFormat::csv();
+    let mut job = started(&b, format.clone()).await;
+    job.write(3).await;
+    let cp = job.checkpoint(true, true).await;
+    job.crash();
+    let restored = job.start().await;
+    assert!(restored
+        .commit_outcomes
+        .iter()
+        .all(|o| *o == CommitOutcome::AlreadyCommitted));
+    assert_eq!(restored.commit_outcomes.len(), cp.committables.len());
+    drop(restored);
+    finish(&mut job).await;
+    b.assert_exactly_once(&format, N).await;
+}
+
+pub async fn commit_twice_and_from_a_fresh_process(b: Backend) {
+    let format = FileFormat::parquet();
+    let s = sink(&b, format.clone());
+    let mut w = s.create_writer();
+    w.write(&batch(0, 200)).await.unwrap();
+    let cs = w.prepare_commit(1).await.unwrap();
+    assert_eq!(
+        s.committer().commit_all(&cs).await.unwrap().committed,
+        cs.len()
+    );
+    let before = b.visible().await;
+    assert_eq!(
+        s.committer()
+            .commit_all(&cs)
+            .await
+            .unwrap()
+            .already_committed,
+        cs.len()
+    );
+    let fresh = Sink::builder_shared(b.reopen()).build().unwrap();
+    let reloaded: Vec<_> = cs
+        .iter()
+        .map(|c| filesink::Committable::from_json(&c.to_json()).unwrap())
+        .collect();
+    assert_eq!(
+        fresh
+            .committer()
+            .commit_all(&reloaded)
+            .await
+            .unwrap()
+            .already_committed,
+        cs.len()
+    );
+    assert_eq!(
+        b.visible().await,
+        before,
+        "[{}] a repeated commit changed the output",
+        b.name
+    );
+    b.assert_exactly_once(&format, 200).await;
+}
+
+pub async fn crash_between_two_commits_of_one_call(b: Backend) {
+    let format = FileFormat::json_lines();
+    let s = b
+        .sink()
+        .format(format.clone())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .rolling_policy(RollingPolicy::on_checkpoint())
+        .build()
+        .unwrap();
+    let mut w = s.create_writer();
+    w.write(&batch(0, 100)).await.unwrap();
+    let cs = w.prepare_commit(1).await.unwrap();
+    assert_eq!(cs.len(), 5);
+    s.committer().commit_all(&cs[..2]).await.unwrap();
+    let outcomes: Vec<_> = s
+        .committer()
+        .commit(&cs)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(&outcomes[..2], &[CommitOutcome::AlreadyCommitted; 2]);
+    assert_eq!(&outcomes[2..], &[CommitOutcome::Committed; 3]);
+    b.assert_exactly_once(&format, 100).await;
+}
+
+pub async fn abort_after_a_crash_leaves_nothing_behind(b: Backend) {
+    let s = sink(&b, FileFormat::parquet());
+    let mut w = s.create_writer();
+    w.write(&batch(0, 100)).await.unwrap();
+    w.prepare_commit(1).await.unwrap(); // pending, never completed
+    w.write(&batch(100, 100)).await.unwrap(); // in progress
+    drop(w);
+    assert!(!b.storage.list_leftovers().await.unwrap().is_empty());
+    let restored = s.restore_writer(None, &[]).await.unwrap();
+    assert!(!restored.removed_leftovers.is_empty());
+    assert_no_leftovers(&b).await;
+    assert!(b.visible().await.is_empty());
+}
+
+pub async fn cleanup_stays_inside_the_exact_prefix(b: Backend) {
+    let neighbour = Sink::builder_shared(b.sibling())
+        .format(FileFormat::parquet())
+        .build()
+        .unwrap();
+    let mut w = neighbour.create_writer();
+    w.write(&batch(0, 50)).await.unwrap();
+    let neighbours_pending = w.prepare_commit(1).await.unwrap();
+    let s = sink(&b, FileFormat::parquet());
+    let restored = s.restore_writer(None, &[]).await.unwrap();
+    assert!(
+        restored.removed_leftovers.is_empty(),
+        "[{}] touched the neighbour: {:?}",
+        b.name,
+        restored.removed_leftovers
+    );
+    // The neighbour's pending file still commits.
+    assert_eq!(
+        neighbour
+            .committer()
+            .commit_all(&neighbours_pending)
+            .await
+            .unwrap()
+            .committed,
+        1
+    );
+}
+
+pub async fn a_file_of_many_parts(b: Backend) {
+    let format = FileFormat::json_lines();
+    let s = b
+        .sink()
+        .format(format.clone())
+        .rolling_policy(RollingPolicy::on_checkpoint().with_part_size_bytes_max(1 << 30))
+        .build()
+        .unwrap();
+    let mut w = s.create_writer();
+    // About 60 MiB of JSON lines.
+    let big = "y".repeat(6000);
+    let schema = schema();
+    let mut id = 0i64;
+    while w.open_files() == 0 || id < 10_000 {
+        let ids: Vec<i64> = (id..id + 500).collect();
+        let b2 = arrow::record_batch::RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                std::sync::Arc::new(arrow::array::Int64Array::from(ids.clone())),
+                std::sync::Arc::new(arrow::array::StringArray::from(vec!["2026-11-30"; 500])),
+                std::sync::Arc::new(arrow::array::StringArray::from(vec![big.as_str(); 500])),
+            ],
+        )
+        .unwrap();
+        w.write(&b2).await.unwrap();
+        id += 500;
+    }
+    let cs = w.prepare_commit(1).await.unwrap();
+    assert_eq!(cs.len(), 1);
+    assert!(cs[0].size_bytes > 55 * 1024 * 1024, "{}", cs[0].size_bytes);
+    if b.multipart {
+        let filesink::PendingHandle::Multipart { parts, .. } = &cs[0].pending else {
+            panic!("{:?}", cs[0].pending)
+        };
+        assert_eq!(
+            parts.len() as u64,
+            cs[0].size_bytes.div_ceil(5 * 1024 * 1024)
+        );
+    }
+    s.committer().commit_all(&cs).await.unwrap();
+    assert_eq!(
+        s.committer()
+            .commit_all(&cs)
+            .await
+            .unwrap()
+            .already_committed,
+        1
+    );
+    b.assert_exactly_once(&format, id).await;
+}
+
+pub async fn small_files_commit_whole(b: Backend) {
+    let format = FileFormat::parquet();
+    let s = sink(&b, format.clone());
+    let mut w = s.create_writer();
+    w.write(&batch(0, 10)).await.unwrap();
+    let cs = w.prepare_commit(1).await.unwrap();
+    assert!(cs.iter().all(|c| c.size_bytes < 5 * 1024 * 1024));
+    s.committer().commit_all(&cs).await.unwrap();
+    b.assert_exactly_once(&format, 10).await;
+}
+
+macro_rules! suite {
+    ($($check:ident $(($arg:expr))?),* $(,)?) => {
+        mod local {
+            use super::*;
+            $(#[tokio::test] async fn $check() { super::$check(Backend::local() $(, $arg)?).await })*
+        }
+        mod memory {
+            use super::*;
+            $(#[tokio::test] async fn $check() { super::$check(Backend::memory() $(, $arg)?).await })*
+        }
+        mod s3 {
+            use super::*;
+            $(#[tokio::test] async fn $check() { if let Some(b) = super::s3() { super::$check(b $(, $arg)?).await } })*
+        }
+    };
+}
+
+async fn crash_between_precommit_and_commit_completed(b: Backend) {
+    crash_between_precommit_and_commit(b, true).await
+}
+
+async fn crash_between_precommit_and_commit_not_completed(b: Backend) {
+    crash_between_precommit_and_commit(b, false).await
+}
+
+suite!(
+    crash_before_precommit,
+    crash_between_precommit_and_commit_completed,
+    crash_between_precommit_and_commit_not_completed,
+    crash_after_commit,
+    commit_twice_and_from_a_fresh_process,
+    crash_between_two_commits_of_one_call,
+    abort_after_a_crash_leaves_nothing_behind,
+    cleanup_stays_inside_the_exact_prefix,
+    a_file_of_many_parts,
+    small_files_commit_whole,
+);
