@@ -1,6 +1,37 @@
-//! The `filesink` command line (coming with the CLI issue).
+//! The `filesink` command line. This file only parses arguments, starts a runtime and maps
+//! the outcome to an exit code; the commands live in `cli/`.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("error: the filesink CLI is not built yet");
-    std::process::ExitCode::from(2)
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            // Help and version go to stdout with exit code 0, usage errors to stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            cli::exit::CliError::context("cannot start the async runtime", e).report();
+            return ExitCode::from(cli::exit::ERROR);
+        }
+    };
+    match runtime.block_on(cli::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            e.report();
+            ExitCode::from(e.code())
+        }
+    }
 }

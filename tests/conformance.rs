@@ -299,6 +299,7 @@ macro_rules! suite {
             $(#[tokio::test] async fn $check() { super::$check(Backend::memory() $(, $arg)?).await })*
         }
         mod s3 {
+            #[allow(unused_imports)]
             use super::*;
             $(#[tokio::test] async fn $check() { if let Some(b) = super::s3() { super::$check(b $(, $arg)?).await } })*
         }

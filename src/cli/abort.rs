@@ -1,0 +1,259 @@
+//! `filesink abort`: cleans up after crashed or abandoned runs.
+//!
+//! First it commits the pending files that each job's latest manifest names (a complete
+//! checkpoint's files are never deleted), then it removes the hidden leftovers that no job's
+//! latest manifest references. It touches nothing else: [`filesink::storage::Storage::remove_leftover`]
+//! refuses any name that is not a hidden part name. It refuses to run on a directory that is
+//! not a filesink output, and while a writer looks alive (a leftover modified in the last
+//! [`ALIVE_WINDOW`]) unless `--force`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use filesink::storage::{Leftover, Storage};
+use serde_json::json;
+
+use super::commit::{commit_manifest, failure, FileOutcome};
+use super::exit::{CliError, CliResult};
+use super::lake::{references, Lake};
+use super::url::Location;
+use super::util::{human_age, human_bytes, now_ms, parse_duration};
+
+/// A leftover modified this recently may belong to a writer that is still running.
+pub const ALIVE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Arguments of `filesink abort`.
+#[derive(Debug, clap::Args)]
+pub struct AbortArgs {
+    /// The sink directory (`./lake`, `/abs/lake`, `file:///abs/lake`).
+    #[arg(value_name = "URL")]
+    pub url: String,
+
+    /// Only remove leftovers last modified longer ago than this (`10m`, `2h`, `1d`).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub older_than: Option<Duration>,
+
+    /// List what would be committed and removed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Go on even though a writer looks alive: a leftover was modified, or an unfinished job
+    /// checkpointed, in the last minute. Removing a live writer's files makes its next
+    /// checkpoint fail. (A writer that checkpoints less often than once a minute can look
+    /// dead: stop it first.)
+    #[arg(long)]
+    pub force: bool,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `filesink abort`.
+pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
+    let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
+    let now = now_ms();
+    let jobs = lake.jobs().await?;
+    let mut latest = Vec::new();
+    for j in jobs {
+        match j.latest {
+            Ok(Some(m)) => latest.push(m),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(CliError::context(
+                    format!(
+                        "cannot read the latest manifest of job `{}` in `{}`, so cannot tell which \
+                         hidden files it needs; nothing was changed",
+                        j.job,
+                        lake.location
+                    ),
+                    e,
+                ))
+            }
+        }
+    }
+    let refs = references(&latest);
+    let leftovers = lake.leftovers().await?;
+    let age = |l: &Leftover| now - l.modified_ms;
+    let min_age_ms = args.older_than.map_or(0, |d| d.as_millis() as i64);
+    let candidates: Vec<&Leftover> = leftovers
+        .iter()
+        .filter(|l| !refs.contains_key(&l.path) && age(l) >= min_age_ms)
+        .collect();
+    let alive_ms = ALIVE_WINDOW.as_millis() as i64;
+    let young: Vec<&Leftover> = match args.older_than {
+        Some(_) => candidates
+            .iter()
+            .copied()
+            .filter(|l| age(l) < alive_ms)
+            .collect(),
+        None => leftovers.iter().filter(|l| age(l) < alive_ms).collect(),
+    };
+    // A job whose latest checkpoint is recent and not its last may still be running even
+    // when its files are old (Parquet buffers in memory until the checkpoint).
+    let running: Vec<String> = latest
+        .iter()
+        .filter(|m| !m.finished && now - m.created_at_ms < alive_ms)
+        .map(|m| {
+            format!(
+                "job `{}` (checkpoint {} {} ago)",
+                m.job,
+                m.checkpoint_id,
+                human_age(now - m.created_at_ms)
+            )
+        })
+        .collect();
+    if !running.is_empty() && !args.force {
+        return Err(CliError::refused(format!(
+            "a writer looks alive in `{}`: {} completed a checkpoint in the last {} s and did \
+             not finish; nothing was changed (stop the writer, or pass --force)",
+            lake.location,
+            running.join(", "),
+            ALIVE_WINDOW.as_secs()
+        )));
+    }
+    if !young.is_empty() && !args.force {
+        let list: Vec<String> = young
+            .iter()
+            .take(10)
+            .map(|l| format!("`{}` ({} ago)", l.path, human_age(age(l))))
+            .collect();
+        let more = if young.len() > 10 {
+            format!(" and {} more", young.len() - 10)
+        } else {
+            String::new()
+        };
+        return Err(CliError::refused(format!(
+            "a writer looks alive in `{}`: {} modified in the last {} s: {}{more}; \
+             nothing was changed (stop the writer, or pass --older-than or --force)",
+            lake.location,
+            if young.len() == 1 {
+                "a leftover was"
+            } else {
+                "leftovers were"
+            },
+            ALIVE_WINDOW.as_secs(),
+            list.join(", ")
+        )));
+    }
+
+    // 1. Commit what complete checkpoints name: never delete it.
+    let mut committed = Vec::new();
+    let mut first_error = None;
+    for m in &latest {
+        let (files, err) = commit_manifest(&lake, m, true, args.dry_run).await?;
+        if let Some(e) = err {
+            first_error.get_or_insert(e);
+        }
+        for f in files {
+            committed.push((m.job.clone(), m.checkpoint_id, f));
+        }
+    }
+    // 2. Remove the leftovers nothing needs.
+    let mut removed: Vec<(&Leftover, Option<String>)> = Vec::with_capacity(candidates.len());
+    let mut remove_error = None;
+    for l in &candidates {
+        if args.dry_run {
+            removed.push((l, None));
+            continue;
+        }
+        match lake.storage.remove_leftover(&l.path).await {
+            Ok(()) => removed.push((l, None)),
+            Err(e) => {
+                removed.push((l, Some(super::ls::error_chain(&e))));
+                remove_error.get_or_insert(e);
+            }
+        }
+    }
+    let commit_failed = committed
+        .iter()
+        .filter(|(_, _, (_, o))| matches!(o, FileOutcome::Failed(..)))
+        .count();
+    let n_committed = committed.len() - commit_failed;
+    let n_removed = removed.iter().filter(|(_, e)| e.is_none()).count();
+    let kept: Vec<&Leftover> = leftovers
+        .iter()
+        .filter(|l| !refs.contains_key(&l.path) && age(l) < min_age_ms)
+        .collect();
+
+    if args.json {
+        let v = json!({
+            "dry_run": args.dry_run,
+            "commit": committed.iter().map(|(job, id, (c, o))| json!({
+                "job": job,
+                "checkpoint_id": id,
+                "final_path": c.final_path,
+                "size_bytes": c.size_bytes,
+                "outcome": o.name(),
+                "error": match o { FileOutcome::Failed(_, e) => Some(e), _ => None },
+            })).collect::<Vec<_>>(),
+            "remove": removed.iter().map(|(l, e)| json!({
+                "path": l.path,
+                "size_bytes": l.size_bytes,
+                "age_ms": age(l),
+                "error": e,
+            })).collect::<Vec<_>>(),
+            "kept_younger": kept.iter().map(|l| &l.path).collect::<Vec<_>>(),
+            "committed": n_committed,
+            "removed": n_removed,
+        });
+        outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        let (c_verb, r_verb) = if args.dry_run {
+            ("would commit", "would remove")
+        } else {
+            ("committed", "removed")
+        };
+        outln!(
+            out,
+            "pending files named by latest manifests: {}",
+            committed.len()
+        );
+        for (job, id, (c, o)) in &committed {
+            let why = match o {
+                FileOutcome::Failed(_, e) => format!(": {e}"),
+                _ => String::new(),
+            };
+            outln!(
+                out,
+                "  {:<18} {}  ({}, job {job} checkpoint {id}){why}",
+                o.name(),
+                c.final_path,
+                human_bytes(c.size_bytes)
+            );
+        }
+        outln!(out, "leftovers needed by no manifest: {}", removed.len());
+        for (l, e) in &removed {
+            let (verb, why) = match e {
+                Some(e) => ("failed", format!(": {e}")),
+                None => (r_verb, String::new()),
+            };
+            outln!(
+                out,
+                "  {verb:<18} {}  ({}, modified {} ago){why}",
+                l.path,
+                human_bytes(l.size_bytes),
+                human_age(age(l))
+            );
+        }
+        if !kept.is_empty() {
+            outln!(
+                out,
+                "kept {} leftover(s) younger than --older-than",
+                kept.len()
+            );
+        }
+        outln!(out, "total: {c_verb} {n_committed}, {r_verb} {n_removed}");
+    }
+    if commit_failed > 0 {
+        return Err(failure(
+            commit_failed,
+            first_error,
+            committed.iter().map(|(_, _, f)| f),
+        ));
+    }
+    if let Some(e) = remove_error {
+        return Err(CliError::context("some leftovers could not be removed", e));
+    }
+    Ok(())
+}

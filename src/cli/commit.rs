@@ -1,0 +1,318 @@
+//! `filesink commit`: makes the pending files of complete checkpoints visible. Idempotent:
+//! a file already committed is checked (size and CRC-32C) and reported as such.
+
+use std::io::{Read, Write};
+
+use filesink::checkpoint::Manifest;
+use filesink::{CommitOutcome, Committable};
+use serde_json::json;
+
+use super::exit::{code_of, CliError, CliResult, CONFLICT, DATA_LOST, ERROR};
+use super::lake::{FileState, Lake};
+use super::url::Location;
+use super::util::{human_bytes, parse_job};
+
+/// Which checkpoint of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointSel {
+    /// The job's latest manifest.
+    Latest,
+    /// The manifest with this id.
+    Id(u64),
+}
+
+/// Parses `latest` or a checkpoint id.
+pub fn parse_checkpoint(s: &str) -> Result<CheckpointSel, String> {
+    if s == "latest" {
+        return Ok(CheckpointSel::Latest);
+    }
+    s.parse()
+        .map(CheckpointSel::Id)
+        .map_err(|_| format!("`{s}` is not a checkpoint id or `latest`"))
+}
+
+/// Arguments of `filesink commit`.
+#[derive(Debug, clap::Args)]
+pub struct CommitArgs {
+    /// The sink directory (`./lake`, `/abs/lake`, `file:///abs/lake`).
+    #[arg(value_name = "URL")]
+    pub url: String,
+
+    /// Only this job (default: every job).
+    #[arg(long, value_parser = parse_job, value_name = "NAME")]
+    pub job: Option<String>,
+
+    /// The checkpoint whose files to commit: an id, or `latest` (default).
+    #[arg(long, value_parser = parse_checkpoint, value_name = "ID|latest", default_value = "latest")]
+    pub checkpoint: CheckpointSel,
+
+    /// Say what would be committed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What happened (or would happen) to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOutcome {
+    /// Made visible now.
+    Committed,
+    /// Was visible already, with the right content.
+    AlreadyCommitted,
+    /// Dry run: would be made visible.
+    WouldCommit,
+    /// Failed (or, in a dry run, would fail), with the exit code it implies and why.
+    Failed(u8, String),
+}
+
+impl FileOutcome {
+    /// A short name for output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FileOutcome::Committed => "committed",
+            FileOutcome::AlreadyCommitted => "already committed",
+            FileOutcome::WouldCommit => "would commit",
+            FileOutcome::Failed(..) => "failed",
+        }
+    }
+}
+
+/// Commits (or, with `dry_run`, checks) the committables of `m`. Returns one outcome per
+/// committable and the first error.
+pub async fn commit_manifest(
+    lake: &Lake,
+    m: &Manifest,
+    only_unseen: bool,
+    dry_run: bool,
+) -> CliResult<(Vec<(Committable, FileOutcome)>, Option<filesink::Error>)> {
+    let todo: Vec<Committable> = m
+        .committables
+        .iter()
+        .filter(|c| !only_unseen || lake.file_state(c) != FileState::Visible)
+        .cloned()
+        .collect();
+    let mut out = Vec::with_capacity(todo.len());
+    let mut first_error = None;
+    if dry_run {
+        for c in todo {
+            let outcome = predict(lake, &c);
+            out.push((c, outcome));
+        }
+        return Ok((out, None));
+    }
+    let results = lake.sink()?.committer().commit(&todo).await;
+    for (c, r) in todo.into_iter().zip(results) {
+        let outcome = match r {
+            Ok(CommitOutcome::Committed) => FileOutcome::Committed,
+            Ok(CommitOutcome::AlreadyCommitted) => FileOutcome::AlreadyCommitted,
+            Err(e) => {
+                let outcome = FileOutcome::Failed(code_of(&e), super::ls::error_chain(&e));
+                first_error.get_or_insert(e);
+                outcome
+            }
+        };
+        out.push((c, outcome));
+    }
+    Ok((out, first_error))
+}
+
+/// What committing `c` would do, without doing it.
+fn predict(lake: &Lake, c: &Committable) -> FileOutcome {
+    match lake.file_state(c) {
+        FileState::Pending => FileOutcome::WouldCommit,
+        FileState::Missing => FileOutcome::Failed(
+            DATA_LOST,
+            format!(
+                "data lost: neither the pending file nor `{}` exists",
+                c.final_path
+            ),
+        ),
+        FileState::Visible => match content_matches(&lake.base().join(&c.final_path), c) {
+            Ok(true) => FileOutcome::AlreadyCommitted,
+            Ok(false) => FileOutcome::Failed(
+                CONFLICT,
+                format!("conflict: `{}` exists with other content", c.final_path),
+            ),
+            Err(e) => FileOutcome::Failed(ERROR, format!("cannot read `{}`: {e}", c.final_path)),
+        },
+    }
+}
+
+/// Whether the file at `path` has `c`'s size and CRC-32C.
+fn content_matches(path: &std::path::Path, c: &Committable) -> std::io::Result<bool> {
+    let mut file = std::fs::File::open(path)?;
+    if file.metadata()?.len() != c.size_bytes {
+        return Ok(false);
+    }
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+    }
+    Ok(crc == c.crc32c)
+}
+
+/// Runs `filesink commit`.
+pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
+    let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
+    let mut jobs = lake.jobs().await?;
+    if let Some(job) = &args.job {
+        jobs.retain(|j| &j.job == job);
+        if jobs.is_empty() {
+            return Err(CliError::msg(format!(
+                "job `{job}` has no manifests in `{}`",
+                lake.location
+            )));
+        }
+    } else if matches!(args.checkpoint, CheckpointSel::Id(_)) && jobs.len() > 1 {
+        return Err(CliError::usage(format!(
+            "--checkpoint with an id needs --job: `{}` has {} jobs",
+            lake.location,
+            jobs.len()
+        )));
+    }
+    let mut manifests = Vec::new();
+    for j in jobs {
+        let m = match args.checkpoint {
+            CheckpointSel::Latest => match j.latest {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(e) => {
+                    return Err(CliError::context(
+                        format!(
+                            "cannot read the latest manifest of job `{}` in `{}`; nothing was committed",
+                            j.job,
+                            lake.location
+                        ),
+                        e,
+                    ))
+                }
+            },
+            CheckpointSel::Id(id) => {
+                j.require_checkpoint(id)?;
+                lake.manifest(&j.job, id).await?
+            }
+        };
+        manifests.push(m);
+    }
+
+    let mut results = Vec::new();
+    let mut first_error = None;
+    for m in &manifests {
+        let (files, err) = commit_manifest(&lake, m, false, args.dry_run).await?;
+        if let Some(e) = err {
+            first_error.get_or_insert(e);
+        }
+        results.push((m, files));
+    }
+    let count = |f: fn(&FileOutcome) -> bool| -> usize {
+        results
+            .iter()
+            .flat_map(|(_, files)| files.iter())
+            .filter(|(_, o)| f(o))
+            .count()
+    };
+    let committed = count(|o| matches!(o, FileOutcome::Committed | FileOutcome::WouldCommit));
+    let already = count(|o| matches!(o, FileOutcome::AlreadyCommitted));
+    let failed = count(|o| matches!(o, FileOutcome::Failed(..)));
+
+    if args.json {
+        let v = json!({
+            "dry_run": args.dry_run,
+            "jobs": results.iter().map(|(m, files)| json!({
+                "job": m.job,
+                "checkpoint_id": m.checkpoint_id,
+                "files": files.iter().map(|(c, o)| json!({
+                    "final_path": c.final_path,
+                    "size_bytes": c.size_bytes,
+                    "record_count": c.record_count,
+                    "outcome": o.name(),
+                    "error": match o { FileOutcome::Failed(_, e) => Some(e), _ => None },
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "committed": committed,
+            "already_committed": already,
+            "failed": failed,
+        });
+        outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        if manifests.is_empty() {
+            outln!(
+                out,
+                "no manifests in `{}`; nothing to commit",
+                lake.location
+            );
+        }
+        for (m, files) in &results {
+            outln!(
+                out,
+                "job `{}` checkpoint {}: {} file(s)",
+                m.job,
+                m.checkpoint_id,
+                files.len()
+            );
+            for (c, o) in files {
+                let why = match o {
+                    FileOutcome::Failed(_, e) => format!(": {e}"),
+                    _ => String::new(),
+                };
+                outln!(
+                    out,
+                    "  {:<18} {}  ({}, {} records){why}",
+                    o.name(),
+                    c.final_path,
+                    human_bytes(c.size_bytes),
+                    c.record_count
+                );
+            }
+        }
+        let verb = if args.dry_run {
+            "would commit"
+        } else {
+            "committed"
+        };
+        outln!(
+            out,
+            "total: {verb} {committed}, already committed {already}, failed {failed}"
+        );
+    }
+    if failed > 0 {
+        return Err(failure(
+            failed,
+            first_error,
+            results.iter().flat_map(|(_, f)| f.iter()),
+        ));
+    }
+    Ok(())
+}
+
+/// The error for `failed` files that could not be (or would not be) committed: caused by the
+/// first library error if there was one, else with the exit code of the first predicted
+/// failure.
+pub fn failure<'a>(
+    failed: usize,
+    first_error: Option<filesink::Error>,
+    outcomes: impl IntoIterator<Item = &'a (Committable, FileOutcome)>,
+) -> CliError {
+    let msg = format!("{failed} file(s) could not be committed");
+    match first_error {
+        Some(e) => CliError::context(msg, e),
+        None => {
+            let code = outcomes
+                .into_iter()
+                .find_map(|(_, o)| match o {
+                    FileOutcome::Failed(code, _) => Some(*code),
+                    _ => None,
+                })
+                .unwrap_or(ERROR);
+            CliError::new(code, msg)
+        }
+    }
+}

@@ -1,0 +1,747 @@
+//! `filesink ingest`: JSON lines or CSV files into a lake, exactly once.
+//!
+//! A reader thread ([`Source`]) decodes the input in chunks of whole records, each tagged with
+//! the position after it; this task writes the chunks through the sink's writer and, on the
+//! checkpoint schedule, has the [`Coordinator`] checkpoint with that position. A run that is
+//! killed at any moment and started again with the same arguments restores from the last
+//! complete checkpoint (the coordinator removes what came after it) and reads on from its
+//! position, so every record is written once.
+
+use std::fs::{File, OpenOptions};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use filesink::bucket::HivePartitioner;
+use filesink::{Coordinator, FileFormat, RollingPolicy, Sink};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::exit::{CliError, CliResult};
+use super::source::{
+    infer_schema, read_schema_file, schema_ref, BadRecord, Chunk, Cursor, Input, InputFormat,
+    Source, SourcePosition,
+};
+use super::url::Location;
+use super::util::{human_bytes, parse_checkpoint_every, parse_job, parse_size, CheckpointEvery};
+
+/// Most records decoded and written as one batch.
+pub const CHUNK_RECORDS_MAX: usize = 8192;
+/// Chunks decoded ahead of the writer.
+const CHUNKS_AHEAD: usize = 4;
+/// Least time between two plain progress lines when standard error is not a terminal.
+const PLAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The format of the output files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Apache Parquet (Snappy); a file per bucket and checkpoint.
+    Parquet,
+    /// Newline-delimited JSON.
+    Jsonl,
+    /// CSV with a header line.
+    Csv,
+}
+
+/// Arguments of `filesink ingest`.
+#[derive(Debug, clap::Args)]
+pub struct IngestArgs {
+    /// Input files: JSON lines (`.jsonl`, `.json`, `.ndjson`) or CSV with a header (`.csv`);
+    /// `-` reads standard input (needs --job).
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<String>,
+
+    /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`); created
+    /// if missing.
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+
+    /// Format of the output files.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Parquet)]
+    pub format: OutputFormat,
+
+    /// Format of the inputs; by default it follows the file extension (standard input:
+    /// jsonl).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub input_format: Option<InputFormat>,
+
+    /// Partition the output Hive-style by these columns (`day=2026-11-30/`), outermost first;
+    /// the columns move from the data into the directory names.
+    #[arg(long, value_delimiter = ',', value_name = "COL,...")]
+    pub partition_by: Vec<String>,
+
+    /// How often to checkpoint (make the output visible and remember the input position):
+    /// a row count like `100000rows` or a duration like `200ms` or `10s`.
+    #[arg(long, default_value = "100000rows", value_parser = parse_checkpoint_every, value_name = "ROWS|DURATION")]
+    pub checkpoint_every: CheckpointEvery,
+
+    /// Roll a part file once it reaches this size (`64MiB`, `1GB`); default 128 MiB.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub max_part_size: Option<u64>,
+
+    /// Arrow schema of the input as JSON (the serde form of `arrow::datatypes::Schema`);
+    /// by default it is inferred from the first 1000 records of the first input.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
+
+    /// Job name: 1 to 48 ASCII letters, digits or `_`. By default derived from the inputs
+    /// (`<stem of the first>_<hash of all paths>`), so rerunning the same command resumes
+    /// the same job.
+    #[arg(long, value_parser = parse_job, value_name = "NAME")]
+    pub job: Option<String>,
+
+    /// Append malformed records here, as JSON lines `{"source":"file:line","line":…,"error":…}`,
+    /// and go on; by default the first malformed record stops the run.
+    #[arg(long, value_name = "FILE")]
+    pub bad_records: Option<PathBuf>,
+
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a run did, for the summary.
+#[derive(Debug, Default)]
+struct Stats {
+    records: u64,
+    bad_records: u64,
+    files: usize,
+    bytes: u64,
+    checkpoints: u64,
+    input_bytes: u64,
+}
+
+/// A message from the reader thread.
+enum Msg {
+    /// Decoded records.
+    Chunk(Chunk),
+    /// Every input is read: the final position and the bytes read.
+    End(Cursor, u64),
+    /// Reading failed; nothing after the last chunk may be checkpointed.
+    Failed(CliError),
+}
+
+/// Runs `filesink ingest`.
+pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
+    let started = Instant::now();
+    let inputs = resolve_inputs(&args.inputs)?;
+    let input_format = resolve_input_format(&inputs, args.input_format)?;
+    let location = Location::parse(&args.to)?;
+    let job = match &args.job {
+        Some(j) => j.clone(),
+        None => default_job(&inputs)?,
+    };
+    let strict = args.bad_records.is_none();
+
+    let mut builder = Sink::local(location.local_path())
+        .map_err(|e| CliError::context(format!("cannot use `{location}` as output"), e))?
+        .format(match args.format {
+            OutputFormat::Parquet => FileFormat::parquet(),
+            OutputFormat::Jsonl => FileFormat::json_lines(),
+            OutputFormat::Csv => FileFormat::csv(),
+        });
+    if !args.partition_by.is_empty() {
+        builder = builder.bucket_assigner(HivePartitioner::new(args.partition_by.clone())?);
+    }
+    if let Some(bytes) = args.max_part_size {
+        builder = builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
+    }
+    let sink = builder.build()?;
+    let mut coordinator = Coordinator::open(&sink, &job, 1)
+        .await
+        .map_err(|e| CliError::context(format!("cannot open job `{job}` in `{location}`"), e))?;
+
+    let canonical: Vec<String> = inputs.iter().map(|i| i.canonical.clone()).collect();
+    let restored = coordinator
+        .source_position()
+        .map(|v| SourcePosition::from_json(&job, v))
+        .transpose()?;
+    if let Some(p) = &restored {
+        check_same_job(&job, p, &canonical, input_format, &args.partition_by)?;
+    }
+    if coordinator.is_finished() {
+        let records = restored.as_ref().map_or(0, |p| p.records);
+        if args.json {
+            let v = serde_json::json!({
+                "job": job,
+                "status": "already_finished",
+                "checkpoint": coordinator.last_checkpoint(),
+                "records": records,
+            });
+            outln!(out, "{v}");
+        } else {
+            outln!(
+                out,
+                "job `{job}` already finished at checkpoint {} ({records} records); nothing to do",
+                coordinator.last_checkpoint()
+            );
+        }
+        return Ok(());
+    }
+    let restored_commits = coordinator.restored_outcomes().len();
+    if let Some(p) = &restored {
+        let at = p
+            .inputs
+            .get(p.cursor.input)
+            .and_then(|c| inputs.iter().find(|i| &i.canonical == c))
+            .map_or("the end of the input".to_string(), |i| {
+                format!("{}:{}", i.display, p.cursor.line)
+            });
+        note(&format!(
+            "resuming job `{job}` from checkpoint {} at {at} ({} records written)",
+            coordinator.last_checkpoint(),
+            p.records
+        ));
+    }
+    if restored_commits > 0 {
+        note(&format!(
+            "committed {restored_commits} pending file(s) of checkpoint {}",
+            coordinator.last_checkpoint()
+        ));
+    }
+
+    // The schema: the job's own when resuming, else --schema, else inferred.
+    let explicit = args.schema.as_deref().map(read_schema_file).transpose()?;
+    let (schema, stdin_prefix) = match (&restored, explicit) {
+        (Some(p), Some(s)) if s.fields() != p.schema.fields() => {
+            return Err(CliError::msg(format!(
+                "job `{job}` was started with another schema ({}); use another --job for this one",
+                describe_schema(&p.schema)
+            )));
+        }
+        (Some(p), _) => (p.schema.clone(), None),
+        (None, Some(s)) => (s, None),
+        (None, None) => infer_schema(&inputs[0], input_format, strict)?,
+    };
+    for col in &args.partition_by {
+        if schema.field_with_name(col).is_err() {
+            return Err(CliError::msg(format!(
+                "partition column `{col}` is not in the input (columns: {})",
+                describe_schema(&schema)
+            )));
+        }
+    }
+
+    let bad_records_path = match &args.bad_records {
+        Some(p) => Some(
+            std::path::absolute(p)
+                .map_err(|e| CliError::context(format!("cannot resolve `{}`", p.display()), e))?,
+        ),
+        None => None,
+    };
+    let mut bad_file = match &bad_records_path {
+        Some(p) => Some(open_bad_records(p, restored.as_ref())?),
+        None => None,
+    };
+
+    let mut position = restored.clone().unwrap_or_else(|| SourcePosition {
+        version: SourcePosition::VERSION,
+        inputs: canonical.clone(),
+        input_format,
+        partition_by: args.partition_by.clone(),
+        cursor: Cursor::START,
+        records: 0,
+        bad_records: 0,
+        bad_records_len: None,
+        bad_records_file: None,
+        schema: schema.clone(),
+    });
+    position.bad_records_len = None;
+    position.bad_records_file = None;
+    let mut stats = Stats::default();
+    if restored.is_none() {
+        // Checkpoint 1 of a new job holds no records, only the start: the schema just inferred
+        // (standard input cannot be read twice) and the length of the --bad-records file, so
+        // that a run killed before its first real checkpoint resumes with both.
+        sync_bad_records(&mut bad_file, bad_records_path.as_deref(), &mut position)?;
+        coordinator
+            .checkpoint(position.to_json())
+            .await
+            .map_err(|e| CliError::context(format!("first checkpoint of job `{job}` failed"), e))?;
+        stats.checkpoints += 1;
+    }
+
+    // The reader thread.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(CHUNKS_AHEAD);
+    let rows_every = match args.checkpoint_every {
+        CheckpointEvery::Rows(n) => Some(n),
+        CheckpointEvery::Interval(_) => None,
+    };
+    let mut source = Source::new(
+        inputs.clone(),
+        input_format,
+        schema_ref(&schema),
+        strict,
+        position.cursor,
+        stdin_prefix,
+    );
+    let reader = std::thread::Builder::new()
+        .name("filesink-source".into())
+        .spawn(move || {
+            let mut produced: u64 = 0;
+            loop {
+                let max = match rows_every {
+                    Some(n) => (n - produced % n).min(CHUNK_RECORDS_MAX as u64) as usize,
+                    None => CHUNK_RECORDS_MAX,
+                };
+                let msg = match source.next_chunk(max) {
+                    Ok(Some(chunk)) => {
+                        produced += chunk.batch.as_ref().map_or(0, |b| b.num_rows() as u64);
+                        Msg::Chunk(chunk)
+                    }
+                    Ok(None) => Msg::End(source.cursor(), source.bytes_read()),
+                    Err(e) => Msg::Failed(e),
+                };
+                let last = !matches!(msg, Msg::Chunk(_));
+                if tx.blocking_send(msg).is_err() || last {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| CliError::context("cannot start the input reader", e))?;
+
+    let mut progress = Progress::new(&inputs, position.cursor);
+    let mut since_checkpoint: u64 = 0;
+    let mut last_checkpoint_at = Instant::now();
+    let mut checkpointed_cursor = position.cursor;
+
+    loop {
+        let msg = rx.recv().await;
+        match msg {
+            Some(Msg::Chunk(chunk)) => {
+                if !chunk.bad.is_empty() {
+                    let f = bad_file
+                        .as_mut()
+                        .expect("bad records only come with --bad-records");
+                    write_bad_records(f, bad_records_path.as_deref().expect("set"), &chunk.bad)?;
+                    stats.bad_records += chunk.bad.len() as u64;
+                    position.bad_records += chunk.bad.len() as u64;
+                }
+                if let Some(batch) = &chunk.batch {
+                    coordinator.writer().write(batch).await.map_err(|e| {
+                        CliError::context(
+                            format!(
+                                "cannot write the records before {}",
+                                progress.at(chunk.cursor)
+                            ),
+                            e,
+                        )
+                    })?;
+                    let n = batch.num_rows() as u64;
+                    stats.records += n;
+                    position.records += n;
+                    since_checkpoint += n;
+                }
+                position.cursor = chunk.cursor;
+                progress.advance(chunk.cursor, position.records);
+                let due = match args.checkpoint_every {
+                    CheckpointEvery::Rows(n) => since_checkpoint >= n,
+                    CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
+                };
+                if due && position.cursor != checkpointed_cursor {
+                    sync_bad_records(&mut bad_file, bad_records_path.as_deref(), &mut position)?;
+                    let report = coordinator
+                        .checkpoint(position.to_json())
+                        .await
+                        .map_err(|e| {
+                            CliError::context(format!("checkpoint of job `{job}` failed"), e)
+                        })?;
+                    stats.files += report.committed_files;
+                    stats.bytes += report.committed_bytes;
+                    stats.checkpoints += 1;
+                    progress.checkpoint(
+                        report.checkpoint_id,
+                        position.cursor,
+                        position.records,
+                        report.committed_files,
+                    );
+                    since_checkpoint = 0;
+                    last_checkpoint_at = Instant::now();
+                    checkpointed_cursor = position.cursor;
+                }
+            }
+            Some(Msg::End(cursor, bytes_read)) => {
+                position.cursor = cursor;
+                stats.input_bytes = bytes_read;
+                sync_bad_records(&mut bad_file, bad_records_path.as_deref(), &mut position)?;
+                let report = coordinator.finish(position.to_json()).await.map_err(|e| {
+                    CliError::context(format!("last checkpoint of job `{job}` failed"), e)
+                })?;
+                stats.files += report.committed_files;
+                stats.bytes += report.committed_bytes;
+                stats.checkpoints += 1;
+                progress.finish();
+                break;
+            }
+            Some(Msg::Failed(e)) => {
+                progress.abandon();
+                // No checkpoint: what was written since the last one stays hidden, and the
+                // next run's restore removes it.
+                return Err(e);
+            }
+            None => {
+                progress.abandon();
+                return Err(CliError::msg("the input reader stopped unexpectedly"));
+            }
+        }
+    }
+    let _ = reader.join();
+
+    let elapsed = started.elapsed().as_secs_f64().max(1e-6);
+    let records_per_s = stats.records as f64 / elapsed;
+    let mb_per_s = stats.input_bytes as f64 / 1e6 / elapsed;
+    if args.json {
+        let v = serde_json::json!({
+            "job": job,
+            "status": "finished",
+            "location": location.to_string(),
+            "records": position.records,
+            "records_this_run": stats.records,
+            "bad_records": stats.bad_records,
+            "files": stats.files,
+            "bytes": stats.bytes,
+            "checkpoints": stats.checkpoints,
+            "last_checkpoint": coordinator.last_checkpoint(),
+            "elapsed_s": elapsed,
+            "records_per_s": records_per_s,
+            "input_mb_per_s": mb_per_s,
+        });
+        outln!(out, "{v}");
+    } else {
+        let resumed = if restored.is_some() {
+            format!(" (resumed; {} records in total)", position.records)
+        } else {
+            String::new()
+        };
+        outln!(
+            out,
+            "job `{job}` finished: {} records, {} bad, from {} input(s) into `{location}`{resumed}",
+            stats.records,
+            stats.bad_records,
+            inputs.len()
+        );
+        outln!(
+            out,
+            "  committed {} file(s), {} in {} checkpoint(s)",
+            stats.files,
+            human_bytes(stats.bytes),
+            stats.checkpoints
+        );
+        outln!(
+            out,
+            "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
+        );
+    }
+    Ok(())
+}
+
+fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
+    let inputs = args
+        .iter()
+        .map(|a| Input::resolve(a))
+        .collect::<CliResult<Vec<_>>>()?;
+    for (i, a) in inputs.iter().enumerate() {
+        if inputs[..i].iter().any(|b| b.canonical == a.canonical) {
+            return Err(CliError::usage(format!(
+                "input `{}` is given twice; its records would be written twice",
+                a.display
+            )));
+        }
+    }
+    Ok(inputs)
+}
+
+fn resolve_input_format(inputs: &[Input], given: Option<InputFormat>) -> CliResult<InputFormat> {
+    if let Some(f) = given {
+        return Ok(f);
+    }
+    let mut format = None;
+    for input in inputs {
+        let f = if input.is_stdin() {
+            InputFormat::Jsonl
+        } else {
+            InputFormat::from_path(&input.display).ok_or_else(|| {
+                CliError::usage(format!(
+                    "cannot tell the format of `{}` from its name; pass --input-format jsonl or csv",
+                    input.display
+                ))
+            })?
+        };
+        match format {
+            None => format = Some(f),
+            Some(g) if g != f => {
+                return Err(CliError::usage(
+                    "the inputs mix JSON lines and CSV; ingest them as separate jobs",
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(format.expect("at least one input"))
+}
+
+/// `<stem of the first input>_<8 hex digits of the CRC-32C of all canonical paths>`.
+fn default_job(inputs: &[Input]) -> CliResult<String> {
+    if inputs.iter().any(Input::is_stdin) {
+        return Err(CliError::usage(
+            "reading standard input needs --job NAME: a job name cannot be derived from it",
+        ));
+    }
+    let stem = std::path::Path::new(&inputs[0].canonical)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("");
+    let mut stem: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(39)
+        .collect();
+    if stem.is_empty() {
+        stem = "input".to_string();
+    }
+    let mut crc = 0u32;
+    for input in inputs {
+        crc = crc32c::crc32c_append(crc, input.canonical.as_bytes());
+        crc = crc32c::crc32c_append(crc, b"\n");
+    }
+    Ok(format!("{stem}_{crc:08x}"))
+}
+
+fn check_same_job(
+    job: &str,
+    p: &SourcePosition,
+    inputs: &[String],
+    format: InputFormat,
+    partition_by: &[String],
+) -> CliResult {
+    if p.inputs != inputs {
+        return Err(CliError::msg(format!(
+            "job `{job}` was started with other inputs ({}); give the same inputs to resume it, \
+             or another --job",
+            p.inputs.join(", ")
+        )));
+    }
+    if p.input_format != format {
+        return Err(CliError::msg(format!(
+            "job `{job}` reads its inputs as {}, not {}",
+            p.input_format.name(),
+            format.name()
+        )));
+    }
+    if p.partition_by != partition_by {
+        return Err(CliError::msg(format!(
+            "job `{job}` was started with --partition-by `{}`, not `{}`",
+            p.partition_by.join(","),
+            partition_by.join(",")
+        )));
+    }
+    Ok(())
+}
+
+fn describe_schema(schema: &arrow::datatypes::Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Opens the `--bad-records` file for appending. When resuming a job that recorded the file's
+/// length at its checkpoint, cuts it back to that length first: the records after it belong
+/// to the interval that is read again.
+fn open_bad_records(path: &Path, restored: Option<&SourcePosition>) -> CliResult<File> {
+    let err = |e| CliError::context(format!("cannot open `{}`", path.display()), e);
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(err)?;
+    let same_file = restored.and_then(|p| p.bad_records_file.as_deref()) == path.to_str();
+    if let Some(len) = restored
+        .filter(|_| same_file)
+        .and_then(|p| p.bad_records_len)
+    {
+        let current = file.metadata().map_err(err)?.len();
+        if current > len {
+            file.set_len(len).map_err(err)?;
+            file.sync_all().map_err(err)?;
+        } else if current < len {
+            note(&format!(
+                "`{}` is shorter than at the last checkpoint ({current} < {len} bytes)",
+                path.display()
+            ));
+        }
+    }
+    Ok(file)
+}
+
+fn write_bad_records(file: &mut File, path: &Path, bad: &[BadRecord]) -> CliResult {
+    let mut buf = Vec::new();
+    for b in bad {
+        serde_json::to_writer(&mut buf, b).expect("bad records serialize");
+        buf.push(b'\n');
+    }
+    file.write_all(&buf)
+        .map_err(|e| CliError::context(format!("cannot write to `{}`", path.display()), e))
+}
+
+/// Makes the `--bad-records` file durable and records its length in the position.
+fn sync_bad_records(
+    file: &mut Option<File>,
+    path: Option<&Path>,
+    position: &mut SourcePosition,
+) -> CliResult {
+    if let (Some(f), Some(path)) = (file.as_mut(), path) {
+        let err = |e| CliError::context(format!("cannot sync `{}`", path.display()), e);
+        f.sync_data().map_err(err)?;
+        position.bad_records_len = Some(f.metadata().map_err(err)?.len());
+        position.bad_records_file = path.to_str().map(str::to_string);
+    }
+    Ok(())
+}
+
+/// A message on standard error (errors writing it are ignored).
+fn note(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "filesink: {msg}");
+}
+
+/// Progress on standard error: a bar on a terminal, a line per checkpoint (at most one a
+/// second) otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    displays: Vec<String>,
+    /// Bytes of the inputs before input `i`.
+    before: Vec<u64>,
+    total: Option<u64>,
+    last_line: Option<Instant>,
+}
+
+impl Progress {
+    fn new(inputs: &[Input], cursor: Cursor) -> Progress {
+        let mut before = Vec::with_capacity(inputs.len() + 1);
+        let mut sum = Some(0u64);
+        for i in inputs {
+            before.push(sum.unwrap_or(0));
+            sum = sum.and_then(|s| i.size_bytes.map(|b| s + b));
+        }
+        before.push(sum.unwrap_or(0));
+        let mut p = Progress {
+            bar: None,
+            displays: inputs.iter().map(|i| i.display.clone()).collect(),
+            before,
+            total: sum,
+            last_line: None,
+        };
+        if std::io::stderr().is_terminal() {
+            let (bar, template) = match p.total {
+                Some(total) => (
+                    ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr()),
+                    "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, {eta}) {msg}",
+                ),
+                None => (
+                    ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+                    "{spinner} [{elapsed_precise}] {bytes} ({bytes_per_sec}) {msg}",
+                ),
+            };
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_position(p.bytes_done(cursor));
+            bar.enable_steady_tick(Duration::from_millis(200));
+            p.bar = Some(bar);
+        }
+        p
+    }
+
+    fn bytes_done(&self, cursor: Cursor) -> u64 {
+        match self.before.get(cursor.input) {
+            Some(b) if cursor.input < self.displays.len() => b + cursor.offset,
+            _ => *self.before.last().unwrap_or(&0),
+        }
+    }
+
+    fn at(&self, cursor: Cursor) -> String {
+        match self.displays.get(cursor.input) {
+            Some(d) => format!("{d}:{}", cursor.line),
+            None => "the end of the input".to_string(),
+        }
+    }
+
+    fn percent(&self, cursor: Cursor) -> String {
+        match self.total {
+            Some(t) if t > 0 => format!(
+                ", {:.0}% of the input",
+                100.0 * self.bytes_done(cursor) as f64 / t as f64
+            ),
+            _ => String::new(),
+        }
+    }
+
+    fn advance(&self, cursor: Cursor, records: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.bytes_done(cursor));
+            bar.set_message(format!("{records} records"));
+        }
+    }
+
+    fn checkpoint(&mut self, id: u64, cursor: Cursor, records: u64, files: usize) {
+        if self.bar.is_some() {
+            return;
+        }
+        if self
+            .last_line
+            .is_some_and(|t| t.elapsed() < PLAIN_PROGRESS_INTERVAL)
+        {
+            return;
+        }
+        self.last_line = Some(Instant::now());
+        note(&format!(
+            "checkpoint {id}: {records} records, {files} file(s) committed{}",
+            self.percent(cursor)
+        ));
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn abandon(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.abandon();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(path: &str) -> Input {
+        Input {
+            display: path.to_string(),
+            path: Some(path.into()),
+            canonical: path.to_string(),
+            size_bytes: Some(0),
+        }
+    }
+
+    #[test]
+    fn default_job_is_stem_and_hash_of_the_inputs() {
+        let a = default_job(&[input("/data/my-events.2026.jsonl")]).unwrap();
+        assert!(a.starts_with("my_events_2026_"), "{a}");
+        assert_eq!(a.len(), "my_events_2026_".len() + 8);
+        assert!(parse_job(&a).is_ok());
+        let b = default_job(&[input("/other/my-events.2026.jsonl")]).unwrap();
+        assert_ne!(a, b);
+        let long = default_job(&[input(&format!("/d/{}.csv", "x".repeat(100)))]).unwrap();
+        assert!(parse_job(&long).is_ok(), "{long}");
+    }
+}

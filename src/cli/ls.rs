@@ -1,0 +1,245 @@
+//! `filesink ls`: what a sink directory holds: committed files per partition, pending files,
+//! hidden leftovers, and each job's manifests.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use super::exit::{CliError, CliResult};
+use super::lake::{references, FileState, Lake};
+use super::source::SourcePosition;
+use super::url::Location;
+use super::util::{human_age, human_bytes, human_time, now_ms};
+
+/// Arguments of `filesink ls`.
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    /// The sink directory (`./lake`, `/abs/lake`, `file:///abs/lake`).
+    #[arg(value_name = "URL")]
+    pub url: String,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `filesink ls`.
+pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
+    let lake = Lake::open(Location::parse(&args.url)?).await?;
+    let now = now_ms();
+    let committed = lake.committed()?;
+    let jobs = lake.jobs().await?;
+    let leftovers = lake.leftovers().await?;
+    let latest: Vec<_> = jobs
+        .iter()
+        .filter_map(|j| j.latest.as_ref().ok().and_then(|m| m.as_ref()))
+        .collect();
+    let refs = references(latest.iter().copied());
+
+    // Pending: committables of latest manifests whose final file is not visible yet.
+    let mut pending = Vec::new();
+    for m in &latest {
+        for c in &m.committables {
+            let state = lake.file_state(c);
+            if state != FileState::Visible {
+                pending.push((m.job.clone(), m.checkpoint_id, c, state));
+            }
+        }
+    }
+    let unreferenced: Vec<_> = leftovers
+        .iter()
+        .filter(|l| !refs.contains_key(&l.path))
+        .collect();
+    let referenced: Vec<_> = leftovers
+        .iter()
+        .filter_map(|l| refs.get(&l.path).map(|r| (l, r)))
+        .collect();
+    let first_error = jobs
+        .iter()
+        .find_map(|j| j.latest.as_ref().err().map(|e| (j.job.clone(), e)));
+
+    if args.json {
+        let v = json!({
+            "location": lake.location.to_string(),
+            "base": lake.base().display().to_string(),
+            "sink": lake.identity.as_ref().map(|i| json!({
+                "sink_id": i.sink_id,
+                "created_at_ms": i.created_at_ms,
+                "version": i.version,
+            })),
+            "committed": {
+                "files": committed.values().map(|p| p.files).sum::<u64>(),
+                "bytes": committed.values().map(|p| p.bytes).sum::<u64>(),
+                "partitions": committed.iter().map(|(k, p)| json!({
+                    "partition": k, "files": p.files, "bytes": p.bytes,
+                })).collect::<Vec<_>>(),
+            },
+            "jobs": jobs.iter().map(|j| {
+                let latest = j.latest.as_ref().ok().and_then(|m| m.as_ref());
+                json!({
+                    "job": j.job,
+                    "checkpoints": j.checkpoints.iter().map(|(id, ms)| json!({
+                        "id": id, "modified_ms": ms, "age_ms": now - ms,
+                    })).collect::<Vec<_>>(),
+                    "latest": latest.map(|m| m.checkpoint_id),
+                    "finished": latest.map(|m| m.finished),
+                    "records": latest.and_then(records_of),
+                    "error": j.latest.as_ref().err().map(|e| error_chain(e)),
+                })
+            }).collect::<Vec<_>>(),
+            "pending": pending.iter().map(|(job, id, c, state)| json!({
+                "job": job, "checkpoint_id": id, "final_path": c.final_path,
+                "size_bytes": c.size_bytes, "record_count": c.record_count,
+                "state": state.name(),
+            })).collect::<Vec<_>>(),
+            "referenced": referenced.iter().map(|(l, r)| json!({
+                "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
+                "age_ms": now - l.modified_ms, "job": r.job, "checkpoint_id": r.checkpoint_id,
+                "kind": r.kind.name(),
+            })).collect::<Vec<_>>(),
+            "leftovers": unreferenced.iter().map(|l| json!({
+                "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
+                "age_ms": now - l.modified_ms,
+            })).collect::<Vec<_>>(),
+        });
+        outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        outln!(out, "location: {}", lake.base().display());
+        match &lake.identity {
+            Some(i) => outln!(
+                out,
+                "sink: {} (created {}, {} ago)",
+                i.sink_id,
+                human_time(i.created_at_ms),
+                human_age(now - i.created_at_ms)
+            ),
+            None => outln!(
+                out,
+                "sink: none (not a filesink output: no _filesink/sink.json)"
+            ),
+        }
+        let files: u64 = committed.values().map(|p| p.files).sum();
+        let bytes: u64 = committed.values().map(|p| p.bytes).sum();
+        outln!(out, "committed: {files} file(s), {}", human_bytes(bytes));
+        for (k, p) in &committed {
+            let name = if k.is_empty() { "." } else { k };
+            outln!(
+                out,
+                "  {name}  {} file(s)  {}",
+                p.files,
+                human_bytes(p.bytes)
+            );
+        }
+        outln!(out, "jobs: {}", jobs.len());
+        for j in &jobs {
+            let ids: Vec<String> = j
+                .checkpoints
+                .iter()
+                .map(|(id, ms)| format!("{id} ({} ago)", human_age(now - ms)))
+                .collect();
+            let status = match &j.latest {
+                Ok(Some(m)) => {
+                    let records = records_of(m).map_or(String::new(), |r| format!(", {r} records"));
+                    if m.finished {
+                        format!("finished{records}")
+                    } else {
+                        format!("unfinished{records}")
+                    }
+                }
+                Ok(None) => "no manifest".to_string(),
+                Err(e) => format!("latest manifest unreadable: {}", error_chain(e)),
+            };
+            outln!(
+                out,
+                "  {}  {status}  checkpoints: {}",
+                j.job,
+                ids.join(", ")
+            );
+        }
+        outln!(
+            out,
+            "pending (named by a latest manifest, not yet visible): {}",
+            pending.len()
+        );
+        for (job, id, c, state) in &pending {
+            outln!(
+                out,
+                "  {}  {}  {} records  job {job} checkpoint {id}{}",
+                c.final_path,
+                human_bytes(c.size_bytes),
+                c.record_count,
+                if *state == FileState::Missing {
+                    "  MISSING"
+                } else {
+                    ""
+                }
+            );
+        }
+        if !referenced.is_empty() {
+            outln!(
+                out,
+                "hidden files a latest manifest needs: {}",
+                referenced.len()
+            );
+            for (l, r) in &referenced {
+                outln!(
+                    out,
+                    "  {}  {}  {}  job {} checkpoint {}",
+                    l.path,
+                    human_bytes(l.size_bytes),
+                    r.kind.name(),
+                    r.job,
+                    r.checkpoint_id
+                );
+            }
+        }
+        outln!(
+            out,
+            "leftovers (hidden, in progress, needed by no manifest): {}",
+            unreferenced.len()
+        );
+        for l in &unreferenced {
+            outln!(
+                out,
+                "  {}  {}  modified {} ago",
+                l.path,
+                human_bytes(l.size_bytes),
+                human_age(now - l.modified_ms)
+            );
+        }
+    }
+    if let Some((job, _)) = first_error {
+        let e = jobs
+            .into_iter()
+            .find(|j| j.job == job)
+            .and_then(|j| j.latest.err())
+            .expect("found above");
+        return Err(CliError::context(
+            format!(
+                "cannot read the latest manifest of job `{job}` in `{}`",
+                lake.location
+            ),
+            e,
+        ));
+    }
+    Ok(())
+}
+
+/// Records written by an `ingest` job up to manifest `m`, if it is one.
+pub fn records_of(m: &filesink::checkpoint::Manifest) -> Option<u64> {
+    SourcePosition::from_json(&m.job, &m.source_position)
+        .ok()
+        .map(|p| p.records)
+}
+
+/// An error and its causes on one line.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

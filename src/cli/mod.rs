@@ -1,0 +1,98 @@
+//! The `filesink` command line: argument definitions and one module per subcommand.
+//!
+//! The CLI is not part of the library's API: it lives in the binary and uses the library
+//! only through its public items. Commands write their results to standard output (text, or
+//! JSON with `--json`) and progress and notes to standard error; errors are returned as
+//! [`exit::CliError`] and printed once by `main`.
+
+use std::io::Write;
+
+use clap::{Parser, Subcommand};
+
+/// Writes a line to a command's output; a failed write (a broken pipe) ends the command.
+/// Defined before the modules so that all of them can use it.
+macro_rules! outln {
+    ($out:expr) => {
+        writeln!($out).map_err($crate::cli::exit::CliError::stdout)?
+    };
+    ($out:expr, $($arg:tt)*) => {
+        writeln!($out, $($arg)*).map_err($crate::cli::exit::CliError::stdout)?
+    };
+}
+
+pub mod abort;
+pub mod commit;
+pub mod exit;
+pub mod ingest;
+pub mod inspect;
+pub mod lake;
+pub mod ls;
+pub mod source;
+pub mod url;
+pub mod util;
+
+use exit::{CliError, CliResult};
+
+/// Exactly-once transactional file sink: write JSON lines or CSV into a Parquet/JSON/CSV lake
+/// with checkpoints, resume after a crash, and inspect or clean up what a crash left.
+#[derive(Debug, Parser)]
+#[command(name = "filesink", version, after_help = exit::AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write JSON lines or CSV files into a sink directory, exactly once, with checkpoints;
+    /// rerun the same command after a crash to resume.
+    #[command(after_help = exit::AFTER_HELP)]
+    Ingest(ingest::IngestArgs),
+    /// List committed files per partition, pending files, hidden leftovers and jobs.
+    #[command(after_help = exit::AFTER_HELP)]
+    Ls(ls::LsArgs),
+    /// Commit the pending files of complete checkpoints (safe to repeat).
+    #[command(after_help = exit::AFTER_HELP)]
+    Commit(commit::CommitArgs),
+    /// Clean up after crashed runs: commit pending files, then remove hidden leftovers that
+    /// no checkpoint needs.
+    #[command(after_help = exit::AFTER_HELP)]
+    Abort(abort::AbortArgs),
+    /// Show a checkpoint manifest.
+    #[command(after_help = exit::AFTER_HELP)]
+    Inspect(inspect::InspectArgs),
+}
+
+/// Runs a parsed command line, writing results to standard output.
+pub async fn run(cli: Cli) -> CliResult {
+    let mut stdout = std::io::stdout().lock();
+    let out: &mut dyn Write = &mut stdout;
+    match cli.command {
+        Command::Ingest(a) => ingest::run(a, out).await?,
+        Command::Ls(a) => ls::run(a, out).await?,
+        Command::Commit(a) => commit::run(a, out).await?,
+        Command::Abort(a) => abort::run(a, out).await?,
+        Command::Inspect(a) => inspect::run(a, out).await?,
+    }
+    out.flush().map_err(CliError::stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_documents_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Exit codes:"), "{help}");
+        assert!(help.contains("6  corrupt state"), "{help}");
+    }
+}

@@ -1,0 +1,962 @@
+//! The input of `ingest`: JSON lines or CSV files (or standard input), read in chunks of
+//! whole records, each chunk tagged with the position of the next unread record.
+//!
+//! A position ([`Cursor`]) is an input index, the byte offset of the next unread record in it,
+//! and that record's line number. It is stored in every checkpoint (inside
+//! [`SourcePosition`]), so a resumed run seeks to exactly the record after the last complete
+//! checkpoint and every record is written once.
+//!
+//! Records are decoded in batches with arrow's JSON and CSV decoders; only when a batch fails
+//! is it decoded again record by record, to name the bad line.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Cursor as IoCursor, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::datatypes::{Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+
+use super::exit::{CliError, CliResult};
+
+/// Records read to infer a schema.
+pub const INFER_RECORDS: usize = 1000;
+/// The longest record accepted.
+pub const RECORD_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// Read buffer per input.
+const READ_BUFFER_BYTES: usize = 1 << 20;
+
+/// The format of the input files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum InputFormat {
+    /// Newline-delimited JSON: one object per line (`.jsonl`, `.json`, `.ndjson`).
+    Jsonl,
+    /// Comma-separated values with a header line (`.csv`).
+    Csv,
+}
+
+impl InputFormat {
+    /// The format a file name's extension says, if it says one.
+    pub fn from_path(path: &str) -> Option<InputFormat> {
+        let ext = Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "jsonl" | "json" | "ndjson" => Some(InputFormat::Jsonl),
+            "csv" => Some(InputFormat::Csv),
+            _ => None,
+        }
+    }
+
+    /// `jsonl` or `csv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputFormat::Jsonl => "jsonl",
+            InputFormat::Csv => "csv",
+        }
+    }
+}
+
+/// One input: a file, or standard input (`-`).
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// As given on the command line (used in messages: `events.jsonl:123`).
+    pub display: String,
+    /// The file; `None` for standard input.
+    pub path: Option<PathBuf>,
+    /// The canonical absolute path, or `-`: what identifies the input in a checkpoint.
+    pub canonical: String,
+    /// The file's size when the run started; `None` for standard input.
+    pub size_bytes: Option<u64>,
+}
+
+impl Input {
+    /// Resolves a command-line input: `-` is standard input, anything else a file that must
+    /// exist.
+    pub fn resolve(arg: &str) -> CliResult<Input> {
+        if arg == "-" {
+            return Ok(Input {
+                display: "<stdin>".to_string(),
+                path: None,
+                canonical: "-".to_string(),
+                size_bytes: None,
+            });
+        }
+        let path = PathBuf::from(arg);
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| CliError::context(format!("cannot open input `{arg}`"), e))?;
+        let meta = std::fs::metadata(&canonical)
+            .map_err(|e| CliError::context(format!("cannot open input `{arg}`"), e))?;
+        if !meta.is_file() {
+            return Err(CliError::msg(format!("input `{arg}` is not a file")));
+        }
+        let canonical_str = canonical
+            .to_str()
+            .ok_or_else(|| CliError::msg(format!("input path `{arg}` is not UTF-8")))?
+            .to_string();
+        Ok(Input {
+            display: arg.to_string(),
+            path: Some(canonical),
+            canonical: canonical_str,
+            size_bytes: Some(meta.len()),
+        })
+    }
+
+    /// Whether this is standard input.
+    pub fn is_stdin(&self) -> bool {
+        self.path.is_none()
+    }
+}
+
+/// Where the source stands: the next unread record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// Index of the input being read (equal to the number of inputs once all are read).
+    pub input: usize,
+    /// Byte offset of the next unread record in that input (0: not started; for CSV the
+    /// header comes next).
+    pub offset: u64,
+    /// Line number (1-based) of that record.
+    pub line: u64,
+}
+
+impl Cursor {
+    /// The start of the first input.
+    pub const START: Cursor = Cursor {
+        input: 0,
+        offset: 0,
+        line: 1,
+    };
+}
+
+/// The source position stored in every checkpoint of an `ingest` job (the opaque JSON of
+/// [`filesink::Coordinator::checkpoint`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourcePosition {
+    /// Version of this layout.
+    pub version: u32,
+    /// The job's inputs, canonical absolute paths (or `-`).
+    pub inputs: Vec<String>,
+    /// Their format.
+    pub input_format: InputFormat,
+    /// The partition columns the job writes with.
+    #[serde(default)]
+    pub partition_by: Vec<String>,
+    /// The next unread record.
+    #[serde(flatten)]
+    pub cursor: Cursor,
+    /// Records written up to this checkpoint.
+    pub records: u64,
+    /// Bad records set aside up to this checkpoint.
+    #[serde(default)]
+    pub bad_records: u64,
+    /// Length of the `--bad-records` file at this checkpoint; a resumed run cuts the file back
+    /// to it, so bad records of a replayed interval are not listed twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bad_records_len: Option<u64>,
+    /// The absolute path of that `--bad-records` file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bad_records_file: Option<String>,
+    /// The schema every record is decoded with.
+    pub schema: Schema,
+}
+
+impl SourcePosition {
+    /// Current version of the layout.
+    pub const VERSION: u32 = 1;
+
+    /// As JSON for a checkpoint.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("source positions serialize")
+    }
+
+    /// Reads a checkpoint's source position.
+    pub fn from_json(job: &str, v: &serde_json::Value) -> CliResult<SourcePosition> {
+        let p: SourcePosition = serde_json::from_value(v.clone()).map_err(|e| {
+            CliError::new(
+                super::exit::CORRUPT,
+                format!("the source position of job `{job}` is not one `filesink ingest` wrote"),
+            )
+            .caused_by(e)
+        })?;
+        if p.version == 0 || p.version > Self::VERSION {
+            return Err(CliError::new(
+                super::exit::CORRUPT,
+                format!(
+                    "the source position of job `{job}` has version {}, this build reads up to {}",
+                    p.version,
+                    Self::VERSION
+                ),
+            ));
+        }
+        Ok(p)
+    }
+}
+
+/// A record that could not be decoded, as written to `--bad-records`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BadRecord {
+    /// `file:line`.
+    pub source: String,
+    /// The record's text (lossy UTF-8, without its line end).
+    pub line: String,
+    /// Why it was rejected.
+    pub error: String,
+}
+
+/// Decoded records and the position right after them.
+#[derive(Debug)]
+pub struct Chunk {
+    /// The good records; `None` if there were none.
+    pub batch: Option<RecordBatch>,
+    /// Records set aside (only when bad records are collected).
+    pub bad: Vec<BadRecord>,
+    /// The next unread record after this chunk.
+    pub cursor: Cursor,
+}
+
+/// Reads whole records (a line; for CSV, lines until the quotes balance) and keeps the
+/// position.
+struct RecordReader {
+    reader: Box<dyn BufRead + Send>,
+    offset: u64,
+    line: u64,
+    csv: bool,
+}
+
+impl RecordReader {
+    /// Appends the next non-blank record to `buf`, always ending it with `\n`; returns its
+    /// first line number, or `None` at end of input.
+    fn next_record(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<u64>> {
+        loop {
+            let start = buf.len();
+            let first_line = self.line;
+            let mut quotes = 0usize;
+            loop {
+                let piece_start = buf.len();
+                let limit = RECORD_BYTES_MAX + 1 - (piece_start - start) as u64;
+                let n = (&mut self.reader).take(limit).read_until(b'\n', buf)?;
+                if n == 0 {
+                    break;
+                }
+                self.offset += n as u64;
+                let piece = &buf[piece_start..];
+                if piece.ends_with(b"\n") {
+                    self.line += 1;
+                }
+                if (buf.len() - start) as u64 > RECORD_BYTES_MAX {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("the record at line {first_line} is longer than {RECORD_BYTES_MAX} bytes"),
+                    ));
+                }
+                if !piece.ends_with(b"\n") {
+                    break; // end of input
+                }
+                if self.csv {
+                    quotes += piece.iter().filter(|&&b| b == b'"').count();
+                    if quotes % 2 == 1 {
+                        continue; // a quoted field spans lines
+                    }
+                }
+                break;
+            }
+            if buf.len() == start {
+                return Ok(None);
+            }
+            if buf[start..].iter().all(|b| b.is_ascii_whitespace()) {
+                buf.truncate(start);
+                continue;
+            }
+            if !buf.ends_with(b"\n") {
+                buf.push(b'\n');
+            }
+            return Ok(Some(first_line));
+        }
+    }
+}
+
+/// Splits one CSV record into fields (RFC 4180 quoting, `,` delimiter).
+pub fn csv_fields(record: &[u8]) -> Vec<String> {
+    let mut rec = record;
+    while let Some(r) = rec.strip_suffix(b"\n").or_else(|| rec.strip_suffix(b"\r")) {
+        rec = r;
+    }
+    let mut fields = Vec::new();
+    let mut cur = Vec::new();
+    let mut in_quotes = false;
+    let mut i = 0;
+    while i < rec.len() {
+        let b = rec[i];
+        if in_quotes {
+            if b == b'"' {
+                if rec.get(i + 1) == Some(&b'"') {
+                    cur.push(b'"');
+                    i += 1;
+                } else {
+                    in_quotes = false;
+                }
+            } else {
+                cur.push(b);
+            }
+        } else if b == b'"' {
+            in_quotes = true;
+        } else if b == b',' {
+            fields.push(String::from_utf8_lossy(&cur).into_owned());
+            cur.clear();
+        } else {
+            cur.push(b);
+        }
+        i += 1;
+    }
+    fields.push(String::from_utf8_lossy(&cur).into_owned());
+    fields
+}
+
+fn record_text(record: &[u8]) -> String {
+    let mut rec = record;
+    while let Some(r) = rec.strip_suffix(b"\n").or_else(|| rec.strip_suffix(b"\r")) {
+        rec = r;
+    }
+    String::from_utf8_lossy(rec).into_owned()
+}
+
+/// Removes arrow's own `for line N`/`at line N` (counted from the start of the batch, not of
+/// the file) from a CSV error message.
+fn tidy_csv_error(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    loop {
+        let hit = [" for line ", " at line "]
+            .iter()
+            .filter_map(|p| rest.find(p).map(|i| (i, p.len())))
+            .min();
+        let Some((i, len)) = hit else {
+            out.push_str(rest);
+            return out;
+        };
+        let after = &rest[i + len..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            out.push_str(&rest[..i + len]);
+            rest = after;
+            continue;
+        }
+        out.push_str(&rest[..i]);
+        rest = &after[digits..];
+    }
+}
+
+/// A serde_json error without its position inside the record (`at line 1 column 7`), which
+/// would be read as a position in the file.
+fn json_error(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    let msg = match msg.rfind(" at line ") {
+        Some(i) => &msg[..i],
+        None => &msg,
+    };
+    format!("invalid JSON: {msg}")
+}
+
+fn tidy_json_error(msg: &str) -> String {
+    msg.strip_prefix("Json error: ").unwrap_or(msg).to_string()
+}
+
+/// A reader over standard input whose first bytes were already read for schema inference.
+pub struct StdinPrefix {
+    bytes: Vec<u8>,
+    rest: BufReader<io::Stdin>,
+}
+
+/// Infers the schema from the first [`INFER_RECORDS`] records of `input`. For standard input
+/// the records read are kept and handed to [`Source::new`].
+///
+/// A malformed record among them is an error naming its line when `strict`; otherwise it is
+/// skipped here (and reported when it is decoded).
+pub fn infer_schema(
+    input: &Input,
+    format: InputFormat,
+    strict: bool,
+) -> CliResult<(Schema, Option<StdinPrefix>)> {
+    let (mut reader, prefix) = match &input.path {
+        Some(path) => {
+            let file = File::open(path).map_err(|e| {
+                CliError::context(format!("cannot open input `{}`", input.display), e)
+            })?;
+            let r = RecordReader {
+                reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)),
+                offset: 0,
+                line: 1,
+                csv: format == InputFormat::Csv,
+            };
+            (r, None)
+        }
+        None => {
+            let mut rest = BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin());
+            let mut bytes = Vec::new();
+            for _ in 0..INFER_RECORDS + 1 {
+                let n = (&mut rest)
+                    .take(RECORD_BYTES_MAX)
+                    .read_until(b'\n', &mut bytes)
+                    .map_err(|e| CliError::context("cannot read standard input", e))?;
+                if n == 0 {
+                    break;
+                }
+            }
+            let r = RecordReader {
+                reader: Box::new(IoCursor::new(bytes.clone())),
+                offset: 0,
+                line: 1,
+                csv: format == InputFormat::Csv,
+            };
+            (r, Some(StdinPrefix { bytes, rest }))
+        }
+    };
+    let read_err =
+        |e: io::Error| CliError::context(format!("cannot read input `{}`", input.display), e);
+    let mut buf = Vec::new();
+    match format {
+        InputFormat::Jsonl => {
+            let mut values = Vec::new();
+            let mut key_order: Vec<String> = Vec::new();
+            while values.len() < INFER_RECORDS {
+                buf.clear();
+                let Some(line) = reader.next_record(&mut buf).map_err(read_err)? else {
+                    break;
+                };
+                match serde_json::from_slice::<serde_json::Value>(&buf) {
+                    Ok(v @ serde_json::Value::Object(_)) => {
+                        if let Ok(keys) = serde_json::from_slice::<KeyOrder>(&buf) {
+                            for k in keys.0 {
+                                if !key_order.contains(&k) {
+                                    key_order.push(k);
+                                }
+                            }
+                        }
+                        values.push(v);
+                    }
+                    Ok(_) if strict => {
+                        return Err(malformed(input, line, "not a JSON object"));
+                    }
+                    Err(e) if strict => return Err(malformed(input, line, &json_error(&e))),
+                    _ => {}
+                }
+            }
+            if values.is_empty() {
+                return Err(CliError::msg(format!(
+                    "`{}` has no records to infer a schema from; pass --schema FILE",
+                    input.display
+                )));
+            }
+            let schema = arrow::json::reader::infer_json_schema_from_iterator(
+                values.iter().map(Ok::<_, ArrowError>),
+            )
+            .map_err(|e| {
+                CliError::context(format!("cannot infer a schema from `{}`", input.display), e)
+            })?;
+            Ok((in_key_order(schema, &key_order), prefix))
+        }
+        InputFormat::Csv => {
+            let Some(_) = reader.next_record(&mut buf).map_err(read_err)? else {
+                return Err(CliError::msg(format!(
+                    "`{}` has no header line to infer a schema from",
+                    input.display
+                )));
+            };
+            let columns = csv_fields(&buf).len();
+            let mut records = 0;
+            let mut rec = Vec::new();
+            while records < INFER_RECORDS {
+                rec.clear();
+                let Some(line) = reader.next_record(&mut rec).map_err(read_err)? else {
+                    break;
+                };
+                let n = csv_fields(&rec).len();
+                if n != columns {
+                    if strict {
+                        return Err(malformed(
+                            input,
+                            line,
+                            &format!("expected {columns} fields, found {n}"),
+                        ));
+                    }
+                    continue;
+                }
+                buf.extend_from_slice(&rec);
+                records += 1;
+            }
+            let (schema, _) = arrow::csv::reader::Format::default()
+                .with_header(true)
+                .infer_schema(IoCursor::new(&buf), None)
+                .map_err(|e| {
+                    CliError::context(format!("cannot infer a schema from `{}`", input.display), e)
+                })?;
+            Ok((schema, prefix))
+        }
+    }
+}
+
+/// The keys of a JSON object in the order they appear (a `serde_json::Value` sorts them).
+struct KeyOrder(Vec<String>);
+
+impl<'de> Deserialize<'de> for KeyOrder {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = KeyOrder;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<KeyOrder, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((k, _)) = map.next_entry::<String, serde::de::IgnoredAny>()? {
+                    keys.push(k);
+                }
+                Ok(KeyOrder(keys))
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
+}
+
+/// `schema` with its top-level fields in the order their keys first appeared in the input.
+fn in_key_order(schema: Schema, order: &[String]) -> Schema {
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    fields.sort_by_key(|f| {
+        order
+            .iter()
+            .position(|k| k == f.name())
+            .unwrap_or(usize::MAX)
+    });
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+fn malformed(input: &Input, line: u64, msg: &str) -> CliError {
+    CliError::msg(format!(
+        "malformed record at {}:{line}: {msg}",
+        input.display
+    ))
+}
+
+/// Reads the inputs from a position, in chunks of decoded records.
+pub struct Source {
+    inputs: Vec<Input>,
+    format: InputFormat,
+    schema: SchemaRef,
+    strict: bool,
+    cursor: Cursor,
+    reader: Option<RecordReader>,
+    stdin_prefix: Option<StdinPrefix>,
+    buf: Vec<u8>,
+    /// (first line, start, end) of each record in `buf`.
+    spans: Vec<(u64, usize, usize)>,
+    /// Input bytes consumed so far (headers and blank lines included).
+    bytes_read: u64,
+}
+
+impl Source {
+    /// A source over `inputs` that starts at `cursor`. With `strict`, a malformed record is an
+    /// error; otherwise it is returned in [`Chunk::bad`].
+    pub fn new(
+        inputs: Vec<Input>,
+        format: InputFormat,
+        schema: SchemaRef,
+        strict: bool,
+        cursor: Cursor,
+        stdin_prefix: Option<StdinPrefix>,
+    ) -> Source {
+        Source {
+            inputs,
+            format,
+            schema,
+            strict,
+            cursor,
+            reader: None,
+            stdin_prefix,
+            buf: Vec::new(),
+            spans: Vec::new(),
+            bytes_read: 0,
+        }
+    }
+
+    /// Input bytes consumed by this source so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// The position after everything returned so far.
+    pub fn cursor(&self) -> Cursor {
+        self.cursor
+    }
+
+    /// The next chunk of at most `records_max` records (good and bad), or `None` when every
+    /// input is read. A chunk never spans two inputs.
+    pub fn next_chunk(&mut self, records_max: usize) -> CliResult<Option<Chunk>> {
+        let records_max = records_max.max(1);
+        loop {
+            if self.cursor.input >= self.inputs.len() {
+                return Ok(None);
+            }
+            if self.reader.is_none() {
+                self.reader = Some(self.open_reader()?);
+            }
+            let input = &self.inputs[self.cursor.input];
+            let reader = self.reader.as_mut().expect("opened above");
+            let offset_before = reader.offset;
+            self.buf.clear();
+            self.spans.clear();
+            let mut eof = false;
+            while self.spans.len() < records_max {
+                let start = self.buf.len();
+                match reader.next_record(&mut self.buf) {
+                    Ok(Some(line)) => self.spans.push((line, start, self.buf.len())),
+                    Ok(None) => {
+                        eof = true;
+                        break;
+                    }
+                    Err(e) => {
+                        return Err(CliError::context(
+                            format!(
+                                "cannot read input `{}` at line {}",
+                                input.display, reader.line
+                            ),
+                            e,
+                        ))
+                    }
+                }
+            }
+            let after = Cursor {
+                input: self.cursor.input,
+                offset: reader.offset,
+                line: reader.line,
+            };
+            self.bytes_read += reader.offset - offset_before;
+            if self.spans.is_empty() {
+                // This input is done: go on with the next one.
+                self.reader = None;
+                self.cursor = Cursor {
+                    input: self.cursor.input + 1,
+                    offset: 0,
+                    line: 1,
+                };
+                continue;
+            }
+            let (batch, bad) = self.decode()?;
+            self.cursor = after;
+            if eof {
+                // Keep the cursor at the end of this input; the next call moves on.
+                self.reader = Some(RecordReader {
+                    reader: Box::new(io::empty()),
+                    offset: after.offset,
+                    line: after.line,
+                    csv: false,
+                });
+            }
+            return Ok(Some(Chunk {
+                batch,
+                bad,
+                cursor: after,
+            }));
+        }
+    }
+
+    fn open_reader(&mut self) -> CliResult<RecordReader> {
+        let input = &self.inputs[self.cursor.input];
+        let csv = self.format == InputFormat::Csv;
+        let open_err =
+            |e: io::Error| CliError::context(format!("cannot open input `{}`", input.display), e);
+        let mut reader: Box<dyn BufRead + Send> = match &input.path {
+            Some(path) => {
+                let mut file = File::open(path).map_err(open_err)?;
+                let len = file.metadata().map_err(open_err)?.len();
+                if len < self.cursor.offset {
+                    return Err(CliError::msg(format!(
+                        "input `{}` has {len} bytes, but the job already read {} bytes of it: \
+                         it changed since the job started",
+                        input.display, self.cursor.offset
+                    )));
+                }
+                file.seek(SeekFrom::Start(self.cursor.offset))
+                    .map_err(open_err)?;
+                Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file))
+            }
+            None => {
+                let mut r: Box<dyn BufRead + Send> = match self.stdin_prefix.take() {
+                    Some(p) => Box::new(IoCursor::new(p.bytes).chain(p.rest)),
+                    None => Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin())),
+                };
+                let skipped = io::copy(&mut (&mut r).take(self.cursor.offset), &mut io::sink())
+                    .map_err(open_err)?;
+                if skipped < self.cursor.offset {
+                    return Err(CliError::msg(format!(
+                        "standard input ended after {skipped} bytes, but the job already read {} \
+                         bytes of it: resume with the same input",
+                        self.cursor.offset
+                    )));
+                }
+                r
+            }
+        };
+        if csv && self.cursor.offset == 0 {
+            // The header: check it against the schema.
+            let mut header = Vec::new();
+            let mut rr = RecordReader {
+                reader,
+                offset: 0,
+                line: 1,
+                csv,
+            };
+            if rr.next_record(&mut header).map_err(open_err)?.is_some() {
+                let names = csv_fields(&header);
+                let expected: Vec<&str> = self
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect();
+                if names != expected {
+                    return Err(CliError::msg(format!(
+                        "the header of `{}` ({}) does not match the job's columns ({})",
+                        input.display,
+                        names.join(", "),
+                        expected.join(", ")
+                    )));
+                }
+            }
+            self.bytes_read += rr.offset;
+            self.cursor.offset = rr.offset;
+            self.cursor.line = rr.line;
+            reader = rr.reader;
+        }
+        Ok(RecordReader {
+            reader,
+            offset: self.cursor.offset,
+            line: self.cursor.line,
+            csv,
+        })
+    }
+
+    /// Decodes the records in `buf`: all at once, and only if that fails record by record.
+    fn decode(&mut self) -> CliResult<(Option<RecordBatch>, Vec<BadRecord>)> {
+        let n = self.spans.len();
+        if let Ok(batch) = self.decode_all(&self.buf, n) {
+            return Ok((Some(batch), Vec::new()));
+        }
+        let input = &self.inputs[self.cursor.input];
+        let mut batches = Vec::new();
+        let mut bad = Vec::new();
+        for &(line, start, end) in &self.spans {
+            let rec = &self.buf[start..end];
+            match self.decode_all(rec, 1) {
+                Ok(b) => batches.push(b),
+                Err(e) => {
+                    let msg = match self.format {
+                        InputFormat::Jsonl => tidy_json_error(&e.to_string()),
+                        InputFormat::Csv => tidy_csv_error(&e.to_string()),
+                    };
+                    if self.strict {
+                        return Err(malformed(input, line, &msg));
+                    }
+                    bad.push(BadRecord {
+                        source: format!("{}:{line}", input.display),
+                        line: record_text(rec),
+                        error: msg,
+                    });
+                }
+            }
+        }
+        let batch = if batches.is_empty() {
+            None
+        } else {
+            Some(
+                arrow::compute::concat_batches(&self.schema, &batches)
+                    .map_err(|e| CliError::context("cannot assemble decoded records", e))?,
+            )
+        };
+        Ok((batch, bad))
+    }
+
+    /// Decodes `buf`, which must hold exactly `n` records.
+    fn decode_all(&self, buf: &[u8], n: usize) -> Result<RecordBatch, ArrowError> {
+        let batch = match self.format {
+            InputFormat::Jsonl => {
+                let mut d = arrow::json::ReaderBuilder::new(self.schema.clone())
+                    .with_coerce_primitive(true)
+                    .with_batch_size(n + 1)
+                    .build_decoder()?;
+                let mut pos = 0;
+                while pos < buf.len() {
+                    let k = d.decode(&buf[pos..])?;
+                    if k == 0 {
+                        break;
+                    }
+                    pos += k;
+                }
+                if pos < buf.len() {
+                    return Err(ArrowError::JsonError(
+                        "more than one JSON value on a line".into(),
+                    ));
+                }
+                if d.has_partial_record() {
+                    return Err(ArrowError::JsonError("incomplete JSON value".into()));
+                }
+                d.flush()?
+            }
+            InputFormat::Csv => {
+                let mut d = arrow::csv::ReaderBuilder::new(self.schema.clone())
+                    .with_header(false)
+                    .with_batch_size(n + 1)
+                    .build_decoder();
+                let mut pos = 0;
+                while pos < buf.len() {
+                    let k = d.decode(&buf[pos..])?;
+                    if k == 0 {
+                        break;
+                    }
+                    pos += k;
+                }
+                d.decode(&[])?;
+                if pos < buf.len() {
+                    return Err(ArrowError::CsvError("more records than lines".into()));
+                }
+                d.flush()?
+            }
+        };
+        let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(self.schema.clone()));
+        if batch.num_rows() != n {
+            return Err(ArrowError::JsonError(if n == 1 {
+                format!("{} records on one line", batch.num_rows())
+            } else {
+                format!("expected {n} records, decoded {}", batch.num_rows())
+            }));
+        }
+        Ok(batch)
+    }
+}
+
+/// Reads a `--schema` file: the serde JSON of an arrow schema.
+pub fn read_schema_file(path: &Path) -> CliResult<Schema> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        CliError::context(format!("cannot read schema file `{}`", path.display()), e)
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        CliError::context(
+            format!("`{}` is not an arrow schema in JSON", path.display()),
+            e,
+        )
+    })
+}
+
+/// The schema as a shared reference.
+pub fn schema_ref(schema: &Schema) -> SchemaRef {
+    Arc::new(schema.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(data: &str, csv: bool) -> RecordReader {
+        RecordReader {
+            reader: Box::new(IoCursor::new(data.as_bytes().to_vec())),
+            offset: 0,
+            line: 1,
+            csv,
+        }
+    }
+
+    #[test]
+    fn records_skip_blank_lines_and_keep_positions() {
+        let mut r = reader("{\"a\":1}\n\n  \n{\"a\":2}", false);
+        let mut buf = Vec::new();
+        assert_eq!(r.next_record(&mut buf).unwrap(), Some(1));
+        assert_eq!((r.offset, r.line), (8, 2));
+        buf.clear();
+        assert_eq!(r.next_record(&mut buf).unwrap(), Some(4));
+        assert_eq!(buf, b"{\"a\":2}\n");
+        assert_eq!(r.offset, 19);
+        assert_eq!(r.next_record(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn csv_records_span_lines_inside_quotes() {
+        let mut r = reader("a,b\n1,\"x\ny\"\n2,z\n", true);
+        let mut buf = Vec::new();
+        assert_eq!(r.next_record(&mut buf).unwrap(), Some(1));
+        buf.clear();
+        assert_eq!(r.next_record(&mut buf).unwrap(), Some(2));
+        assert_eq!(csv_fields(&buf), vec!["1", "x\ny"]);
+        buf.clear();
+        assert_eq!(r.next_record(&mut buf).unwrap(), Some(4));
+        assert_eq!(r.line, 5);
+    }
+
+    #[test]
+    fn inferred_json_fields_keep_the_input_order() {
+        let input =
+            std::env::temp_dir().join(format!("filesink-order-{}.jsonl", std::process::id()));
+        std::fs::write(&input, "{\"z\":1,\"a\":\"x\"}\n{\"m\":1.5,\"z\":2}\n").unwrap();
+        let (schema, _) = infer_schema(
+            &Input::resolve(input.to_str().unwrap()).unwrap(),
+            InputFormat::Jsonl,
+            true,
+        )
+        .unwrap();
+        std::fs::remove_file(&input).unwrap();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["z", "a", "m"]);
+    }
+
+    #[test]
+    fn csv_fields_unquote() {
+        assert_eq!(
+            csv_fields(b"a,\"b,c\",\"d\"\"e\"\r\n"),
+            vec!["a", "b,c", "d\"e"]
+        );
+        assert_eq!(csv_fields(b"\n"), vec![""]);
+    }
+
+    #[test]
+    fn csv_errors_lose_arrow_line_numbers() {
+        assert_eq!(
+            tidy_csv_error("Csv error: incorrect number of fields for line 1, expected 4 got 3"),
+            "Csv error: incorrect number of fields, expected 4 got 3"
+        );
+        assert_eq!(
+            tidy_csv_error("Error while parsing value 'x' as type 'Int64' for column 0 at line 0. Row data: '[x]'"),
+            "Error while parsing value 'x' as type 'Int64' for column 0. Row data: '[x]'"
+        );
+    }
+
+    #[test]
+    fn source_positions_round_trip_through_json() {
+        let p = SourcePosition {
+            version: SourcePosition::VERSION,
+            inputs: vec!["/data/events.jsonl".into()],
+            input_format: InputFormat::Jsonl,
+            partition_by: vec!["day".into()],
+            cursor: Cursor {
+                input: 0,
+                offset: 123,
+                line: 4,
+            },
+            records: 3,
+            bad_records: 0,
+            bad_records_len: None,
+            bad_records_file: None,
+            schema: Schema::new(vec![arrow::datatypes::Field::new(
+                "id",
+                arrow::datatypes::DataType::Int64,
+                true,
+            )]),
+        };
+        let v = p.to_json();
+        assert_eq!(v["offset"], 123);
+        assert_eq!(SourcePosition::from_json("j", &v).unwrap(), p);
+    }
+}
