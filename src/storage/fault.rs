@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{Leftover, MetadataEntry, PartLocation, PartWriter, Storage};
+use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
 use crate::sink::state::{Committable, PendingHandle};
 use crate::{CommitOutcome, Error, Result};
 
@@ -326,6 +326,16 @@ impl Storage for FaultyStorage {
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
         self.state.check_alive(FaultPoint::PutManifest)?;
         self.inner.list_metadata(dir).await
+    }
+
+    async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
+        self.state.check_alive(FaultPoint::ListLeftovers)?;
+        self.inner.list_visible().await
+    }
+
+    async fn probe(&self, committable: &Committable) -> Result<CommitState> {
+        self.state.check_alive(FaultPoint::Commit)?;
+        self.inner.probe(committable).await
     }
 
     async fn delete_metadata(&self, path: &str) -> Result<()> {

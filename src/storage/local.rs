@@ -16,7 +16,7 @@ use std::time::UNIX_EPOCH;
 
 use async_trait::async_trait;
 
-use super::{Leftover, MetadataEntry, PartLocation, PartWriter, Storage};
+use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
 use crate::sink::state::{
     parse_hidden_name, split_rel, validate_rel_path, Committable, PendingHandle,
 };
@@ -450,6 +450,55 @@ impl Storage for LocalStorage {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove", abs, e)),
+        }
+    }
+
+    async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let mut out = Vec::new();
+            let mut stack = vec![String::new()];
+            while let Some(rel_dir) = stack.pop() {
+                let dir = inner.abs(&rel_dir);
+                let entries = match fs::read_dir(&dir) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(Error::io("list", dir, e)),
+                };
+                for entry in entries {
+                    let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+                    let Ok(name) = entry.file_name().into_string() else { continue };
+                    if name.starts_with(['.', '_']) {
+                        continue;
+                    }
+                    let rel = if rel_dir.is_empty() { name } else { format!("{rel_dir}/{name}") };
+                    let meta = entry.metadata().map_err(|e| Error::io("stat", entry.path(), e))?;
+                    if meta.is_dir() {
+                        stack.push(rel);
+                    } else if meta.is_file() {
+                        out.push(VisibleFile { path: rel, size_bytes: meta.len() });
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn probe(&self, c: &Committable) -> Result<CommitState> {
+        c.validate()?;
+        let PendingHandle::LocalFile { in_progress_path } = &c.pending else {
+            return Err(Error::NotSupported("the local backend holds only local files".into()));
+        };
+        let dst = self.inner.abs(&c.final_path);
+        let src = self.inner.abs(in_progress_path);
+        match self.inner.check_final(&dst, c) {
+            Ok(()) => Ok(CommitState::Committed),
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(if src.is_file() { CommitState::Pending } else { CommitState::Missing })
+            }
+            Err(Error::Conflict { .. }) => Ok(CommitState::Conflict),
+            Err(e) => Err(e),
         }
     }
 }

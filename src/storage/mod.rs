@@ -19,6 +19,23 @@ mod sigv4;
 pub use local::LocalStorage;
 pub use object::{ObjectStorage, S3Capabilities};
 
+/// Parses a sink location: a local path, `file:///path`, or `s3://bucket/prefix` (configured
+/// from the `AWS_*` environment variables).
+pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Storage>> {
+    match url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase()) {
+        None => Ok(std::sync::Arc::new(LocalStorage::new(url)?)),
+        Some(scheme) if scheme == "file" => {
+            let path = url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.to_file_path().ok())
+                .ok_or_else(|| crate::Error::Config(format!("`{url}` is not a file:///absolute/path URL")))?;
+            Ok(std::sync::Arc::new(LocalStorage::new(path)?))
+        }
+        Some(scheme) if scheme == "s3" || scheme == "s3a" => Ok(std::sync::Arc::new(ObjectStorage::s3(url)?)),
+        Some(scheme) => Err(crate::Error::NotSupported(format!("`{scheme}://` locations; use a local path, file:// or s3://"))),
+    }
+}
+
 /// Where a new part file goes: its hidden in-progress path and its final path, both relative to
 /// the base location and in the same directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +142,37 @@ pub trait Storage: Send + Sync + Debug + 'static {
 
     /// Deletes a metadata object; deleting one that is gone succeeds.
     async fn delete_metadata(&self, path: &str) -> Result<()>;
+
+    /// Lists the visible data files under the base (every name readers see: no component
+    /// starting with `.` or `_`), in any order.
+    async fn list_visible(&self) -> Result<Vec<VisibleFile>>;
+
+    /// Where `committable` stands, without changing anything: the dry run of
+    /// [`Storage::commit`], with the same proof for "already committed".
+    async fn probe(&self, committable: &Committable) -> Result<CommitState>;
+}
+
+/// A visible data file found by [`Storage::list_visible`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VisibleFile {
+    /// Its path relative to the base.
+    pub path: String,
+    /// Its size.
+    pub size_bytes: u64,
+}
+
+/// Where a committable stands ([`Storage::probe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitState {
+    /// Visible under its final name with the recorded content: committing reports
+    /// [`CommitOutcome::AlreadyCommitted`].
+    Committed,
+    /// Pending: committing makes it visible.
+    Pending,
+    /// Something else holds the final name: committing is [`crate::Error::Conflict`].
+    Conflict,
+    /// Neither pending nor visible: committing is [`crate::Error::DataLost`].
+    Missing,
 }
 
 /// A metadata object found by [`Storage::list_metadata`].

@@ -49,7 +49,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use tokio::task::JoinSet;
 
 use super::sigv4::{hex, BucketClient};
-use super::{Leftover, MetadataEntry, PartLocation, PartWriter, Storage};
+use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
 use crate::sink::state::{
     parse_hidden_name, split_rel, upload_leftover_id, validate_rel_path, Committable,
     PendingHandle, UploadedPart,
@@ -693,6 +693,67 @@ impl Storage for ObjectStorage {
             }
         }
         Ok(out)
+    }
+
+    async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
+        use futures_util::TryStreamExt;
+        let inner = &self.inner;
+        let base = inner.key("")?;
+        let listed: Vec<object_store::ObjectMeta> = inner
+            .store
+            .list(Some(&base))
+            .try_collect()
+            .await
+            .map_err(|e| inner.store_error("list", "", e))?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|m| {
+                let rel = inner.rel(m.location.as_ref())?.to_string();
+                (!rel.split('/').any(|c| c.starts_with(['.', '_']))).then_some(VisibleFile { path: rel, size_bytes: m.size })
+            })
+            .collect())
+    }
+
+    async fn probe(&self, c: &Committable) -> Result<CommitState> {
+        c.validate()?;
+        let inner = &self.inner;
+        let key = inner.key(&c.final_path)?;
+        match &c.pending {
+            PendingHandle::Multipart { upload_id, parts } => match inner.store.head(&key).await {
+                Ok(meta) => {
+                    let etag = meta.e_tag.as_deref().map(|e| e.trim_matches('"').to_string());
+                    let expected = Inner::multipart_etag(parts);
+                    Ok(if meta.size == c.size_bytes && expected.is_some() && etag == expected {
+                        CommitState::Committed
+                    } else {
+                        CommitState::Conflict
+                    })
+                }
+                Err(object_store::Error::NotFound { .. }) => {
+                    let id = upload_leftover_id(&c.final_path, upload_id);
+                    let pending = self.list_leftovers().await?.iter().any(|l| l.path == id);
+                    Ok(if pending { CommitState::Pending } else { CommitState::Missing })
+                }
+                Err(e) => Err(inner.store_error("check", &c.final_path, e)),
+            },
+            PendingHandle::Staged { staging_path } => match inner.store.get(&key).await {
+                Ok(got) => {
+                    let bytes = got.bytes().await.map_err(|e| inner.store_error("read", &c.final_path, e))?;
+                    Ok(if bytes.len() as u64 == c.size_bytes && crc32c::crc32c(&bytes) == c.crc32c {
+                        CommitState::Committed
+                    } else {
+                        CommitState::Conflict
+                    })
+                }
+                Err(object_store::Error::NotFound { .. }) => match inner.store.head(&inner.key(staging_path)?).await {
+                    Ok(_) => Ok(CommitState::Pending),
+                    Err(object_store::Error::NotFound { .. }) => Ok(CommitState::Missing),
+                    Err(e) => Err(inner.store_error("check", staging_path, e)),
+                },
+                Err(e) => Err(inner.store_error("read", &c.final_path, e)),
+            },
+            other => Err(Error::NotSupported(format!("an object store cannot hold a {other:?} handle"))),
+        }
     }
 
     async fn delete_metadata(&self, path: &str) -> Result<()> {
