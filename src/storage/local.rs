@@ -212,8 +212,10 @@ impl Inner {
         Ok(())
     }
 
-    fn list_leftovers(&self) -> Result<Vec<Leftover>> {
-        let mut out = Vec::new();
+    /// Calls `visit(rel_dir, name, metadata)` for every file under the base whose directories
+    /// are all visible (buckets are never hidden; `_filesink` and other hidden directories are
+    /// not walked).
+    fn walk_files(&self, mut visit: impl FnMut(&str, &str, &fs::Metadata)) -> Result<()> {
         let mut stack = vec![String::new()];
         while let Some(rel_dir) = stack.pop() {
             let dir = self.abs(&rel_dir);
@@ -227,42 +229,55 @@ impl Inner {
                 let Ok(name) = entry.file_name().into_string() else {
                     continue;
                 };
-                let rel = if rel_dir.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{rel_dir}/{name}")
-                };
-                let file_type = entry
-                    .file_type()
+                let meta = entry
+                    .metadata()
                     .map_err(|e| Error::io("stat", entry.path(), e))?;
-                if file_type.is_dir() {
-                    // Buckets are never hidden; hidden directories (ours like `_filesink`, or
-                    // anybody's) are not walked.
-                    if !name.starts_with('.') && !name.starts_with('_') {
-                        stack.push(rel);
+                if meta.is_dir() {
+                    if !name.starts_with(['.', '_']) {
+                        stack.push(join_rel(&rel_dir, &name));
                     }
-                } else if file_type.is_file() {
-                    if let Some(final_name) = parse_hidden_name(&name) {
-                        let meta = entry
-                            .metadata()
-                            .map_err(|e| Error::io("stat", entry.path(), e))?;
-                        let modified_ms = modified_ms(&meta);
-                        let final_path = if rel_dir.is_empty() {
-                            final_name.to_string()
-                        } else {
-                            format!("{rel_dir}/{final_name}")
-                        };
-                        out.push(Leftover {
-                            path: rel,
-                            final_path,
-                            size_bytes: meta.len(),
-                            modified_ms,
-                        });
-                    }
+                } else if meta.is_file() {
+                    visit(&rel_dir, &name, &meta);
                 }
             }
         }
+        Ok(())
+    }
+
+    fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+        let mut out = Vec::new();
+        self.walk_files(|dir, name, meta| {
+            if let Some(final_name) = parse_hidden_name(name) {
+                out.push(Leftover {
+                    path: join_rel(dir, name),
+                    final_path: join_rel(dir, final_name),
+                    size_bytes: meta.len(),
+                    modified_ms: modified_ms(meta),
+                });
+            }
+        })?;
         Ok(out)
+    }
+
+    fn list_visible(&self) -> Result<Vec<VisibleFile>> {
+        let mut out = Vec::new();
+        self.walk_files(|dir, name, meta| {
+            if !name.starts_with(['.', '_']) {
+                out.push(VisibleFile {
+                    path: join_rel(dir, name),
+                    size_bytes: meta.len(),
+                });
+            }
+        })?;
+        Ok(out)
+    }
+}
+
+fn join_rel(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
     }
 }
 
@@ -455,47 +470,26 @@ impl Storage for LocalStorage {
 
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
         let inner = self.inner.clone();
-        blocking(move || {
-            let mut out = Vec::new();
-            let mut stack = vec![String::new()];
-            while let Some(rel_dir) = stack.pop() {
-                let dir = inner.abs(&rel_dir);
-                let entries = match fs::read_dir(&dir) {
-                    Ok(entries) => entries,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(Error::io("list", dir, e)),
-                };
-                for entry in entries {
-                    let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
-                    let Ok(name) = entry.file_name().into_string() else { continue };
-                    if name.starts_with(['.', '_']) {
-                        continue;
-                    }
-                    let rel = if rel_dir.is_empty() { name } else { format!("{rel_dir}/{name}") };
-                    let meta = entry.metadata().map_err(|e| Error::io("stat", entry.path(), e))?;
-                    if meta.is_dir() {
-                        stack.push(rel);
-                    } else if meta.is_file() {
-                        out.push(VisibleFile { path: rel, size_bytes: meta.len() });
-                    }
-                }
-            }
-            Ok(out)
-        })
-        .await
+        blocking(move || inner.list_visible()).await
     }
 
     async fn probe(&self, c: &Committable) -> Result<CommitState> {
         c.validate()?;
         let PendingHandle::LocalFile { in_progress_path } = &c.pending else {
-            return Err(Error::NotSupported("the local backend holds only local files".into()));
+            return Err(Error::NotSupported(
+                "the local backend holds only local files".into(),
+            ));
         };
         let dst = self.inner.abs(&c.final_path);
         let src = self.inner.abs(in_progress_path);
         match self.inner.check_final(&dst, c) {
             Ok(()) => Ok(CommitState::Committed),
             Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                Ok(if src.is_file() { CommitState::Pending } else { CommitState::Missing })
+                Ok(if src.is_file() {
+                    CommitState::Pending
+                } else {
+                    CommitState::Missing
+                })
             }
             Err(Error::Conflict { .. }) => Ok(CommitState::Conflict),
             Err(e) => Err(e),

@@ -22,17 +22,26 @@ pub use object::{ObjectStorage, S3Capabilities};
 /// Parses a sink location: a local path, `file:///path`, or `s3://bucket/prefix` (configured
 /// from the `AWS_*` environment variables).
 pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Storage>> {
-    match url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase()) {
+    match url
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase())
+    {
         None => Ok(std::sync::Arc::new(LocalStorage::new(url)?)),
         Some(scheme) if scheme == "file" => {
             let path = url::Url::parse(url)
                 .ok()
                 .and_then(|u| u.to_file_path().ok())
-                .ok_or_else(|| crate::Error::Config(format!("`{url}` is not a file:///absolute/path URL")))?;
+                .ok_or_else(|| {
+                    crate::Error::Config(format!("`{url}` is not a file:///absolute/path URL"))
+                })?;
             Ok(std::sync::Arc::new(LocalStorage::new(path)?))
         }
-        Some(scheme) if scheme == "s3" || scheme == "s3a" => Ok(std::sync::Arc::new(ObjectStorage::s3(url)?)),
-        Some(scheme) => Err(crate::Error::NotSupported(format!("`{scheme}://` locations; use a local path, file:// or s3://"))),
+        Some(scheme) if scheme == "s3" || scheme == "s3a" => {
+            Ok(std::sync::Arc::new(ObjectStorage::s3(url)?))
+        }
+        Some(scheme) => Err(crate::Error::NotSupported(format!(
+            "`{scheme}://` locations; use a local path, file:// or s3://"
+        ))),
     }
 }
 

@@ -298,6 +298,16 @@ impl Inner {
             .copied()
     }
 
+    /// Every object under the prefix.
+    async fn list_all(&self) -> Result<Vec<object_store::ObjectMeta>> {
+        use futures_util::TryStreamExt;
+        self.store
+            .list(Some(&self.key("")?))
+            .try_collect()
+            .await
+            .map_err(|e| self.store_error("list", "", e))
+    }
+
     /// The multipart ETag S3 gives an object completed from `parts`.
     fn multipart_etag(parts: &[UploadedPart]) -> Option<String> {
         use md5::{Digest, Md5};
@@ -547,15 +557,7 @@ impl Storage for ObjectStorage {
                 });
             }
         } else {
-            use futures_util::TryStreamExt;
-            let base = inner.key("")?;
-            let listed: Vec<object_store::ObjectMeta> = inner
-                .store
-                .list(Some(&base))
-                .try_collect()
-                .await
-                .map_err(|e| inner.store_error("list", "", e))?;
-            for meta in listed {
+            for meta in inner.list_all().await? {
                 let Some(rel) = inner
                     .rel(meta.location.as_ref())
                     .or_else(|| inner.prefix.is_empty().then_some(meta.location.as_ref()))
@@ -696,20 +698,17 @@ impl Storage for ObjectStorage {
     }
 
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
-        use futures_util::TryStreamExt;
         let inner = &self.inner;
-        let base = inner.key("")?;
-        let listed: Vec<object_store::ObjectMeta> = inner
-            .store
-            .list(Some(&base))
-            .try_collect()
-            .await
-            .map_err(|e| inner.store_error("list", "", e))?;
-        Ok(listed
+        Ok(inner
+            .list_all()
+            .await?
             .into_iter()
             .filter_map(|m| {
                 let rel = inner.rel(m.location.as_ref())?.to_string();
-                (!rel.split('/').any(|c| c.starts_with(['.', '_']))).then_some(VisibleFile { path: rel, size_bytes: m.size })
+                (!rel.split('/').any(|c| c.starts_with(['.', '_']))).then_some(VisibleFile {
+                    path: rel,
+                    size_bytes: m.size,
+                })
             })
             .collect())
     }
@@ -721,38 +720,57 @@ impl Storage for ObjectStorage {
         match &c.pending {
             PendingHandle::Multipart { upload_id, parts } => match inner.store.head(&key).await {
                 Ok(meta) => {
-                    let etag = meta.e_tag.as_deref().map(|e| e.trim_matches('"').to_string());
+                    let etag = meta
+                        .e_tag
+                        .as_deref()
+                        .map(|e| e.trim_matches('"').to_string());
                     let expected = Inner::multipart_etag(parts);
-                    Ok(if meta.size == c.size_bytes && expected.is_some() && etag == expected {
-                        CommitState::Committed
-                    } else {
-                        CommitState::Conflict
-                    })
+                    Ok(
+                        if meta.size == c.size_bytes && expected.is_some() && etag == expected {
+                            CommitState::Committed
+                        } else {
+                            CommitState::Conflict
+                        },
+                    )
                 }
                 Err(object_store::Error::NotFound { .. }) => {
                     let id = upload_leftover_id(&c.final_path, upload_id);
                     let pending = self.list_leftovers().await?.iter().any(|l| l.path == id);
-                    Ok(if pending { CommitState::Pending } else { CommitState::Missing })
+                    Ok(if pending {
+                        CommitState::Pending
+                    } else {
+                        CommitState::Missing
+                    })
                 }
                 Err(e) => Err(inner.store_error("check", &c.final_path, e)),
             },
             PendingHandle::Staged { staging_path } => match inner.store.get(&key).await {
                 Ok(got) => {
-                    let bytes = got.bytes().await.map_err(|e| inner.store_error("read", &c.final_path, e))?;
-                    Ok(if bytes.len() as u64 == c.size_bytes && crc32c::crc32c(&bytes) == c.crc32c {
-                        CommitState::Committed
-                    } else {
-                        CommitState::Conflict
-                    })
+                    let bytes = got
+                        .bytes()
+                        .await
+                        .map_err(|e| inner.store_error("read", &c.final_path, e))?;
+                    Ok(
+                        if bytes.len() as u64 == c.size_bytes && crc32c::crc32c(&bytes) == c.crc32c
+                        {
+                            CommitState::Committed
+                        } else {
+                            CommitState::Conflict
+                        },
+                    )
                 }
-                Err(object_store::Error::NotFound { .. }) => match inner.store.head(&inner.key(staging_path)?).await {
-                    Ok(_) => Ok(CommitState::Pending),
-                    Err(object_store::Error::NotFound { .. }) => Ok(CommitState::Missing),
-                    Err(e) => Err(inner.store_error("check", staging_path, e)),
-                },
+                Err(object_store::Error::NotFound { .. }) => {
+                    match inner.store.head(&inner.key(staging_path)?).await {
+                        Ok(_) => Ok(CommitState::Pending),
+                        Err(object_store::Error::NotFound { .. }) => Ok(CommitState::Missing),
+                        Err(e) => Err(inner.store_error("check", staging_path, e)),
+                    }
+                }
                 Err(e) => Err(inner.store_error("read", &c.final_path, e)),
             },
-            other => Err(Error::NotSupported(format!("an object store cannot hold a {other:?} handle"))),
+            other => Err(Error::NotSupported(format!(
+                "an object store cannot hold a {other:?} handle"
+            ))),
         }
     }
 
