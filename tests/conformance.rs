@@ -84,10 +84,16 @@ pub async fn crash_between_precommit_and_commit(b: Backend, completed: bool) {
     let restored = job.start().await;
     if completed {
         assert_eq!(restored.commit_outcomes.len(), cp.committables.len());
-        assert!(restored.commit_outcomes.iter().all(|o| *o == CommitOutcome::Committed));
+        assert!(restored
+            .commit_outcomes
+            .iter()
+            .all(|o| *o == CommitOutcome::Committed));
     } else {
         // Restored from the checkpoint before: its files were committed already.
-        assert!(restored.commit_outcomes.iter().all(|o| *o == CommitOutcome::AlreadyCommitted));
+        assert!(restored
+            .commit_outcomes
+            .iter()
+            .all(|o| *o == CommitOutcome::AlreadyCommitted));
     }
     job.writer = Some(restored.writer);
     while job.position < job.total_batches {
