@@ -663,12 +663,12 @@ fn usage_errors_exit_2() {
             "ingest",
             s(&fixture("events.jsonl")),
             "--to",
-            "s3://bucket/lake",
+            "gs://bucket/lake",
         ],
         EXIT_USAGE,
     );
     assert!(
-        stderr(&o).contains("`s3://` locations are not supported yet"),
+        stderr(&o).contains("`gs://` locations are not supported yet"),
         "{}",
         stderr(&o)
     );

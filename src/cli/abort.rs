@@ -3,14 +3,18 @@
 //! First it commits the pending files that each job's latest manifest names (a complete
 //! checkpoint's files are never deleted), then it removes the hidden leftovers that no job's
 //! latest manifest references. It touches nothing else: [`filesink::storage::Storage::remove_leftover`]
-//! refuses any name that is not a hidden part name. It refuses to run on a directory that is
+//! refuses any name that is not a hidden part name. It refuses to run on a location that is
 //! not a filesink output, and while a writer looks alive (a leftover modified in the last
 //! [`ALIVE_WINDOW`]) unless `--force`.
+//!
+//! On S3 the leftovers are incomplete multipart uploads under the prefix (listed as
+//! `<final path>#<upload id>`; their age is the upload's initiation time): removing one aborts
+//! the upload. Uploads under a sibling prefix (`…/out2` next to `…/out`) are never touched.
 
 use std::io::Write;
 use std::time::Duration;
 
-use filesink::storage::{Leftover, Storage};
+use filesink::storage::Leftover;
 use serde_json::json;
 
 use super::commit::{commit_manifest, failure, FileOutcome};
@@ -25,11 +29,13 @@ pub const ALIVE_WINDOW: Duration = Duration::from_secs(60);
 /// Arguments of `filesink abort`.
 #[derive(Debug, clap::Args)]
 pub struct AbortArgs {
-    /// The sink directory (`./lake`, `/abs/lake`, `file:///abs/lake`).
+    /// The sink: a directory (`./lake`, `/abs/lake`, `file:///abs/lake`) or
+    /// `s3://bucket/prefix`.
     #[arg(value_name = "URL")]
     pub url: String,
 
-    /// Only remove leftovers last modified longer ago than this (`10m`, `2h`, `1d`).
+    /// Only remove leftovers last modified longer ago than this (`10m`, `2h`, `1d`); on S3,
+    /// uploads started longer ago than this.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub older_than: Option<Duration>,
 
@@ -74,7 +80,12 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     }
     let refs = references(&latest);
     let leftovers = lake.leftovers().await?;
+    // Last modification of a hidden file, initiation of a multipart upload.
     let age = |l: &Leftover| now - l.modified_ms;
+    let touched = |l: &Leftover| match lake.upload_id(l) {
+        Some(_) => "started",
+        None => "modified",
+    };
     let min_age_ms = args.older_than.map_or(0, |d| d.as_millis() as i64);
     let candidates: Vec<&Leftover> = leftovers
         .iter()
@@ -116,7 +127,7 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
         let list: Vec<String> = young
             .iter()
             .take(10)
-            .map(|l| format!("`{}` ({} ago)", l.path, human_age(age(l))))
+            .map(|l| format!("`{}` ({} {} ago)", l.path, touched(l), human_age(age(l))))
             .collect();
         let more = if young.len() > 10 {
             format!(" and {} more", young.len() - 10)
@@ -189,6 +200,8 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
             })).collect::<Vec<_>>(),
             "remove": removed.iter().map(|(l, e)| json!({
                 "path": l.path,
+                "final_path": l.final_path,
+                "upload_id": lake.upload_id(l),
                 "size_bytes": l.size_bytes,
                 "age_ms": age(l),
                 "error": e,
@@ -228,13 +241,26 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 Some(e) => ("failed", format!(": {e}")),
                 None => (r_verb, String::new()),
             };
-            outln!(
-                out,
-                "  {verb:<18} {}  ({}, modified {} ago){why}",
-                l.path,
-                human_bytes(l.size_bytes),
-                human_age(age(l))
-            );
+            match lake.upload_id(l) {
+                Some(id) => outln!(
+                    out,
+                    "  {:<18} {}  (multipart upload {id}, started {} ago){why}",
+                    match (e, args.dry_run) {
+                        (Some(_), _) => "failed",
+                        (None, true) => "would abort",
+                        (None, false) => "aborted",
+                    },
+                    l.final_path,
+                    human_age(age(l))
+                ),
+                None => outln!(
+                    out,
+                    "  {verb:<18} {}  ({}, modified {} ago){why}",
+                    l.path,
+                    human_bytes(l.size_bytes),
+                    human_age(age(l))
+                ),
+            }
         }
         if !kept.is_empty() {
             outln!(

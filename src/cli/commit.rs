@@ -1,7 +1,8 @@
 //! `filesink commit`: makes the pending files of complete checkpoints visible. Idempotent:
-//! a file already committed is checked (size and CRC-32C) and reported as such.
+//! a file already committed is checked (size and CRC-32C locally, the multipart ETag on S3)
+//! and reported as such.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use filesink::checkpoint::Manifest;
 use filesink::{CommitOutcome, Committable};
@@ -34,7 +35,8 @@ pub fn parse_checkpoint(s: &str) -> Result<CheckpointSel, String> {
 /// Arguments of `filesink commit`.
 #[derive(Debug, clap::Args)]
 pub struct CommitArgs {
-    /// The sink directory (`./lake`, `/abs/lake`, `file:///abs/lake`).
+    /// The sink: a directory (`./lake`, `/abs/lake`, `file:///abs/lake`) or
+    /// `s3://bucket/prefix`.
     #[arg(value_name = "URL")]
     pub url: String,
 
@@ -88,21 +90,31 @@ pub async fn commit_manifest(
     only_unseen: bool,
     dry_run: bool,
 ) -> CliResult<(Vec<(Committable, FileOutcome)>, Option<filesink::Error>)> {
-    let todo: Vec<Committable> = m
-        .committables
-        .iter()
-        .filter(|c| !only_unseen || lake.file_state(c) != FileState::Visible)
-        .cloned()
-        .collect();
+    // A dry run, and `only_unseen`, need to know where each file stands: one probe each.
+    let mut todo = Vec::with_capacity(m.committables.len());
+    for c in &m.committables {
+        let state = if only_unseen || dry_run {
+            Some(lake.file_state(c).await)
+        } else {
+            None
+        };
+        // A file whose state cannot be told is committed (or predicted) anyway: the commit
+        // says what is wrong.
+        if only_unseen && matches!(state, Some(Ok(FileState::Visible))) {
+            continue;
+        }
+        todo.push((c.clone(), state));
+    }
     let mut out = Vec::with_capacity(todo.len());
     let mut first_error = None;
     if dry_run {
-        for c in todo {
-            let outcome = predict(lake, &c);
+        for (c, state) in todo {
+            let outcome = predict(&c, state.expect("probed for a dry run"));
             out.push((c, outcome));
         }
         return Ok((out, None));
     }
+    let todo: Vec<Committable> = todo.into_iter().map(|(c, _)| c).collect();
     let results = lake.sink()?.committer().commit(&todo).await;
     for (c, r) in todo.into_iter().zip(results) {
         let outcome = match r {
@@ -119,44 +131,31 @@ pub async fn commit_manifest(
     Ok((out, first_error))
 }
 
-/// What committing `c` would do, without doing it.
-fn predict(lake: &Lake, c: &Committable) -> FileOutcome {
-    match lake.file_state(c) {
-        FileState::Pending => FileOutcome::WouldCommit,
-        FileState::Missing => FileOutcome::Failed(
+/// What committing `c` would do, from where its file stands ([`Lake::file_state`]).
+fn predict(c: &Committable, state: filesink::Result<FileState>) -> FileOutcome {
+    match state {
+        Ok(FileState::Pending) => FileOutcome::WouldCommit,
+        Ok(FileState::Visible) => FileOutcome::AlreadyCommitted,
+        Ok(FileState::Missing) => FileOutcome::Failed(
             DATA_LOST,
             format!(
                 "data lost: neither the pending file nor `{}` exists",
                 c.final_path
             ),
         ),
-        FileState::Visible => match content_matches(&lake.base().join(&c.final_path), c) {
-            Ok(true) => FileOutcome::AlreadyCommitted,
-            Ok(false) => FileOutcome::Failed(
-                CONFLICT,
-                format!("conflict: `{}` exists with other content", c.final_path),
+        Ok(FileState::Conflict) => FileOutcome::Failed(
+            CONFLICT,
+            format!("conflict: `{}` exists with other content", c.final_path),
+        ),
+        Err(e) => FileOutcome::Failed(
+            code_of(&e),
+            format!(
+                "cannot check `{}`: {}",
+                c.final_path,
+                super::ls::error_chain(&e)
             ),
-            Err(e) => FileOutcome::Failed(ERROR, format!("cannot read `{}`: {e}", c.final_path)),
-        },
+        ),
     }
-}
-
-/// Whether the file at `path` has `c`'s size and CRC-32C.
-fn content_matches(path: &std::path::Path, c: &Committable) -> std::io::Result<bool> {
-    let mut file = std::fs::File::open(path)?;
-    if file.metadata()?.len() != c.size_bytes {
-        return Ok(false);
-    }
-    let mut crc = 0u32;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
-    }
-    Ok(crc == c.crc32c)
 }
 
 /// Runs `filesink commit`.

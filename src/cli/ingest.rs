@@ -17,6 +17,7 @@ use filesink::{Coordinator, FileFormat, RollingPolicy, Sink};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::exit::{CliError, CliResult};
+use super::lake::open_storage;
 use super::source::{
     infer_schema, read_schema_file, schema_ref, BadRecord, Chunk, Cursor, Input, InputFormat,
     Source, SourcePosition,
@@ -50,8 +51,9 @@ pub struct IngestArgs {
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 
-    /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`); created
-    /// if missing.
+    /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`), created
+    /// if missing, or `s3://bucket/prefix` (configured from the `AWS_*` environment
+    /// variables; row formats roll a file at every checkpoint there).
     #[arg(long, value_name = "URL")]
     pub to: String,
 
@@ -132,13 +134,13 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     };
     let strict = args.bad_records.is_none();
 
-    let mut builder = Sink::local(location.local_path())
-        .map_err(|e| CliError::context(format!("cannot use `{location}` as output"), e))?
-        .format(match args.format {
-            OutputFormat::Parquet => FileFormat::parquet(),
-            OutputFormat::Jsonl => FileFormat::json_lines(),
-            OutputFormat::Csv => FileFormat::csv(),
-        });
+    let (storage, _) = open_storage(&location)
+        .map_err(|e| CliError::context(format!("cannot use `{location}` as output"), e))?;
+    let mut builder = Sink::builder_shared(storage).format(match args.format {
+        OutputFormat::Parquet => FileFormat::parquet(),
+        OutputFormat::Jsonl => FileFormat::json_lines(),
+        OutputFormat::Csv => FileFormat::csv(),
+    });
     if !args.partition_by.is_empty() {
         builder = builder.bucket_assigner(HivePartitioner::new(args.partition_by.clone())?);
     }

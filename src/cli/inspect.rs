@@ -7,7 +7,7 @@ use filesink::checkpoint::manifest::{manifest_path, Manifest};
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};
-use super::lake::{pending_path, Lake};
+use super::lake::{FileState, Lake};
 use super::source::SourcePosition;
 use super::url::Location;
 use super::util::{human_age, human_bytes, human_time, now_ms, parse_job};
@@ -15,12 +15,12 @@ use super::util::{human_age, human_bytes, human_time, now_ms, parse_job};
 /// Arguments of `filesink inspect`.
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// A manifest file (`<lake>/_filesink/jobs/<job>/checkpoints/<id>.json`), or a sink
-    /// directory (`./lake`, `file:///abs/lake`).
+    /// A local manifest file (`<lake>/_filesink/jobs/<job>/checkpoints/<id>.json`), or a
+    /// sink: a directory (`./lake`, `file:///abs/lake`) or `s3://bucket/prefix`.
     #[arg(value_name = "MANIFEST-FILE|URL")]
     pub target: String,
 
-    /// The job (for a sink directory with more than one).
+    /// The job (for a sink with more than one).
     #[arg(long, value_parser = parse_job, value_name = "NAME")]
     pub job: Option<String>,
 
@@ -36,11 +36,14 @@ pub struct InspectArgs {
 /// Runs `filesink inspect`.
 pub async fn run(args: InspectArgs, out: &mut dyn Write) -> CliResult {
     let location = Location::parse(&args.target)?;
-    let path = location.local_path().to_path_buf();
-    let (file, manifest, lake) = if path.is_file() {
+    let manifest_file = location
+        .local_path()
+        .filter(|p| p.is_file())
+        .map(Path::to_path_buf);
+    let (file, manifest, lake) = if let Some(path) = manifest_file {
         if args.job.is_some() || args.checkpoint.is_some() {
             return Err(CliError::usage(
-                "--job and --checkpoint choose a manifest in a sink directory, not in a file",
+                "--job and --checkpoint choose a manifest in a sink, not in a file",
             ));
         }
         let (m, base) = read_manifest_file(&path)?;
@@ -94,14 +97,22 @@ pub async fn run(args: InspectArgs, out: &mut dyn Write) -> CliResult {
             },
         };
         let m = lake.manifest(&job, id).await?;
-        let file = lake
-            .base()
-            .join(manifest_path(&job, id))
-            .display()
-            .to_string();
+        let file = lake.describe(&manifest_path(&job, id));
         (file, m, Some(lake))
     };
-    print_manifest(out, &file, &manifest, lake.as_ref(), args.json)
+    // Where each committable's file is, if the manifest is inside a sink.
+    let mut states = Vec::with_capacity(manifest.committables.len());
+    for c in &manifest.committables {
+        states.push(match &lake {
+            Some(l) => Some(
+                l.file_state(c)
+                    .await
+                    .map_err(|e| super::ls::error_chain(&e)),
+            ),
+            None => None,
+        });
+    }
+    print_manifest(out, &file, &manifest, &states, args.json)
 }
 
 /// Reads and checks a manifest file. A manifest is checked against where it lives
@@ -153,21 +164,26 @@ fn shown_or_abs(shown: &str, abs: &str, rel: &str) -> String {
     }
 }
 
+/// Where a committable's file is: `None` outside a sink, else its state or why it cannot be
+/// told.
+type State = Option<Result<FileState, String>>;
+
+fn state_name(s: &State) -> Option<&'static str> {
+    s.as_ref()
+        .map(|s| s.as_ref().map_or("unknown", |s| s.name()))
+}
+
 fn print_manifest(
     out: &mut dyn Write,
     file: &str,
     m: &Manifest,
-    lake: Option<&Lake>,
+    states: &[State],
     json_out: bool,
 ) -> CliResult {
     let now = now_ms();
     let position = SourcePosition::from_json(&m.job, &m.source_position).ok();
     if json_out {
-        let states: Vec<Option<&str>> = m
-            .committables
-            .iter()
-            .map(|c| lake.map(|l| l.file_state(c).name()))
-            .collect();
+        let states: Vec<Option<&str>> = states.iter().map(state_name).collect();
         let v = json!({
             "file": file,
             "age_ms": now - m.created_at_ms,
@@ -250,9 +266,12 @@ fn print_manifest(
         m.committables.len(),
         human_bytes(bytes)
     );
-    for c in &m.committables {
-        let state = lake.map(|l| l.file_state(c));
-        let shown = state.map_or(String::new(), |s| format!("  [{}]", s.name()));
+    for (c, state) in m.committables.iter().zip(states) {
+        let shown = match state {
+            None => String::new(),
+            Some(Ok(s)) => format!("  [{}]", s.name()),
+            Some(Err(e)) => format!("  [unknown: {e}]"),
+        };
         outln!(
             out,
             "  {}  {}  {} records  checkpoint {}{shown}",
@@ -261,10 +280,8 @@ fn print_manifest(
             c.record_count,
             c.checkpoint_id
         );
-        if state != Some(super::lake::FileState::Visible) {
-            if let Some(p) = pending_path(c) {
-                outln!(out, "    pending: {p}");
-            }
+        if !matches!(state, Some(Ok(FileState::Visible))) {
+            outln!(out, "    pending: {}", c.pending.leftover_id(&c.final_path));
         }
     }
     Ok(())

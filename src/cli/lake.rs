@@ -1,26 +1,46 @@
-//! Reading what is in a sink directory: its identity, its jobs and their manifests, its
-//! committed files, and its hidden leftovers. Shared by `ls`, `commit`, `abort` and `inspect`;
-//! nothing here changes anything.
+//! Reading what is in a sink (a local directory or an S3 prefix): its identity, its jobs and
+//! their manifests, its committed files, and its hidden leftovers. Shared by `ls`, `commit`,
+//! `abort` and `inspect`; nothing here changes anything. Everything goes through the
+//! [`Storage`] trait, so the same code serves every backend.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use filesink::checkpoint::manifest::{self, Manifest, SinkIdentity};
-use filesink::storage::{Leftover, LocalStorage, Storage};
-use filesink::{Committable, PendingHandle, Sink};
+use filesink::storage::{CommitState, Leftover, LocalStorage, ObjectStorage, Storage};
+use filesink::{Committable, Sink};
 
 use super::exit::{CliError, CliResult};
 use super::url::Location;
 
-/// An existing sink directory (or one that is not a sink yet).
+/// The storage of `location`: a [`LocalStorage`] (which creates the directory if it is
+/// missing) or an S3 [`ObjectStorage`], which is also returned as such for what only S3 has
+/// ([`ObjectStorage::aborts_incomplete_uploads`]).
+pub fn open_storage(
+    location: &Location,
+) -> filesink::Result<(Arc<dyn Storage>, Option<ObjectStorage>)> {
+    match location {
+        Location::Local(path) => Ok((Arc::new(LocalStorage::new(path)?), None)),
+        Location::S3 { url } => {
+            let s3 = ObjectStorage::s3(url)?;
+            Ok((Arc::new(s3.clone()), Some(s3)))
+        }
+    }
+}
+
+/// An existing sink (or a location that is not a sink yet).
 #[derive(Debug)]
 pub struct Lake {
     /// Where it is.
     pub location: Location,
     /// Its storage.
-    pub storage: LocalStorage,
+    pub storage: Arc<dyn Storage>,
+    /// The same storage as an S3 backend, for S3 locations.
+    pub s3: Option<ObjectStorage>,
     /// Its identity; `None` if it is not a filesink output.
     pub identity: Option<SinkIdentity>,
+    /// The local base directory (canonical), or the URL.
+    base: String,
 }
 
 /// One job of a lake.
@@ -104,34 +124,60 @@ pub struct Partition {
 pub enum FileState {
     /// The final file exists: committed.
     Visible,
-    /// Only the pending hidden file exists: waiting for commit.
+    /// Only the pending file (a hidden file, or an incomplete multipart upload) exists:
+    /// waiting for commit.
     Pending,
+    /// Another file holds the final name: committing it is a conflict.
+    Conflict,
     /// Neither exists.
     Missing,
 }
 
 impl FileState {
-    /// `visible`, `pending` or `missing`.
+    /// `visible`, `pending`, `conflict` or `missing`.
     pub fn name(self) -> &'static str {
         match self {
             FileState::Visible => "visible",
             FileState::Pending => "pending",
+            FileState::Conflict => "conflict",
             FileState::Missing => "missing",
         }
     }
 }
 
-impl Lake {
-    /// Opens an existing directory; never creates one.
-    pub async fn open(location: Location) -> CliResult<Lake> {
-        let path = location.local_path();
-        if !path.is_dir() {
-            return Err(CliError::msg(format!(
-                "`{location}` does not exist or is not a directory"
-            )));
+impl From<CommitState> for FileState {
+    fn from(s: CommitState) -> FileState {
+        match s {
+            CommitState::Committed => FileState::Visible,
+            CommitState::Pending => FileState::Pending,
+            CommitState::Conflict => FileState::Conflict,
+            CommitState::Missing => FileState::Missing,
         }
-        let storage = LocalStorage::new(path)?;
-        let identity = manifest::sink_identity(&storage, false)
+    }
+}
+
+impl Lake {
+    /// Opens an existing sink location; never creates anything. A local directory must
+    /// exist; an S3 prefix with nothing under it is simply not a filesink output.
+    pub async fn open(location: Location) -> CliResult<Lake> {
+        if let Some(path) = location.local_path() {
+            if !path.is_dir() {
+                return Err(CliError::msg(format!(
+                    "`{location}` does not exist or is not a directory"
+                )));
+            }
+        }
+        let (storage, s3) = open_storage(&location)
+            .map_err(|e| CliError::context(format!("cannot open `{location}`"), e))?;
+        let base = match (&location, &s3) {
+            (_, Some(s3)) => s3.url().to_string(),
+            (Location::Local(path), None) => std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.clone())
+                .display()
+                .to_string(),
+            (other, None) => other.to_string(),
+        };
+        let identity = manifest::sink_identity(storage.as_ref(), false)
             .await
             .map_err(|e| {
                 CliError::context(format!("cannot read the identity of `{location}`"), e)
@@ -139,13 +185,15 @@ impl Lake {
         Ok(Lake {
             location,
             storage,
+            s3,
             identity,
+            base,
         })
     }
 
-    /// Opens a directory that must be a filesink output; refuses (exit code 5) otherwise.
+    /// Opens a location that must be a filesink output; refuses (exit code 5) otherwise.
     pub async fn open_sink(location: Location) -> CliResult<Lake> {
-        if !location.local_path().is_dir() {
+        if location.local_path().is_some_and(|p| !p.is_dir()) {
             return Err(CliError::refused(format!(
                 "`{location}` is not a filesink output: it does not exist or is not a directory"
             )));
@@ -167,32 +215,53 @@ impl Lake {
         }
     }
 
-    /// The base directory.
-    pub fn base(&self) -> &Path {
-        self.storage.base()
+    /// The base: the canonical local directory, or the `s3://` URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Where `rel` (a path relative to the base) is, for messages.
+    pub fn describe(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.base.trim_end_matches('/'))
+    }
+
+    /// Whether this is an S3 location.
+    pub fn is_s3(&self) -> bool {
+        self.s3.is_some()
+    }
+
+    /// The upload id of a leftover that is an incomplete multipart upload (S3 lists them as
+    /// `<final path>#<upload id>`); `None` for a hidden file.
+    pub fn upload_id<'a>(&self, l: &'a Leftover) -> Option<&'a str> {
+        if !self.is_s3() {
+            return None;
+        }
+        l.path.rsplit_once('#').map(|(_, id)| id)
     }
 
     /// A sink on this lake's storage, for its committer.
     pub fn sink(&self) -> CliResult<Sink> {
-        Ok(Sink::builder(self.storage.clone()).build()?)
+        Ok(Sink::builder_shared(self.storage.clone()).build()?)
     }
 
     /// Every job with its manifests and latest manifest.
     pub async fn jobs(&self) -> CliResult<Vec<JobInfo>> {
         let sink_id = self.identity.as_ref().map(|i| i.sink_id.as_str());
-        let names = manifest::list_jobs(&self.storage).await.map_err(|e| {
-            CliError::context(format!("cannot list the jobs of `{}`", self.location), e)
-        })?;
+        let names = manifest::list_jobs(self.storage.as_ref())
+            .await
+            .map_err(|e| {
+                CliError::context(format!("cannot list the jobs of `{}`", self.location), e)
+            })?;
         let mut jobs = Vec::with_capacity(names.len());
         for job in names {
-            let checkpoints = manifest::list_checkpoints(&self.storage, &job)
+            let checkpoints = manifest::list_checkpoints(self.storage.as_ref(), &job)
                 .await
                 .map_err(|e| {
                     CliError::context(format!("cannot list the manifests of job `{job}`"), e)
                 })?;
             let latest = match checkpoints.last() {
                 None => Ok(None),
-                Some((id, _)) => manifest::read_manifest(&self.storage, &job, *id, sink_id)
+                Some((id, _)) => manifest::read_manifest(self.storage.as_ref(), &job, *id, sink_id)
                     .await
                     .map(Some),
             };
@@ -208,7 +277,7 @@ impl Lake {
     /// Reads manifest `id` of `job` (checked against this sink's id).
     pub async fn manifest(&self, job: &str, id: u64) -> CliResult<Manifest> {
         let sink_id = self.identity.as_ref().map(|i| i.sink_id.as_str());
-        manifest::read_manifest(&self.storage, job, id, sink_id)
+        manifest::read_manifest(self.storage.as_ref(), job, id, sink_id)
             .await
             .map_err(|e| {
                 CliError::context(
@@ -233,69 +302,56 @@ impl Lake {
         Ok(l)
     }
 
-    /// Committed files per partition directory (`""` is the base), walking every directory
-    /// and skipping names that start with `.` or `_`, as readers do.
-    pub fn committed(&self) -> CliResult<BTreeMap<String, Partition>> {
-        let mut out: BTreeMap<String, Partition> = BTreeMap::new();
-        let mut stack = vec![String::new()];
-        while let Some(rel) = stack.pop() {
-            let dir = if rel.is_empty() {
-                self.base().to_path_buf()
-            } else {
-                self.base().join(&rel)
-            };
-            let entries = std::fs::read_dir(&dir)
-                .map_err(|e| CliError::context(format!("cannot list `{}`", dir.display()), e))?;
-            for entry in entries {
-                let entry = entry.map_err(|e| {
-                    CliError::context(format!("cannot list `{}`", dir.display()), e)
-                })?;
-                let Ok(name) = entry.file_name().into_string() else {
-                    continue;
-                };
-                if name.starts_with('.') || name.starts_with('_') {
-                    continue;
-                }
-                let child = if rel.is_empty() {
-                    name
-                } else {
-                    format!("{rel}/{name}")
-                };
-                let meta = entry.metadata().map_err(|e| {
-                    CliError::context(format!("cannot stat `{}`", entry.path().display()), e)
-                })?;
-                if meta.is_dir() {
-                    stack.push(child);
-                } else if meta.is_file() {
-                    let p = out.entry(rel.clone()).or_default();
-                    p.files += 1;
-                    p.bytes += meta.len();
-                }
+    /// The visible data files (every name readers see), with their sizes.
+    pub async fn visible(&self) -> CliResult<Vec<filesink::storage::VisibleFile>> {
+        self.storage.list_visible().await.map_err(|e| {
+            CliError::context(format!("cannot list the files of `{}`", self.location), e)
+        })
+    }
+
+    /// Where `c`'s file is now, with the backend's proof for "visible" (size and CRC-32C
+    /// locally, the multipart ETag on S3): the dry run of a commit.
+    pub async fn file_state(&self, c: &Committable) -> filesink::Result<FileState> {
+        self.storage.probe(c).await.map(FileState::from)
+    }
+
+    /// Where each of `committables` is, cheaply: a final name in `visible` (a listing of
+    /// the visible files) is [`FileState::Visible`] without reading it; the others are
+    /// probed.
+    pub async fn file_states(
+        &self,
+        committables: &[&Committable],
+        visible: &HashSet<&str>,
+    ) -> CliResult<Vec<FileState>> {
+        let mut out = Vec::with_capacity(committables.len());
+        for c in committables {
+            if visible.contains(c.final_path.as_str()) {
+                out.push(FileState::Visible);
+                continue;
             }
+            let state = self.file_state(c).await.map_err(|e| {
+                CliError::context(
+                    format!("cannot check `{}`", self.describe(&c.final_path)),
+                    e,
+                )
+            })?;
+            out.push(state);
         }
         Ok(out)
     }
-
-    /// Where `c`'s file is now.
-    pub fn file_state(&self, c: &Committable) -> FileState {
-        if self.base().join(&c.final_path).is_file() {
-            FileState::Visible
-        } else if pending_path(c).is_some_and(|p| self.base().join(p).is_file()) {
-            FileState::Pending
-        } else {
-            FileState::Missing
-        }
-    }
 }
 
-/// The hidden path of a committable's pending file, for handles that are files under the
-/// base (not for multipart uploads).
-pub fn pending_path(c: &Committable) -> Option<&str> {
-    match &c.pending {
-        PendingHandle::LocalFile { in_progress_path } => Some(in_progress_path),
-        PendingHandle::Staged { staging_path } => Some(staging_path),
-        _ => None,
+/// Committed files per partition directory (`""` is the base) of a listing of the visible
+/// files.
+pub fn committed(visible: &[filesink::storage::VisibleFile]) -> BTreeMap<String, Partition> {
+    let mut out: BTreeMap<String, Partition> = BTreeMap::new();
+    for f in visible {
+        let dir = f.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let p = out.entry(dir.to_string()).or_default();
+        p.files += 1;
+        p.bytes += f.size_bytes;
     }
+    out
 }
 
 /// Every hidden file the given (latest) manifests reference, with why.

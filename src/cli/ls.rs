@@ -1,12 +1,16 @@
-//! `filesink ls`: what a sink directory holds: committed files per partition, pending files,
-//! hidden leftovers, and each job's manifests.
+//! `filesink ls`: what a sink holds: committed files per partition, pending files, hidden
+//! leftovers, and each job's manifests. On S3 also the orphan multipart uploads (incomplete
+//! uploads no manifest needs), and a warning when the bucket has no lifecycle rule that
+//! aborts incomplete uploads.
 
+use std::collections::HashSet;
 use std::io::Write;
 
+use filesink::storage::Leftover;
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};
-use super::lake::{references, FileState, Lake};
+use super::lake::{committed, references, FileState, Lake};
 use super::source::SourcePosition;
 use super::url::Location;
 use super::util::{human_age, human_bytes, human_time, now_ms};
@@ -14,7 +18,8 @@ use super::util::{human_age, human_bytes, human_time, now_ms};
 /// Arguments of `filesink ls`.
 #[derive(Debug, clap::Args)]
 pub struct LsArgs {
-    /// The sink directory (`./lake`, `/abs/lake`, `file:///abs/lake`).
+    /// The sink: a directory (`./lake`, `/abs/lake`, `file:///abs/lake`) or
+    /// `s3://bucket/prefix`.
     #[arg(value_name = "URL")]
     pub url: String,
 
@@ -27,7 +32,9 @@ pub struct LsArgs {
 pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open(Location::parse(&args.url)?).await?;
     let now = now_ms();
-    let committed = lake.committed()?;
+    let visible = lake.visible().await?;
+    let committed = committed(&visible);
+    let visible: HashSet<&str> = visible.iter().map(|f| f.path.as_str()).collect();
     let jobs = lake.jobs().await?;
     let leftovers = lake.leftovers().await?;
     let latest: Vec<_> = jobs
@@ -39,10 +46,10 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     // Pending: committables of latest manifests whose final file is not visible yet.
     let mut pending = Vec::new();
     for m in &latest {
-        for c in &m.committables {
-            let state = lake.file_state(c);
+        let all: Vec<_> = m.committables.iter().collect();
+        for (c, state) in all.iter().zip(lake.file_states(&all, &visible).await?) {
             if state != FileState::Visible {
-                pending.push((m.job.clone(), m.checkpoint_id, c, state));
+                pending.push((m.job.clone(), m.checkpoint_id, *c, state));
             }
         }
     }
@@ -50,6 +57,15 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
         .iter()
         .filter(|l| !refs.contains_key(&l.path))
         .collect();
+    // Incomplete multipart uploads (S3) are shown apart from hidden files.
+    let (uploads, hidden): (Vec<&Leftover>, Vec<&Leftover>) = unreferenced
+        .iter()
+        .copied()
+        .partition(|l| lake.upload_id(l).is_some());
+    let warnings = warnings(&lake).await;
+    for w in &warnings {
+        let _ = writeln!(std::io::stderr(), "warning: {w}");
+    }
     let referenced: Vec<_> = leftovers
         .iter()
         .filter_map(|l| refs.get(&l.path).map(|r| (l, r)))
@@ -61,7 +77,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     if args.json {
         let v = json!({
             "location": lake.location.to_string(),
-            "base": lake.base().display().to_string(),
+            "base": lake.base(),
             "sink": lake.identity.as_ref().map(|i| json!({
                 "sink_id": i.sink_id,
                 "created_at_ms": i.created_at_ms,
@@ -95,16 +111,21 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
             "referenced": referenced.iter().map(|(l, r)| json!({
                 "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
                 "age_ms": now - l.modified_ms, "job": r.job, "checkpoint_id": r.checkpoint_id,
-                "kind": r.kind.name(),
+                "kind": r.kind.name(), "upload_id": lake.upload_id(l),
             })).collect::<Vec<_>>(),
             "leftovers": unreferenced.iter().map(|l| json!({
                 "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
-                "age_ms": now - l.modified_ms,
+                "age_ms": now - l.modified_ms, "upload_id": lake.upload_id(l),
             })).collect::<Vec<_>>(),
+            "orphan_uploads": uploads.iter().map(|l| json!({
+                "path": l.path, "final_path": l.final_path, "upload_id": lake.upload_id(l),
+                "initiated_ms": l.modified_ms, "age_ms": now - l.modified_ms,
+            })).collect::<Vec<_>>(),
+            "warnings": warnings,
         });
         outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
-        outln!(out, "location: {}", lake.base().display());
+        outln!(out, "location: {}", lake.base());
         match &lake.identity {
             Some(i) => outln!(
                 out,
@@ -168,10 +189,10 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 c.final_path,
                 human_bytes(c.size_bytes),
                 c.record_count,
-                if *state == FileState::Missing {
-                    "  MISSING"
-                } else {
-                    ""
+                match state {
+                    FileState::Missing => "  MISSING",
+                    FileState::Conflict => "  CONFLICT (another file holds the name)",
+                    _ => "",
                 }
             );
         }
@@ -182,11 +203,14 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 referenced.len()
             );
             for (l, r) in &referenced {
+                let size = match lake.upload_id(l) {
+                    Some(_) => "multipart upload".to_string(),
+                    None => human_bytes(l.size_bytes),
+                };
                 outln!(
                     out,
-                    "  {}  {}  {}  job {} checkpoint {}",
+                    "  {}  {size}  {}  job {} checkpoint {}",
                     l.path,
-                    human_bytes(l.size_bytes),
                     r.kind.name(),
                     r.job,
                     r.checkpoint_id
@@ -196,9 +220,9 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
         outln!(
             out,
             "leftovers (hidden, in progress, needed by no manifest): {}",
-            unreferenced.len()
+            hidden.len()
         );
-        for l in &unreferenced {
+        for l in &hidden {
             outln!(
                 out,
                 "  {}  {}  modified {} ago",
@@ -206,6 +230,22 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 human_bytes(l.size_bytes),
                 human_age(now - l.modified_ms)
             );
+        }
+        if lake.is_s3() {
+            outln!(
+                out,
+                "orphan multipart uploads (incomplete, needed by no manifest): {}",
+                uploads.len()
+            );
+            for l in &uploads {
+                outln!(
+                    out,
+                    "  {}  upload {}  started {} ago",
+                    l.final_path,
+                    lake.upload_id(l).unwrap_or_default(),
+                    human_age(now - l.modified_ms)
+                );
+            }
         }
     }
     if let Some((job, _)) = first_error {
@@ -224,6 +264,23 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     }
     Ok(())
 }
+
+/// What the user should know about the location: on S3, a bucket without a lifecycle rule
+/// that aborts incomplete multipart uploads. Probing is best effort: a store that will not
+/// say gets no warning.
+async fn warnings(lake: &Lake) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(s3) = &lake.s3 {
+        if let Ok(Some(false)) = s3.aborts_incomplete_uploads().await {
+            out.push(NO_LIFECYCLE_RULE.to_string());
+        }
+    }
+    out
+}
+
+/// The warning for a bucket without an `AbortIncompleteMultipartUpload` lifecycle rule.
+pub const NO_LIFECYCLE_RULE: &str = "bucket has no lifecycle rule that aborts incomplete \
+     multipart uploads; see README \"Lifecycle rule\"";
 
 /// Records written by an `ingest` job up to manifest `m`, if it is one.
 pub fn records_of(m: &filesink::checkpoint::Manifest) -> Option<u64> {

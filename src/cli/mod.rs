@@ -46,18 +46,19 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Write JSON lines or CSV files into a sink directory, exactly once, with checkpoints;
-    /// rerun the same command after a crash to resume.
+    /// Write JSON lines or CSV files into a sink (a local directory or `s3://bucket/prefix`),
+    /// exactly once, with checkpoints; rerun the same command after a crash to resume.
     #[command(after_help = exit::AFTER_HELP)]
     Ingest(ingest::IngestArgs),
-    /// List committed files per partition, pending files, hidden leftovers and jobs.
+    /// List committed files per partition, pending files, hidden leftovers (on S3: orphan
+    /// multipart uploads) and jobs.
     #[command(after_help = exit::AFTER_HELP)]
     Ls(ls::LsArgs),
     /// Commit the pending files of complete checkpoints (safe to repeat).
     #[command(after_help = exit::AFTER_HELP)]
     Commit(commit::CommitArgs),
-    /// Clean up after crashed runs: commit pending files, then remove hidden leftovers that
-    /// no checkpoint needs.
+    /// Clean up after crashed runs: commit pending files, then remove hidden leftovers (on S3:
+    /// abort multipart uploads) that no checkpoint needs.
     #[command(after_help = exit::AFTER_HELP)]
     Abort(abort::AbortArgs),
     /// Show a checkpoint manifest.

@@ -221,6 +221,15 @@ impl ObjectStorage {
         })
     }
 
+    /// Whether the bucket has a lifecycle rule that aborts incomplete multipart uploads;
+    /// `None` when the store would not say or is not S3. Reads only.
+    pub async fn aborts_incomplete_uploads(&self) -> Result<Option<bool>> {
+        match &self.inner.bucket {
+            Some(b) => b.aborts_incomplete_uploads().await,
+            None => Ok(None),
+        }
+    }
+
     /// The URL this storage was opened with.
     pub fn url(&self) -> &str {
         &self.inner.url

@@ -1,0 +1,588 @@
+//! The `filesink` binary against a real S3 server, run as a user would: `ingest`, `ls`,
+//! `commit`, `abort` and `inspect` on `s3://bucket/prefix` URLs, and what each does after a
+//! crash.
+//!
+//! The server comes from the environment (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, `FILESINK_S3_BUCKET`); the binary inherits it.
+//! `./scripts/test` starts a Garage server and exports them. Without `FILESINK_S3_BUCKET`
+//! these tests say loudly that they did not run (and fail under `CI`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, Int64Array};
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::Value;
+
+const EXIT_REFUSED: i32 = 5;
+
+const NO_LIFECYCLE_RULE: &str = "bucket has no lifecycle rule that aborts incomplete multipart \
+                                 uploads; see README \"Lifecycle rule\"";
+
+/// The bucket of the S3 server in the environment, or `None` (after saying so) if there is
+/// none.
+fn bucket() -> Option<String> {
+    match std::env::var("FILESINK_S3_BUCKET") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "CI must run the S3 CLI tests: FILESINK_S3_BUCKET is not set (./scripts/test starts \
+             Garage and exports it)"
+        ),
+        _ => {
+            eprintln!(
+                "\n*** S3 CLI TESTS NOT RUN: no S3 server configured (FILESINK_S3_BUCKET is not \
+                 set); run ./scripts/test (starts Garage on 127.0.0.1 and exports AWS_*), or set \
+                 AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, \
+                 AWS_ALLOW_HTTP and FILESINK_S3_BUCKET ***\n"
+            );
+            None
+        }
+    }
+}
+
+/// A fresh prefix for one test: `(bucket, "cli/<uuid>")`.
+fn fresh(bucket: &str) -> (String, String) {
+    (
+        bucket.to_string(),
+        format!("cli/{}", uuid::Uuid::now_v7().simple()),
+    )
+}
+
+fn url(bucket: &str, prefix: &str) -> String {
+    format!("s3://{bucket}/{prefix}")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/input")
+        .join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn filesink(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run filesink")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn run_expect(args: &[&str], code: i32) -> Output {
+    let o = filesink(args);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "filesink {args:?}\n--- stdout\n{}\n--- stderr\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
+
+#[track_caller]
+fn run_ok(args: &[&str]) -> Output {
+    run_expect(args, 0)
+}
+
+#[track_caller]
+fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(o)))
+}
+
+#[track_caller]
+fn ls_json(url: &str) -> Value {
+    json_of(&run_ok(&["ls", url, "--json"]))
+}
+
+/// The `path` of every element of the array `key`.
+fn paths(v: &Value, key: &str) -> BTreeSet<String> {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no array `{key}` in {v}"))
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `n` JSON lines like the fixture's, ids `0..n`.
+fn write_jsonl(path: &Path, n: usize) {
+    let mut out = String::with_capacity(n * 64);
+    for i in 0..n {
+        out.push_str(&format!(
+            "{{\"id\":{i},\"day\":\"2026-11-{:02}\",\"user\":\"user_{}\",\"amount\":{}.25}}\n",
+            25 + i % 6,
+            i % 97,
+            i % 1000
+        ));
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Every visible object under `prefix` (no component below it starts with `.` or `_`), read
+/// back with `object_store`: (path relative to the prefix, bytes).
+fn visible_objects(bucket: &str, prefix: &str) -> Vec<(String, bytes::Bytes)> {
+    use futures_util::TryStreamExt;
+    let store = object_store::aws::AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .build()
+        .unwrap();
+    runtime().block_on(async {
+        let listed: Vec<object_store::ObjectMeta> = store
+            .list(Some(&object_store::path::Path::from(prefix)))
+            .try_collect()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        for meta in listed {
+            let Some(rel) = meta
+                .location
+                .as_ref()
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix('/'))
+            else {
+                continue;
+            };
+            if rel.split('/').any(|c| c.starts_with(['.', '_'])) {
+                continue;
+            }
+            let bytes = store
+                .get(&meta.location)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            out.push((rel.to_string(), bytes));
+        }
+        out.sort();
+        out
+    })
+}
+
+/// The `id` of every record in the visible Parquet objects under `prefix`, sorted.
+fn visible_ids(bucket: &str, prefix: &str) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for (rel, bytes) in visible_objects(bucket, prefix) {
+        assert!(rel.ends_with(".parquet"), "{rel}");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap_or_else(|e| panic!("{rel} is not Parquet: {e}"))
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let col = batch.column_by_name("id").expect("an id column");
+            let col = col
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("id is Int64");
+            assert_eq!(col.null_count(), 0);
+            ids.extend(col.values().iter().copied());
+        }
+    }
+    ids.sort_unstable();
+    ids
+}
+
+#[track_caller]
+fn assert_exactly_once(ids: &[i64], expected: impl IntoIterator<Item = i64>) {
+    let expected: Vec<i64> = expected.into_iter().collect();
+    if ids != expected {
+        let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+        for id in ids {
+            *counts.entry(*id).or_default() += 1;
+        }
+        let dup: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).take(10).collect();
+        let set: BTreeSet<i64> = ids.iter().copied().collect();
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|i| !set.contains(i))
+            .take(10)
+            .collect();
+        panic!(
+            "{} ids visible, {} expected; duplicated (first 10): {dup:?}; missing (first 10): {missing:?}",
+            ids.len(),
+            expected.len()
+        );
+    }
+}
+
+/// The latest checkpoint of the only job at `url`, if `ls` can tell now.
+fn latest_checkpoint(url: &str) -> Option<u64> {
+    let o = filesink(&["ls", url, "--json"]);
+    if !o.status.success() {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+    v["jobs"].get(0)?["latest"].as_u64()
+}
+
+/// Runs `args` (an ingest), waits (polling `ls --json`) until it completes a checkpoint later
+/// than any before it, lets it run on for `extra`, and kills it (SIGKILL).
+fn kill_after_a_checkpoint(args: &[&str], url: &str, extra: Duration) {
+    let before = latest_checkpoint(url).unwrap_or(0);
+    let mut child: Child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while latest_checkpoint(url).unwrap_or(0) <= before {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("ingest ended ({status}) before its first checkpoint");
+        }
+        assert!(Instant::now() < deadline, "no checkpoint within 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(extra);
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "ingest finished before it was killed");
+}
+
+/// Kills runs of `ingest` until one leaves orphan multipart uploads behind (a kill between a
+/// commit and the next write leaves none; a test must not depend on luck). Returns `ls
+/// --json` after that kill.
+fn crash_until_orphan_uploads(ingest: &[&str], url: &str) -> Value {
+    // Bounded: 20 kills at delays spread over 0 to 190 ms after a checkpoint.
+    for attempt in 0..20u64 {
+        kill_after_a_checkpoint(ingest, url, Duration::from_millis((attempt * 37) % 200));
+        let ls = ls_json(url);
+        if !ls["orphan_uploads"].as_array().unwrap().is_empty() {
+            return ls;
+        }
+    }
+    panic!("no kill left an orphan multipart upload behind");
+}
+
+#[test]
+fn ingest_into_s3_writes_every_record_once_and_ls_commit_inspect_report_it() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let o = run_ok(&[
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        &url,
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "1000rows",
+        "--json",
+    ]);
+    let summary = json_of(&o);
+    assert_eq!(summary["records"], 5000, "{summary}");
+    assert_eq!(summary["location"], url.as_str(), "{summary}");
+    let job = summary["job"].as_str().unwrap().to_string();
+    let last = summary["last_checkpoint"].as_u64().unwrap();
+
+    // Every visible object, read back with object_store: each id exactly once.
+    let objects = visible_objects(&bucket, &prefix);
+    assert_exactly_once(&visible_ids(&bucket, &prefix), 0..5000);
+    for (rel, _) in &objects {
+        assert!(rel.starts_with("day=2026-11-"), "{rel}");
+    }
+
+    let ls = ls_json(&url);
+    assert_eq!(ls["location"], url.as_str(), "{ls}");
+    assert_eq!(ls["base"], url.as_str(), "{ls}");
+    assert!(ls["sink"]["sink_id"].is_string(), "{ls}");
+    assert_eq!(
+        ls["committed"]["files"].as_u64().unwrap() as usize,
+        objects.len(),
+        "{ls}"
+    );
+    let bytes: usize = objects.iter().map(|(_, b)| b.len()).sum();
+    assert_eq!(ls["committed"]["bytes"].as_u64().unwrap() as usize, bytes);
+    assert_eq!(ls["committed"]["partitions"].as_array().unwrap().len(), 6);
+    assert_eq!(ls["jobs"].as_array().unwrap().len(), 1, "{ls}");
+    assert_eq!(ls["jobs"][0]["job"], job.as_str());
+    assert_eq!(ls["jobs"][0]["finished"], true);
+    assert_eq!(ls["jobs"][0]["records"], 5000);
+    assert!(ls["pending"].as_array().unwrap().is_empty(), "{ls}");
+    assert!(ls["leftovers"].as_array().unwrap().is_empty(), "{ls}");
+    assert!(ls["orphan_uploads"].as_array().unwrap().is_empty(), "{ls}");
+    // The lifecycle warning, if the bucket has no rule, is in the JSON and on stderr alike.
+    let warnings = ls["warnings"].as_array().expect("a warnings array");
+    for w in warnings {
+        assert_eq!(w, NO_LIFECYCLE_RULE);
+    }
+    let text = run_ok(&["ls", &url]);
+    assert!(
+        stdout(&text).contains("orphan multipart uploads (incomplete, needed by no manifest): 0"),
+        "{}",
+        stdout(&text)
+    );
+    assert!(
+        stdout(&text).contains("day=2026-11-25"),
+        "{}",
+        stdout(&text)
+    );
+    assert_eq!(
+        stderr(&text).contains(&format!("warning: {NO_LIFECYCLE_RULE}")),
+        !warnings.is_empty(),
+        "{}",
+        stderr(&text)
+    );
+
+    // commit of a checkpoint whose files are all committed, twice: already committed.
+    for _ in 0..2 {
+        let c = json_of(&run_ok(&[
+            "commit",
+            &url,
+            "--job",
+            &job,
+            "--checkpoint",
+            &(last - 1).to_string(),
+            "--json",
+        ]));
+        assert_eq!(c["committed"], 0, "{c}");
+        assert_eq!(c["failed"], 0, "{c}");
+        assert!(c["already_committed"].as_u64().unwrap() >= 1, "{c}");
+    }
+    let dry = stdout(&run_ok(&[
+        "commit",
+        &url,
+        "--job",
+        &job,
+        "--checkpoint",
+        &(last - 1).to_string(),
+        "--dry-run",
+    ]));
+    assert!(dry.contains("total: would commit 0"), "{dry}");
+    assert!(!dry.contains("already committed 0"), "{dry}");
+
+    // inspect reads manifests through the storage.
+    let v = json_of(&run_ok(&["inspect", &url, "--json"]));
+    assert_eq!(v["manifest"]["finished"], true, "{v}");
+    assert_eq!(v["manifest"]["source_position"]["records"], 5000);
+    assert!(
+        v["file"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{url}/_filesink/jobs/{job}/checkpoints/")),
+        "{v}"
+    );
+    let text = stdout(&run_ok(&[
+        "inspect",
+        &url,
+        "--job",
+        &job,
+        "--checkpoint",
+        &(last - 1).to_string(),
+    ]));
+    assert!(text.contains("finished: no"), "{text}");
+    assert!(text.contains("[visible]"), "{text}");
+    assert!(!text.contains("[pending]"), "{text}");
+
+    // The same command again is a no-op.
+    let o = run_ok(&[
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        &url,
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "1000rows",
+    ]);
+    assert!(stdout(&o).contains("already finished"), "{}", stdout(&o));
+    assert_exactly_once(&visible_ids(&bucket, &prefix), 0..5000);
+}
+
+#[test]
+fn a_crashed_ingest_leaves_orphan_uploads_that_abort_removes_and_a_rerun_completes_exactly_once() {
+    const N: usize = 60_000;
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("big.jsonl");
+    write_jsonl(&input, N);
+    let ingest = [
+        "ingest",
+        s(&input),
+        "--to",
+        &url,
+        "--checkpoint-every",
+        "500rows",
+    ];
+
+    let ls = crash_until_orphan_uploads(&ingest, &url);
+    assert_eq!(ls["jobs"][0]["finished"], false, "{ls}");
+    let leftovers = paths(&ls, "leftovers");
+    let orphans = paths(&ls, "orphan_uploads");
+    assert_eq!(orphans, leftovers, "{ls}");
+    let mut upload_ids = Vec::new();
+    for u in ls["orphan_uploads"].as_array().unwrap() {
+        let path = u["path"].as_str().unwrap();
+        let id = u["upload_id"].as_str().expect("an upload id");
+        assert_eq!(path, format!("{}#{id}", u["final_path"].as_str().unwrap()));
+        assert!(u["age_ms"].as_i64().unwrap() >= 0, "{u}");
+        upload_ids.push(id.to_string());
+    }
+    // ls in text lists each orphan upload with its id and age.
+    let text = stdout(&run_ok(&["ls", &url]));
+    assert!(
+        text.contains(&format!(
+            "orphan multipart uploads (incomplete, needed by no manifest): {}",
+            orphans.len()
+        )),
+        "{text}"
+    );
+    for id in &upload_ids {
+        assert!(text.contains(&format!("upload {id}  started ")), "{text}");
+    }
+    // Nothing visible twice, even now.
+    let ids = visible_ids(&bucket, &prefix);
+    assert_exactly_once(&ids, 0..ids.len() as i64);
+
+    // A dry run lists exactly those uploads, with their ids, and changes nothing.
+    let dry = json_of(&run_ok(&["abort", &url, "--dry-run", "--force", "--json"]));
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(paths(&dry, "remove"), leftovers, "{dry}");
+    let would_commit: BTreeSet<&str> = dry["commit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["final_path"].as_str().unwrap())
+        .collect();
+    let pending: BTreeSet<&str> = ls["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["final_path"].as_str().unwrap())
+        .collect();
+    assert_eq!(would_commit, pending, "{dry}\n{ls}");
+    let dry_text = stdout(&run_ok(&["abort", &url, "--dry-run", "--force"]));
+    for id in &upload_ids {
+        assert!(
+            dry_text.contains(&format!("multipart upload {id}")),
+            "{dry_text}"
+        );
+    }
+    let after = ls_json(&url);
+    assert_eq!(
+        paths(&after, "leftovers"),
+        leftovers,
+        "a dry run changed the uploads"
+    );
+    assert_eq!(after["pending"], ls["pending"], "a dry run committed");
+
+    // Without --force, the fresh uploads look like a live writer.
+    let refused = run_expect(&["abort", &url], EXIT_REFUSED);
+    assert!(
+        stderr(&refused).contains("a writer looks alive"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(paths(&ls_json(&url), "leftovers"), leftovers);
+
+    // commit makes pending files visible; a second commit finds them committed.
+    let c = json_of(&run_ok(&["commit", &url, "--json"]));
+    assert_eq!(c["failed"], 0, "{c}");
+    let c2 = json_of(&run_ok(&["commit", &url, "--json"]));
+    assert_eq!(c2["committed"], 0, "{c2}");
+    assert_eq!(c2["failed"], 0, "{c2}");
+    assert_eq!(
+        c2["already_committed"],
+        c2["jobs"][0]["files"].as_array().unwrap().len(),
+        "{c2}"
+    );
+    assert!(ls_json(&url)["pending"].as_array().unwrap().is_empty());
+
+    // abort removes exactly the orphan uploads.
+    let a = json_of(&run_ok(&["abort", &url, "--force", "--json"]));
+    assert_eq!(paths(&a, "remove"), leftovers, "{a}");
+    let ls = ls_json(&url);
+    assert!(ls["leftovers"].as_array().unwrap().is_empty(), "{ls}");
+    assert!(ls["orphan_uploads"].as_array().unwrap().is_empty(), "{ls}");
+    assert!(ls["pending"].as_array().unwrap().is_empty(), "{ls}");
+    let ids = visible_ids(&bucket, &prefix);
+    assert_exactly_once(&ids, 0..ids.len() as i64);
+
+    // The same command resumes and completes: every id once, nothing left over.
+    let o = run_ok(&ingest);
+    assert!(stderr(&o).contains("resuming job"), "{}", stderr(&o));
+    assert_exactly_once(&visible_ids(&bucket, &prefix), 0..N as i64);
+    let ls = ls_json(&url);
+    assert_eq!(ls["jobs"][0]["finished"], true, "{ls}");
+    assert!(ls["leftovers"].as_array().unwrap().is_empty(), "{ls}");
+}
+
+#[test]
+fn an_empty_prefix_is_not_a_filesink_output() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let o = run_expect(&["abort", &url, "--force"], EXIT_REFUSED);
+    assert!(
+        stderr(&o).contains("not a filesink output"),
+        "{}",
+        stderr(&o)
+    );
+    run_expect(&["commit", &url], EXIT_REFUSED);
+    run_expect(&["inspect", &url], EXIT_REFUSED);
+    let ls = ls_json(&url);
+    assert!(ls["sink"].is_null(), "{ls}");
+    assert_eq!(ls["committed"]["files"], 0, "{ls}");
+    assert!(visible_objects(&bucket, &prefix).is_empty());
+}
+
+#[test]
+fn abort_never_touches_the_uploads_of_a_sibling_prefix() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, base) = fresh(&bucket);
+    let out = url(&bucket, &format!("{base}/out"));
+    let out2 = url(&bucket, &format!("{base}/out2"));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("big.jsonl");
+    write_jsonl(&input, 60_000);
+
+    // `out` is a finished sink; `out2` has a crashed run's uploads.
+    run_ok(&["ingest", s(&fixture("events.jsonl")), "--to", &out]);
+    let ingest2 = [
+        "ingest",
+        s(&input),
+        "--to",
+        &out2,
+        "--checkpoint-every",
+        "500rows",
+    ];
+    let ls2 = crash_until_orphan_uploads(&ingest2, &out2);
+    let uploads2 = paths(&ls2, "orphan_uploads");
+    assert!(ls_json(&out)["leftovers"].as_array().unwrap().is_empty());
+
+    let a = json_of(&run_ok(&["abort", &out, "--force", "--json"]));
+    assert!(a["remove"].as_array().unwrap().is_empty(), "{a}");
+    let after = ls_json(&out2);
+    assert_eq!(paths(&after, "orphan_uploads"), uploads2, "{after}");
+
+    // Clean up after ourselves.
+    run_ok(&["abort", &out2, "--force"]);
+    assert!(ls_json(&out2)["leftovers"].as_array().unwrap().is_empty());
+}
