@@ -21,6 +21,7 @@ macro_rules! outln {
 }
 
 pub mod abort;
+pub mod bench;
 pub mod commit;
 pub mod exit;
 pub mod ingest;
@@ -64,6 +65,10 @@ pub enum Command {
     /// Show a checkpoint manifest.
     #[command(after_help = exit::AFTER_HELP)]
     Inspect(inspect::InspectArgs),
+    /// Measure roll and commit throughput on a directory you name, against the syscall
+    /// floor measured in the same run, to size checkpoint interval and part size.
+    #[command(after_help = exit::AFTER_HELP)]
+    Bench(bench::BenchArgs),
 }
 
 /// Runs a parsed command line, writing results to standard output.
@@ -76,6 +81,9 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Commit(a) => commit::run(a, out).await?,
         Command::Abort(a) => abort::run(a, out).await?,
         Command::Inspect(a) => inspect::run(a, out).await?,
+        Command::Bench(a) => bench::run(&a)
+            .await
+            .map_err(|e| CliError::context("the benchmark failed", e))?,
     }
     out.flush().map_err(CliError::stdout)
 }

@@ -58,7 +58,9 @@ impl Encoder for ParquetEncoder {
         Ok(())
     }
 
+    /// The writer's real memory (`memory_size`), not its estimate of the encoded size
+    /// (`in_progress_size`): at 1,000 open files the two differed by ten times.
     fn buffered_bytes(&self) -> usize {
-        self.writer.in_progress_size()
+        self.writer.memory_size()
     }
 }

@@ -1,0 +1,208 @@
+//! Issue 5, measurement 2: JSON lines through the sink vs a plain buffered writer.
+//!
+//! The same batches are encoded by the same encoder (arrow-json's `LineDelimitedWriter`), so
+//! both sides produce the same bytes. A checkpoint every K batches:
+//!
+//! - `raw_bufwriter/<K>`: `LineDelimitedWriter<BufWriter<File>>`, one file; at each checkpoint
+//!   `flush` + `fdatasync`. The baseline the issue names.
+//! - `sink/<K>`: the sink with its default rolling policy: the file stays open across
+//!   checkpoints and is persisted (fdatasync) at each `prepare_commit`; the last checkpoint
+//!   rolls it (`end_of_input`) and commits it.
+//! - `sink_roll_on_checkpoint/<K>`: the sink with `RollingPolicy::on_checkpoint()`: one file
+//!   per checkpoint, each sealed and committed (rename + directory fsync).
+//!
+//! Throughput is in bytes of JSON written. Files go to `$FILESINK_BENCH_DIR` (default: the
+//! system temp dir), into a fresh directory per iteration, removed outside the timing.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::json::LineDelimitedWriter;
+use arrow::record_batch::RecordBatch;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
+use filesink::{FileFormat, RollingPolicy, Sink};
+
+/// Checkpoint intervals, in batches.
+const CHECKPOINT_EVERY_BATCHES: [usize; 3] = [4, 16, 64];
+
+fn bench(c: &mut Criterion) {
+    let test = test_mode();
+    let (n_batches, rows_per_batch) = if test { (8, 256) } else { (64, 4096) };
+    let batches = generate(n_batches, rows_per_batch);
+    let json_bytes = {
+        let mut out = Vec::new();
+        let mut w = LineDelimitedWriter::new(&mut out);
+        for b in &batches {
+            w.write(b).expect("encode");
+        }
+        w.finish().expect("finish");
+        out.len() as u64
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let root = bench_root("jsonl_overhead");
+
+    let mut group = c.benchmark_group("jsonl_overhead");
+    group.sampling_mode(SamplingMode::Flat);
+    group.throughput(Throughput::Bytes(json_bytes));
+
+    // Under `cargo test --benches` there are fewer batches than the longest interval.
+    let mut intervals: Vec<usize> = CHECKPOINT_EVERY_BATCHES
+        .iter()
+        .map(|&k| k.min(n_batches))
+        .collect();
+    intervals.dedup();
+    for k in intervals {
+        group.bench_function(BenchmarkId::new("raw_bufwriter", k), |b| {
+            b.iter_batched(
+                || Scratch::new(&root.0),
+                |dir| {
+                    let file = File::create(dir.0.join("part-0.jsonl")).expect("create");
+                    let mut w = LineDelimitedWriter::new(BufWriter::new(file));
+                    for chunk in batches.chunks(k) {
+                        for batch in chunk {
+                            w.write(batch).expect("write");
+                        }
+                        let inner = w.get_mut();
+                        inner.flush().expect("flush");
+                        inner.get_ref().sync_data().expect("fdatasync");
+                    }
+                    dir
+                },
+                BatchSize::PerIteration,
+            )
+        });
+
+        for (name, policy) in [
+            ("sink", RollingPolicy::default()),
+            ("sink_roll_on_checkpoint", RollingPolicy::on_checkpoint()),
+        ] {
+            group.bench_function(BenchmarkId::new(name, k), |b| {
+                b.iter_batched(
+                    || {
+                        let dir = Scratch::new(&root.0);
+                        let sink = Sink::local(&dir.0)
+                            .expect("sink")
+                            .format(FileFormat::json_lines())
+                            .rolling_policy(policy.clone())
+                            .build()
+                            .expect("build");
+                        (dir, sink)
+                    },
+                    |(dir, sink)| {
+                        rt.block_on(async {
+                            let mut writer = sink.create_writer();
+                            let committer = sink.committer();
+                            let checkpoints = batches.len().div_ceil(k);
+                            for (i, chunk) in batches.chunks(k).enumerate() {
+                                for batch in chunk {
+                                    writer.write(batch).await.expect("write");
+                                }
+                                if i + 1 == checkpoints {
+                                    writer.end_of_input().await.expect("end of input");
+                                }
+                                let committables =
+                                    writer.prepare_commit(i as u64 + 1).await.expect("prepare");
+                                committer.commit_all(&committables).await.expect("commit");
+                            }
+                        });
+                        dir
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+    }
+    group.finish();
+}
+
+/// `cargo test --benches` runs the binary without `--bench`: criterion then runs every
+/// routine once, and the data is kept small so that this takes a second.
+fn test_mode() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    !args.iter().any(|a| a == "--bench") || args.iter().any(|a| a == "--test")
+}
+
+/// Deterministic data: id int64, day string (24 values), user string, amount double.
+fn generate(n_batches: usize, rows_per_batch: usize) -> Vec<RecordBatch> {
+    let schema: SchemaRef = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("day", DataType::Utf8, false),
+        Field::new("user", DataType::Utf8, false),
+        Field::new("amount", DataType::Float64, false),
+    ]));
+    let mut rng = 0x5eed_u64;
+    (0..n_batches)
+        .map(|b| {
+            let start = (b * rows_per_batch) as i64;
+            let ids = Int64Array::from_iter_values(start..start + rows_per_batch as i64);
+            let mut days = Vec::with_capacity(rows_per_batch);
+            let mut users = Vec::with_capacity(rows_per_batch);
+            let mut amounts = Vec::with_capacity(rows_per_batch);
+            for _ in 0..rows_per_batch {
+                let r = splitmix64(&mut rng);
+                days.push(format!("2026-01-{:02}", 1 + r % 24));
+                users.push(format!("user-{:05}", (r >> 8) % 100_000));
+                amounts.push(((r >> 32) % 1_000_000) as f64 / 100.0);
+            }
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(ids),
+                Arc::new(StringArray::from(days)),
+                Arc::new(StringArray::from(users)),
+                Arc::new(Float64Array::from(amounts)),
+            ];
+            RecordBatch::try_new(schema.clone(), columns).expect("batch")
+        })
+        .collect()
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A directory removed when dropped (criterion drops routine outputs outside the timing).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(root: &Path) -> Scratch {
+        Scratch::named(root, "")
+    }
+
+    fn named(root: &Path, prefix: &str) -> Scratch {
+        let dir = root.join(format!("{prefix}{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn bench_root(name: &str) -> Scratch {
+    let base = std::env::var_os("FILESINK_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    Scratch::named(&base, &format!("filesink-bench-{name}-"))
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10);
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,267 @@
+//! Issue 5, measurement 4: partitioned Parquet ingest with 1, 24 and 1,000 partitions.
+//!
+//! The same 1 Mi rows (id int64, day string with 24 values, user string with 1,000 values,
+//! amount double) go through the sink with Snappy Parquet, in 128 batches of 8,192 rows, and
+//! one checkpoint at the end (`prepare_commit` + `commit_all`), as a batch job would:
+//!
+//! - `sink/1`: no partitioning (the base directory),
+//! - `sink/24`: Hive partitioning by `day`,
+//! - `sink/1000`: Hive partitioning by `user`.
+//!
+//! Throughput is in rows. The sink is configured with a memory budget of
+//! [`BUFFER_BYTES_MAX`] (`SinkBuilder::buffer_bytes_max`). Before the timed runs, each
+//! configuration runs once more, untimed, to measure memory: the peak resident set
+//! (`VmHWM` of `/proc/self/status`, reset through `/proc/self/clear_refs`) above the resident
+//! set before the run, and the largest `SinkWriter::buffered_bytes` seen after a write. The
+//! results are printed and written to `<target>/criterion/partitioned_ingest/memory.json`.
+//!
+//! Files go to `$FILESINK_BENCH_DIR` (default: the system temp dir), into a fresh directory
+//! per iteration, removed outside the timing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
+use filesink::bucket::HivePartitioner;
+use filesink::{FileFormat, Sink};
+
+/// The memory budget the sink is configured with.
+const BUFFER_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+fn bench(c: &mut Criterion) {
+    let test = test_mode();
+    let (n_batches, rows_per_batch) = if test { (4, 512) } else { (128, 8192) };
+    // Under `cargo test --benches` the widest case has 40 partitions, not 1,000: every
+    // partition costs a few fsyncs, and test mode must stay quick.
+    let users = if test { 40 } else { 1000 };
+    let batches = generate(n_batches, rows_per_batch, users);
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let root = bench_root("partitioned_ingest");
+    let configs: [(usize, Option<&str>); 3] = [(1, None), (24, Some("day")), (users, Some("user"))];
+
+    let build = |dir: &Path, column: Option<&str>| {
+        let mut builder = Sink::local(dir)
+            .expect("sink")
+            .format(FileFormat::parquet())
+            .buffer_bytes_max(BUFFER_BYTES_MAX);
+        if let Some(column) = column {
+            builder = builder.bucket_assigner(HivePartitioner::new([column]).expect("partitioner"));
+        }
+        builder.build().expect("build")
+    };
+    let ingest = |sink: &Sink, max_buffered: &mut u64| {
+        rt.block_on(async {
+            let mut writer = sink.create_writer();
+            for batch in &batches {
+                writer.write(batch).await.expect("write");
+                *max_buffered = (*max_buffered).max(writer.buffered_bytes());
+            }
+            let committables = writer.prepare_commit(1).await.expect("prepare");
+            let summary = sink
+                .committer()
+                .commit_all(&committables)
+                .await
+                .expect("commit");
+            summary.committed
+        })
+    };
+
+    if !test {
+        let mut report = Vec::new();
+        for (partitions, column) in configs {
+            let dir = Scratch::new(&root.0);
+            let sink = build(&dir.0, column);
+            let rss_before = trim_and_reset_peak();
+            let mut max_buffered = 0;
+            let files = ingest(&sink, &mut max_buffered);
+            let peak = proc_status_kib("VmHWM:").unwrap_or(0) * 1024;
+            let above = peak.saturating_sub(rss_before);
+            println!(
+                "partitioned_ingest/sink/{partitions}: {files} files, peak RSS {:.1} MiB \
+                 ({:.1} MiB above the {:.1} MiB before), max buffered_bytes {:.1} MiB, \
+                 budget {:.1} MiB",
+                mib(peak),
+                mib(above),
+                mib(rss_before),
+                mib(max_buffered),
+                mib(BUFFER_BYTES_MAX)
+            );
+            report.push(serde_json::json!({
+                "partitions": partitions,
+                "files": files,
+                "rows": rows,
+                "rss_before_bytes": rss_before,
+                "peak_rss_bytes": peak,
+                "peak_rss_above_before_bytes": above,
+                "max_buffered_bytes": max_buffered,
+                "buffer_bytes_max": BUFFER_BYTES_MAX,
+            }));
+        }
+        let out = target_dir().join("criterion/partitioned_ingest");
+        if std::fs::create_dir_all(&out).is_ok() {
+            let _ = std::fs::write(
+                out.join("memory.json"),
+                serde_json::to_vec_pretty(&report).expect("json"),
+            );
+        }
+    }
+
+    let mut group = c.benchmark_group("partitioned_ingest");
+    group.sampling_mode(SamplingMode::Flat);
+    group.throughput(Throughput::Elements(rows));
+    for (partitions, column) in configs {
+        group.bench_function(BenchmarkId::new("sink", partitions), |b| {
+            b.iter_batched(
+                || {
+                    let dir = Scratch::new(&root.0);
+                    let sink = build(&dir.0, column);
+                    (dir, sink)
+                },
+                |(dir, sink)| {
+                    let files = ingest(&sink, &mut 0);
+                    assert_eq!(files, partitions);
+                    dir
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+/// Returns freed heap to the system, resets the peak resident set to the current one, and
+/// returns the current resident set in bytes.
+fn trim_and_reset_peak() -> u64 {
+    // SAFETY: malloc_trim has no preconditions.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    // "5" resets VmHWM to the current RSS (Linux 4.0+); ignore failure (then VmHWM is the
+    // process's peak so far, an upper bound).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    proc_status_kib("VmRSS:").unwrap_or(0) * 1024
+}
+
+fn proc_status_kib(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line[key.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+/// `cargo test --benches` runs the binary without `--bench`: criterion then runs every
+/// routine once, and the data is kept small so that this takes a second.
+fn test_mode() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    !args.iter().any(|a| a == "--bench") || args.iter().any(|a| a == "--test")
+}
+
+/// Deterministic data: id int64, day string (24 values), user string (`users` values), amount
+/// double.
+fn generate(n_batches: usize, rows_per_batch: usize, users: usize) -> Vec<RecordBatch> {
+    let schema: SchemaRef = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("day", DataType::Utf8, false),
+        Field::new("user", DataType::Utf8, false),
+        Field::new("amount", DataType::Float64, false),
+    ]));
+    let mut rng = 0x5eed_u64;
+    let mut row = 0u64;
+    (0..n_batches)
+        .map(|b| {
+            let start = (b * rows_per_batch) as i64;
+            let ids = Int64Array::from_iter_values(start..start + rows_per_batch as i64);
+            let mut days = Vec::with_capacity(rows_per_batch);
+            let mut user_values = Vec::with_capacity(rows_per_batch);
+            let mut amounts = Vec::with_capacity(rows_per_batch);
+            for _ in 0..rows_per_batch {
+                let r = splitmix64(&mut rng);
+                days.push(format!("2026-01-{:02}", 1 + r % 24));
+                // The first rows name every user once, so every partition is opened; the
+                // rest are random.
+                let user = if (row as usize) < users {
+                    row as usize
+                } else {
+                    ((r >> 8) % users as u64) as usize
+                };
+                row += 1;
+                user_values.push(format!("user-{user:04}"));
+                amounts.push(((r >> 32) % 1_000_000) as f64 / 100.0);
+            }
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(ids),
+                Arc::new(StringArray::from(days)),
+                Arc::new(StringArray::from(user_values)),
+                Arc::new(Float64Array::from(amounts)),
+            ];
+            RecordBatch::try_new(schema.clone(), columns).expect("batch")
+        })
+        .collect()
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A directory removed when dropped (criterion drops routine outputs outside the timing).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(root: &Path) -> Scratch {
+        Scratch::named(root, "")
+    }
+
+    fn named(root: &Path, prefix: &str) -> Scratch {
+        let dir = root.join(format!("{prefix}{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn bench_root(name: &str) -> Scratch {
+    let base = std::env::var_os("FILESINK_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    Scratch::named(&base, &format!("filesink-bench-{name}-"))
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10);
+    targets = bench
+}
+criterion_main!(benches);
