@@ -586,3 +586,39 @@ fn abort_never_touches_the_uploads_of_a_sibling_prefix() {
     run_ok(&["abort", &out2, "--force"]);
     assert!(ls_json(&out2)["leftovers"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn bench_measures_on_s3_against_the_put_floor_and_cleans_up() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let o = run_ok(&[
+        "bench",
+        "--to",
+        &url,
+        "--files",
+        "12",
+        "--files-per-checkpoint",
+        "6",
+        "--file-size",
+        "16KiB",
+        "--json",
+    ]);
+    let report = json_of(&o);
+    assert_eq!(report["roll"]["files"], 12, "{report}");
+    assert_eq!(report["roll"]["checkpoints"], 2, "{report}");
+    assert!(
+        report["put_floor_files_per_sec"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    // Nothing is left behind: no objects, no uploads.
+    assert!(visible_objects(&bucket, &prefix).is_empty());
+    let ls = filesink(&["ls", &url, "--json"]);
+    if ls.status.success() {
+        let v = json_of(&ls);
+        assert!(
+            v["orphan_uploads"].as_array().is_none_or(|a| a.is_empty()),
+            "{v}"
+        );
+    }
+}
