@@ -106,7 +106,11 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
     let mut renames: Vec<(usize, String, String)> = Vec::new();
     let mut dir_syncs_after: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
-        let line = line.split_once(' ').map_or(line, |(_, rest)| rest); // drop the pid
+        // Drop the pid, which strace pads to five columns.
+        let line = line
+            .split_once(' ')
+            .map_or(line, |(_, rest)| rest)
+            .trim_start();
         if line.contains(MARKER) {
             marker_seen = true;
         } else if line.starts_with("fsync(") || line.starts_with("fdatasync(") {
