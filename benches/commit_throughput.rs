@@ -21,6 +21,8 @@
 //! Files committed in an iteration are deleted after it, outside the timing. Files go to
 //! `$FILESINK_BENCH_DIR` (default: the system temp dir).
 
+mod common;
+
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ use arrow::array::{ArrayRef, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::json::LineDelimitedWriter;
 use arrow::record_batch::RecordBatch;
+use common::{bench_root, splitmix64, test_mode, Scratch};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -262,49 +265,6 @@ fn rename_noreplace(src: &Path, dst: &Path) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
-}
-
-/// `cargo test --benches` runs the binary without `--bench`: criterion then runs every
-/// routine once, and the configurations are cut down so that this takes a second.
-fn test_mode() -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    !args.iter().any(|a| a == "--bench") || args.iter().any(|a| a == "--test")
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A directory removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(root: &Path) -> Scratch {
-        Scratch::named(root, "")
-    }
-
-    fn named(root: &Path, prefix: &str) -> Scratch {
-        let dir = root.join(format!("{prefix}{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn bench_root(name: &str) -> Scratch {
-    let base = std::env::var_os("FILESINK_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    Scratch::named(&base, &format!("filesink-bench-{name}-"))
 }
 
 criterion_group! {

@@ -15,13 +15,11 @@
 //! computes the ratios from one run. Files go to `$FILESINK_BENCH_DIR` (default: the system
 //! temp dir); each iteration writes into a fresh directory that is removed outside the timing.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod common;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
+use std::fs::File;
+
+use common::{bench_root, generate, test_mode, Scratch};
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -130,82 +128,6 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// `cargo test --benches` runs the binary without `--bench`: criterion then runs every
-/// routine once, and the data is kept small so that this takes a second.
-fn test_mode() -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    !args.iter().any(|a| a == "--bench") || args.iter().any(|a| a == "--test")
-}
-
-/// Deterministic data: id int64, day string (24 values), user string, amount double.
-fn generate(n_batches: usize, rows_per_batch: usize) -> Vec<RecordBatch> {
-    let schema: SchemaRef = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("day", DataType::Utf8, false),
-        Field::new("user", DataType::Utf8, false),
-        Field::new("amount", DataType::Float64, false),
-    ]));
-    let mut rng = 0x5eed_u64;
-    (0..n_batches)
-        .map(|b| {
-            let start = (b * rows_per_batch) as i64;
-            let ids = Int64Array::from_iter_values(start..start + rows_per_batch as i64);
-            let mut days = Vec::with_capacity(rows_per_batch);
-            let mut users = Vec::with_capacity(rows_per_batch);
-            let mut amounts = Vec::with_capacity(rows_per_batch);
-            for _ in 0..rows_per_batch {
-                let r = splitmix64(&mut rng);
-                days.push(format!("2026-01-{:02}", 1 + r % 24));
-                users.push(format!("user-{:05}", (r >> 8) % 100_000));
-                amounts.push(((r >> 32) % 1_000_000) as f64 / 100.0);
-            }
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(ids),
-                Arc::new(StringArray::from(days)),
-                Arc::new(StringArray::from(users)),
-                Arc::new(Float64Array::from(amounts)),
-            ];
-            RecordBatch::try_new(schema.clone(), columns).expect("batch")
-        })
-        .collect()
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A directory removed when dropped (criterion drops routine outputs outside the timing).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(root: &Path) -> Scratch {
-        Scratch::named(root, "")
-    }
-
-    fn named(root: &Path, prefix: &str) -> Scratch {
-        let dir = root.join(format!("{prefix}{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn bench_root(name: &str) -> Scratch {
-    let base = std::env::var_os("FILESINK_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    Scratch::named(&base, &format!("filesink-bench-{name}-"))
 }
 
 criterion_group! {

@@ -18,12 +18,15 @@
 //! Files go to `$FILESINK_BENCH_DIR` (default: the system temp dir), into a fresh directory
 //! per iteration, removed outside the timing.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use common::{bench_root, splitmix64, test_mode, Scratch};
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -173,13 +176,6 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("target"))
 }
 
-/// `cargo test --benches` runs the binary without `--bench`: criterion then runs every
-/// routine once, and the data is kept small so that this takes a second.
-fn test_mode() -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    !args.iter().any(|a| a == "--bench") || args.iter().any(|a| a == "--test")
-}
-
 /// Deterministic data: id int64, day string (24 values), user string (`users` values), amount
 /// double.
 fn generate(n_batches: usize, rows_per_batch: usize, users: usize) -> Vec<RecordBatch> {
@@ -221,42 +217,6 @@ fn generate(n_batches: usize, rows_per_batch: usize, users: usize) -> Vec<Record
             RecordBatch::try_new(schema.clone(), columns).expect("batch")
         })
         .collect()
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A directory removed when dropped (criterion drops routine outputs outside the timing).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(root: &Path) -> Scratch {
-        Scratch::named(root, "")
-    }
-
-    fn named(root: &Path, prefix: &str) -> Scratch {
-        let dir = root.join(format!("{prefix}{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn bench_root(name: &str) -> Scratch {
-    let base = std::env::var_os("FILESINK_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    Scratch::named(&base, &format!("filesink-bench-{name}-"))
 }
 
 criterion_group! {
