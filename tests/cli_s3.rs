@@ -7,15 +7,19 @@
 //! `./scripts/test` starts a Garage server and exports them. Without `FILESINK_S3_BUCKET`
 //! these tests say loudly that they did not run (and fail under `CI`).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use arrow::array::{Array, Int64Array};
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
+
+mod common;
+
+use common::cli::*;
 
 const EXIT_REFUSED: i32 = 5;
 
@@ -53,55 +57,6 @@ fn fresh(bucket: &str) -> (String, String) {
 
 fn url(bucket: &str, prefix: &str) -> String {
     format!("s3://{bucket}/{prefix}")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/input")
-        .join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn filesink(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_filesink"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run filesink")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-#[track_caller]
-fn run_expect(args: &[&str], code: i32) -> Output {
-    let o = filesink(args);
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "filesink {args:?}\n--- stdout\n{}\n--- stderr\n{}",
-        stdout(&o),
-        stderr(&o)
-    );
-    o
-}
-
-#[track_caller]
-fn run_ok(args: &[&str]) -> Output {
-    run_expect(args, 0)
-}
-
-#[track_caller]
-fn json_of(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(o)))
 }
 
 #[track_caller]
@@ -203,29 +158,6 @@ fn visible_ids(bucket: &str, prefix: &str) -> Vec<i64> {
     }
     ids.sort_unstable();
     ids
-}
-
-#[track_caller]
-fn assert_exactly_once(ids: &[i64], expected: impl IntoIterator<Item = i64>) {
-    let expected: Vec<i64> = expected.into_iter().collect();
-    if ids != expected {
-        let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
-        for id in ids {
-            *counts.entry(*id).or_default() += 1;
-        }
-        let dup: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).take(10).collect();
-        let set: BTreeSet<i64> = ids.iter().copied().collect();
-        let missing: Vec<_> = expected
-            .iter()
-            .filter(|i| !set.contains(i))
-            .take(10)
-            .collect();
-        panic!(
-            "{} ids visible, {} expected; duplicated (first 10): {dup:?}; missing (first 10): {missing:?}",
-            ids.len(),
-            expected.len()
-        );
-    }
 }
 
 /// The latest checkpoint of the only job at `url`, if `ls` can tell now.

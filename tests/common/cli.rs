@@ -1,0 +1,80 @@
+//! Helpers of the CLI tests: run the real binary, read its output, check ids.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/input")
+        .join(name)
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+pub fn filesink(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run filesink")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+pub fn run_ok(args: &[&str]) -> Output {
+    run_expect(args, 0)
+}
+
+#[track_caller]
+pub fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(o)))
+}
+
+#[track_caller]
+pub fn assert_exactly_once(ids: &[i64], expected: impl IntoIterator<Item = i64>) {
+    let expected: Vec<i64> = expected.into_iter().collect();
+    if ids != expected {
+        let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+        for id in ids {
+            *counts.entry(*id).or_default() += 1;
+        }
+        let dup: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).take(10).collect();
+        let set: BTreeSet<i64> = ids.iter().copied().collect();
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|i| !set.contains(i))
+            .take(10)
+            .collect();
+        panic!(
+            "{} ids visible, {} expected; duplicated (first 10): {dup:?}; missing (first 10): {missing:?}",
+            ids.len(),
+            expected.len()
+        );
+    }
+}
+
+/// Runs `filesink args` and asserts its exit code, showing both outputs if it differs.
+#[track_caller]
+pub fn run_expect(args: &[&str], code: i32) -> Output {
+    let o = filesink(args);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "filesink {args:?}\n--- stdout\n{}\n--- stderr\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
