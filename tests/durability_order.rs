@@ -105,12 +105,30 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
     let mut marker_seen = false;
     let mut renames: Vec<(usize, String, String)> = Vec::new();
     let mut dir_syncs_after: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    // Flushes of one group run on several threads: strace splits a call that another thread
+    // interrupts into `call(args <unfinished ...>` and `<... call resumed>) = 0`. A call counts
+    // at the line where it returned.
+    let mut unfinished: BTreeMap<&str, String> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
-        // Drop the pid, which strace pads to five columns.
-        let line = line
-            .split_once(' ')
-            .map_or(line, |(_, rest)| rest)
-            .trim_start();
+        // Split off the pid, which strace pads to five columns.
+        let (pid, line) = line.split_once(' ').unwrap_or(("", line));
+        let line = line.trim_start();
+        if let Some(head) = line.strip_suffix("<unfinished ...>") {
+            unfinished.insert(pid, head.trim_end().to_string());
+            continue;
+        }
+        let joined;
+        let line = match line
+            .strip_prefix("<... ")
+            .and_then(|l| l.split_once(" resumed>"))
+        {
+            Some((_, tail)) => {
+                let head = unfinished.remove(pid).unwrap_or_default();
+                joined = format!("{head}{tail}");
+                joined.as_str()
+            }
+            None => line,
+        };
         if line.contains(MARKER) {
             marker_seen = true;
         } else if line.starts_with("fsync(") || line.starts_with("fdatasync(") {

@@ -12,8 +12,9 @@ use crate::sink::state::{Committable, PendingHandle};
 use crate::{CommitOutcome, Result};
 
 pub mod fault;
-mod local;
+pub mod local;
 mod object;
+pub mod power_loss;
 mod sigv4;
 
 pub use local::LocalStorage;

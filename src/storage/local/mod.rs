@@ -5,14 +5,25 @@
 //! [`LocalStorage::seal`] and [`LocalStorage::persist`] fsync every file and then every
 //! directory whose entries changed (once per directory: group commit), and
 //! [`LocalStorage::commit`] renames without replacing and then fsyncs each touched directory
-//! once per call.
+//! once per call. The flushes of one group are issued together ([`Fs::sync_files`],
+//! [`Fs::sync_dirs`]) and the call fails if any of them fails, after all have finished.
+//!
+//! Every system call goes through [`Fs`] (`fs.rs`): the operating system in production, the
+//! power-loss simulator of [`crate::storage::power_loss`] in the tests.
+//!
+//! A directory's entry is durable only once its parent is fsynced, and a directory found
+//! already existing may have been created by a process that died before flushing its parent.
+//! So the first time a process uses a directory, created or found, its parent is flushed with
+//! the next group, and so is the parent of the base directory.
 
 use std::collections::{BTreeSet, HashSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::UNIX_EPOCH;
+
+mod fs;
+
+pub use fs::{Fs, FsFile, FsRead, FsStat, RealFs};
 
 use async_trait::async_trait;
 
@@ -34,6 +45,7 @@ pub struct LocalStorage {
 
 #[derive(Debug)]
 struct Inner {
+    fs: Arc<dyn Fs>,
     base: PathBuf,
     /// Directories known to exist (relative), so `create` does not stat per file.
     known_dirs: Mutex<HashSet<String>>,
@@ -42,18 +54,35 @@ struct Inner {
 }
 
 impl LocalStorage {
-    /// A backend rooted at `base`, created if it does not exist.
+    /// A backend rooted at `base` on the operating system's file system, created if it does
+    /// not exist.
     pub fn new(base: impl Into<PathBuf>) -> Result<Self> {
+        Self::on(Arc::new(RealFs), base)
+    }
+
+    /// A backend rooted at `base` on the file system `fs` (the tests pass the power-loss
+    /// simulator, [`PowerLossDisk`](crate::storage::power_loss::PowerLossDisk)).
+    pub fn on(fs: Arc<dyn Fs>, base: impl Into<PathBuf>) -> Result<Self> {
         let base = base.into();
-        fs::create_dir_all(&base).map_err(|e| Error::io("create directory", &base, e))?;
-        let base = base
-            .canonicalize()
+        let created = fs
+            .create_dir_all(&base)
+            .map_err(|e| Error::io("create directory", &base, e))?;
+        let base = fs
+            .canonicalize(&base)
             .map_err(|e| Error::io("resolve", &base, e))?;
+        // The base's own entry, and those of any directory created above, become durable with
+        // the first group flush.
+        let unsynced = created
+            .iter()
+            .chain([&base])
+            .filter_map(|d| d.parent().map(Path::to_path_buf))
+            .collect();
         Ok(LocalStorage {
             inner: Arc::new(Inner {
+                fs,
                 base,
                 known_dirs: Mutex::new(HashSet::from([String::new()])),
-                unsynced_dirs: Mutex::new(BTreeSet::new()),
+                unsynced_dirs: Mutex::new(unsynced),
             }),
         })
     }
@@ -75,7 +104,9 @@ impl Inner {
     }
 
     /// Creates the directory `rel` and any missing parents, remembering which parents' entries
-    /// must be fsynced before a file inside can count as durable.
+    /// must be fsynced before a file inside can count as durable: those of directories it
+    /// creates, and those of directories it finds (another process may have created them and
+    /// died before flushing).
     fn ensure_dir(&self, rel: &str) -> Result<()> {
         if self.known_dirs.lock().unwrap().contains(rel) {
             return Ok(());
@@ -87,33 +118,56 @@ impl Inner {
                 prefix.push('/');
             }
             prefix.push_str(component);
+            if self.known_dirs.lock().unwrap().contains(&prefix) {
+                continue;
+            }
             let dir = self.abs(&prefix);
-            match fs::create_dir(&dir) {
-                Ok(()) => {
-                    self.unsynced_dirs.lock().unwrap().insert(parent);
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            match self.fs.create_dir(&dir) {
+                Ok(()) => {}
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists
+                        && self.fs.stat(&dir).is_ok_and(|s| s.is_dir) => {}
                 Err(e) => return Err(Error::io("create directory", dir, e)),
             }
+            self.unsynced_dirs.lock().unwrap().insert(parent);
+            self.known_dirs.lock().unwrap().insert(prefix.clone());
         }
-        self.known_dirs.lock().unwrap().insert(rel.to_string());
         Ok(())
     }
 
     /// Fsyncs every directory whose entries changed. On failure the directories stay marked,
     /// and the error fails the checkpoint.
     fn sync_dirs(&self) -> Result<()> {
-        let dirs = std::mem::take(&mut *self.unsynced_dirs.lock().unwrap());
-        let mut result = Ok(());
-        for dir in &dirs {
-            if result.is_ok() {
-                result = fsync_dir(dir);
+        let dirs: Vec<PathBuf> = std::mem::take(&mut *self.unsynced_dirs.lock().unwrap())
+            .into_iter()
+            .collect();
+        let results = self.fs.sync_dirs(&dirs);
+        let failed = dirs
+            .iter()
+            .zip(results)
+            .find_map(|(d, r)| r.err().map(|e| (d, e)));
+        match failed {
+            None => Ok(()),
+            Some((dir, e)) => {
+                let err = Error::fsync(dir, e);
+                self.unsynced_dirs.lock().unwrap().extend(dirs);
+                Err(err)
             }
         }
-        if result.is_err() {
-            self.unsynced_dirs.lock().unwrap().extend(dirs);
+    }
+
+    /// Flushes the data of `parts`, which must be this backend's; fails if any flush fails.
+    fn sync_parts(&self, parts: &[(PathBuf, Arc<dyn FsFile>)]) -> Result<()> {
+        let files: Vec<Arc<dyn FsFile>> = parts.iter().map(|(_, f)| f.clone()).collect();
+        let results = self.fs.sync_files(&files);
+        match parts
+            .iter()
+            .zip(results)
+            .find_map(|((p, _), r)| r.err().map(|e| (p, e)))
+        {
+            None => Ok(()),
+            Some((path, e)) => Err(Error::fsync(path, e)),
         }
-        result
     }
 
     fn commit_batch(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
@@ -127,9 +181,15 @@ impl Inner {
         }
         // Group commit: one fsync per directory that holds a committed (or already committed,
         // possibly not yet durable) file. Its failure fails every commit in that directory.
-        let touched: BTreeSet<PathBuf> = dirs.iter().flatten().cloned().collect();
-        for dir in &touched {
-            if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+        let touched: Vec<PathBuf> = dirs
+            .iter()
+            .flatten()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for (dir, synced) in touched.iter().zip(self.fs.sync_dirs(&touched)) {
+            if let Err(e) = synced {
                 for (d, r) in dirs.iter().zip(results.iter_mut()) {
                     if d.as_ref() == Some(dir) {
                         *r = Err(Error::fsync(dir, io::Error::new(e.kind(), e.to_string())));
@@ -141,7 +201,7 @@ impl Inner {
         for (c, r) in committables.iter().zip(&results) {
             if r.is_ok() {
                 for old in &c.supersedes {
-                    let _ = remove_hidden(&self.abs(old));
+                    let _ = self.remove_hidden(&self.abs(old));
                 }
             }
         }
@@ -160,13 +220,13 @@ impl Inner {
         };
         let src = self.abs(in_progress_path);
         let dst = self.abs(&c.final_path);
-        match rename_noreplace(&src, &dst) {
+        match self.fs.rename_noreplace(&src, &dst) {
             Ok(()) => Ok(CommitOutcome::Committed),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // Both names exist. Either a link+unlink commit stopped halfway (same content),
                 // or someone else's file holds the name.
                 self.check_final(&dst, c)?;
-                remove_hidden(&src)?;
+                self.remove_hidden(&src)?;
                 Ok(CommitOutcome::AlreadyCommitted)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => match self.check_final(&dst, c) {
@@ -188,11 +248,8 @@ impl Inner {
 
     /// Proves that the visible file at `dst` is the one `c` describes.
     fn check_final(&self, dst: &Path, c: &Committable) -> Result<()> {
-        let mut file = File::open(dst).map_err(|e| Error::io("open", dst, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", dst, e))?
-            .len();
+        let mut file = self.fs.open(dst).map_err(|e| Error::io("open", dst, e))?;
+        let len = file.len_bytes().map_err(|e| Error::io("stat", dst, e))?;
         if len != c.size_bytes {
             return Err(Error::conflict(
                 dst,
@@ -215,29 +272,22 @@ impl Inner {
     /// Calls `visit(rel_dir, name, metadata)` for every file under the base whose directories
     /// are all visible (buckets are never hidden; `_filesink` and other hidden directories are
     /// not walked).
-    fn walk_files(&self, mut visit: impl FnMut(&str, &str, &fs::Metadata)) -> Result<()> {
+    fn walk_files(&self, mut visit: impl FnMut(&str, &str, &FsStat)) -> Result<()> {
         let mut stack = vec![String::new()];
         while let Some(rel_dir) = stack.pop() {
             let dir = self.abs(&rel_dir);
-            let entries = match fs::read_dir(&dir) {
+            let entries = match self.fs.read_dir(&dir) {
                 Ok(entries) => entries,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io("list", dir, e)),
             };
-            for entry in entries {
-                let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
-                let Ok(name) = entry.file_name().into_string() else {
-                    continue;
-                };
-                let meta = entry
-                    .metadata()
-                    .map_err(|e| Error::io("stat", entry.path(), e))?;
-                if meta.is_dir() {
+            for (name, stat) in entries {
+                if stat.is_dir {
                     if !name.starts_with(['.', '_']) {
                         stack.push(join_rel(&rel_dir, &name));
                     }
-                } else if meta.is_file() {
-                    visit(&rel_dir, &name, &meta);
+                } else if stat.is_file {
+                    visit(&rel_dir, &name, &stat);
                 }
             }
         }
@@ -251,8 +301,8 @@ impl Inner {
                 out.push(Leftover {
                     path: join_rel(dir, name),
                     final_path: join_rel(dir, final_name),
-                    size_bytes: meta.len(),
-                    modified_ms: modified_ms(meta),
+                    size_bytes: meta.len,
+                    modified_ms: meta.modified_ms,
                 });
             }
         })?;
@@ -265,7 +315,7 @@ impl Inner {
             if !name.starts_with(['.', '_']) {
                 out.push(VisibleFile {
                     path: join_rel(dir, name),
-                    size_bytes: meta.len(),
+                    size_bytes: meta.len,
                 });
             }
         })?;
@@ -295,10 +345,10 @@ impl Storage for LocalStorage {
         let (dir, _) = split_rel(&location.in_progress_path);
         self.inner.ensure_dir(dir)?;
         let path = self.inner.abs(&location.in_progress_path);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = self
+            .inner
+            .fs
+            .create_new(&path)
             .map_err(|e| match e.kind() {
                 io::ErrorKind::AlreadyExists => {
                     Error::conflict(&path, "an in-progress file of that name exists already")
@@ -326,17 +376,14 @@ impl Storage for LocalStorage {
         location: &PartLocation,
     ) -> Result<Box<dyn PartWriter>> {
         let src = self.inner.abs(from);
-        let mut input = File::open(&src).map_err(|e| match e.kind() {
+        let mut input = self.inner.fs.open(&src).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::data_lost(
                 &src,
                 format!("the in-progress file with {durable_len_bytes} durable bytes is gone"),
             ),
             _ => Error::io("open", &src, e),
         })?;
-        let len = input
-            .metadata()
-            .map_err(|e| Error::io("stat", &src, e))?
-            .len();
+        let len = input.len_bytes().map_err(|e| Error::io("stat", &src, e))?;
         if len < durable_len_bytes {
             return Err(Error::data_lost(
                 &src,
@@ -357,7 +404,9 @@ impl Storage for LocalStorage {
             left -= n as u64;
         }
         if crc != crc32c {
-            let _ = remove_hidden(&self.inner.abs(&location.in_progress_path));
+            let _ = self
+                .inner
+                .remove_hidden(&self.inner.abs(&location.in_progress_path));
             return Err(Error::corrupt(
                 format!("in-progress file `{}`", src.display()),
                 "its durable bytes do not match the checksum recorded at the checkpoint",
@@ -368,11 +417,16 @@ impl Storage for LocalStorage {
 
     async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
         let mut parts = parts;
-        for part in parts.iter_mut() {
-            part.sync().await?;
-        }
+        let files = parts
+            .iter_mut()
+            .map(|p| local_file(p.as_mut()))
+            .collect::<Result<Vec<_>>>()?;
         let inner = self.inner.clone();
-        blocking(move || inner.sync_dirs()).await?;
+        blocking(move || {
+            inner.sync_parts(&files)?;
+            inner.sync_dirs()
+        })
+        .await?;
         let mut handles = Vec::with_capacity(parts.len());
         for part in parts {
             handles.push(part.close().await?);
@@ -381,11 +435,16 @@ impl Storage for LocalStorage {
     }
 
     async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
-        for part in parts.iter_mut() {
-            part.sync().await?;
-        }
+        let files = parts
+            .iter_mut()
+            .map(|p| local_file(p.as_mut()))
+            .collect::<Result<Vec<_>>>()?;
         let inner = self.inner.clone();
-        blocking(move || inner.sync_dirs()).await
+        blocking(move || {
+            inner.sync_parts(&files)?;
+            inner.sync_dirs()
+        })
+        .await
     }
 
     async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
@@ -410,7 +469,7 @@ impl Storage for LocalStorage {
                 "`{path}` is not an in-progress part name; filesink only removes its own hidden files"
             )));
         }
-        remove_hidden(&self.inner.abs(path))
+        self.inner.remove_hidden(&self.inner.abs(path))
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
@@ -423,7 +482,7 @@ impl Storage for LocalStorage {
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
         validate_rel_path(path).map_err(Error::InvalidInput)?;
         let abs = self.inner.abs(path);
-        match fs::read(&abs) {
+        match self.inner.fs.read(&abs) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("read", abs, e)),
@@ -435,33 +494,25 @@ impl Storage for LocalStorage {
             validate_rel_path(dir).map_err(Error::InvalidInput)?;
         }
         let abs = self.inner.abs(dir);
-        let entries = match fs::read_dir(&abs) {
+        let entries = match self.inner.fs.read_dir(&abs) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(Error::io("list", abs, e)),
         };
-        let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("list", &abs, e))?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            let meta = entry
-                .metadata()
-                .map_err(|e| Error::io("stat", entry.path(), e))?;
-            out.push(MetadataEntry {
+        Ok(entries
+            .into_iter()
+            .map(|(name, stat)| MetadataEntry {
                 name,
-                is_dir: meta.is_dir(),
-                modified_ms: modified_ms(&meta),
-            });
-        }
-        Ok(out)
+                is_dir: stat.is_dir,
+                modified_ms: stat.modified_ms,
+            })
+            .collect())
     }
 
     async fn delete_metadata(&self, path: &str) -> Result<()> {
         validate_rel_path(path).map_err(Error::InvalidInput)?;
         let abs = self.inner.abs(path);
-        match fs::remove_file(&abs) {
+        match self.inner.fs.remove_file(&abs) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove", abs, e)),
@@ -485,7 +536,7 @@ impl Storage for LocalStorage {
         match self.inner.check_final(&dst, c) {
             Ok(()) => Ok(CommitState::Committed),
             Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                Ok(if src.is_file() {
+                Ok(if self.inner.fs.stat(&src).is_ok_and(|s| s.is_file) {
                     CommitState::Pending
                 } else {
                     CommitState::Missing
@@ -495,13 +546,6 @@ impl Storage for LocalStorage {
             Err(e) => Err(e),
         }
     }
-}
-
-fn modified_ms(meta: &fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Inner {
@@ -516,24 +560,31 @@ impl Inner {
             .join(format!(".{name}.tmp.{}", uuid::Uuid::now_v7().simple()));
         let dst = self.abs(rel);
         let result = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
+            let f = self
+                .fs
+                .create_new(&tmp)
                 .map_err(|e| Error::io("create", &tmp, e))?;
             f.write_all(bytes)
                 .map_err(|e| Error::io("write", &tmp, e))?;
-            f.sync_all().map_err(|e| Error::fsync(&tmp, e))?;
-            rename_noreplace(&tmp, &dst).map_err(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists => {
-                    Error::conflict(&dst, "it exists already; another writer got there first")
-                }
-                _ => Error::io("rename", &tmp, e),
-            })?;
-            fsync_dir(&self.abs(dir))
+            self.sync_parts(&[(tmp.clone(), f)])?;
+            self.fs
+                .rename_noreplace(&tmp, &dst)
+                .map_err(|e| match e.kind() {
+                    io::ErrorKind::AlreadyExists => {
+                        Error::conflict(&dst, "it exists already; another writer got there first")
+                    }
+                    _ => Error::io("rename", &tmp, e),
+                })?;
+            let dir = self.abs(dir);
+            let synced = self.fs.sync_dirs(std::slice::from_ref(&dir));
+            synced
+                .into_iter()
+                .next()
+                .expect("one answer per directory")
+                .map_err(|e| Error::fsync(&dir, e))
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            let _ = self.fs.remove_file(&tmp);
         }
         result
     }
@@ -544,8 +595,18 @@ impl Inner {
 struct LocalPart {
     location: PartLocation,
     path: PathBuf,
-    file: File,
+    file: Arc<dyn FsFile>,
     len: u64,
+}
+
+/// The path and file handle of one of this backend's parts, for a group flush.
+fn local_file(part: &mut dyn PartWriter) -> Result<(PathBuf, Arc<dyn FsFile>)> {
+    match part.as_any_mut().downcast_mut::<LocalPart>() {
+        Some(p) => Ok((p.path.clone(), p.file.clone())),
+        None => Err(Error::NotSupported(
+            "the local backend can only flush its own part files".into(),
+        )),
+    }
 }
 
 #[async_trait]
@@ -567,11 +628,7 @@ impl PartWriter for LocalPart {
     }
 
     async fn sync(&mut self) -> Result<()> {
-        let file = self
-            .file
-            .try_clone()
-            .map_err(|e| Error::io("duplicate handle of", &self.path, e))?;
-        let path = self.path.clone();
+        let (file, path) = (self.file.clone(), self.path.clone());
         blocking(move || file.sync_data().map_err(|e| Error::fsync(path, e))).await
     }
 
@@ -597,21 +654,19 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
     }
 }
 
-fn fsync_dir(dir: &Path) -> Result<()> {
-    let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    d.sync_all().map_err(|e| Error::fsync(dir, e))
-}
-
-fn remove_hidden(path: &Path) -> Result<()> {
-    debug_assert!(path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(parse_hidden_name)
-        .is_some());
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove", path, e)),
+impl Inner {
+    /// Removes one of our hidden files; a name already gone is not an error.
+    fn remove_hidden(&self, path: &Path) -> Result<()> {
+        debug_assert!(path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(parse_hidden_name)
+            .is_some());
+        match self.fs.remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", path, e)),
+        }
     }
 }
 
@@ -625,43 +680,4 @@ pub(crate) fn crc_of_reader(r: &mut impl Read, len: u64) -> io::Result<u32> {
         }
         crc = crc32c::crc32c_append(crc, &buf[..n]);
     }
-}
-
-/// Renames `src` to `dst`, failing with `AlreadyExists` instead of replacing `dst`.
-fn rename_noreplace(src: &Path, dst: &Path) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let s = CString::new(src.as_os_str().as_bytes())?;
-        let d = CString::new(dst.as_os_str().as_bytes())?;
-        // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
-        let rc = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                s.as_ptr(),
-                libc::AT_FDCWD,
-                d.as_ptr(),
-                libc::RENAME_NOREPLACE,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            // The file system does not support the flag: fall back to the equally safe
-            // link + unlink below.
-            Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {}
-            _ => return Err(e),
-        }
-    }
-    link_unlink(src, dst)
-}
-
-/// `link` never replaces; if we stop between the two calls, both names hold the same inode and
-/// the next commit sees `AlreadyExists`, proves the content and removes the hidden name.
-fn link_unlink(src: &Path, dst: &Path) -> io::Result<()> {
-    fs::hard_link(src, dst)?;
-    fs::remove_file(src)
 }

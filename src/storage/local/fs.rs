@@ -1,0 +1,290 @@
+//! The system calls [`LocalStorage`](super::LocalStorage) makes, behind one small trait.
+//!
+//! [`RealFs`] is the operating system. The other implementation is
+//! [`PowerLossDisk`](crate::storage::power_loss::PowerLossDisk), a disk simulator that forgets
+//! whatever was not flushed when the power goes: the same commit path runs on both, so the
+//! power-loss tests exercise the code users run, down to the order of its flushes.
+//!
+//! # Contract
+//!
+//! The calls mean what their POSIX namesakes mean, and no more:
+//!
+//! - [`Fs::create_new`], [`Fs::create_dir`], [`Fs::rename_noreplace`] and [`Fs::remove_file`]
+//!   change a directory's entries; they are durable only after [`Fs::sync_dirs`] of that
+//!   directory returns `Ok`. A new directory's own entry is in its parent.
+//! - [`FsFile::write_all`] appends; the bytes are durable only after [`Fs::sync_files`] of that
+//!   file returns `Ok`. Flushing a file says nothing about its name.
+//! - [`Fs::rename_noreplace`] is atomic and never replaces: it fails with
+//!   [`io::ErrorKind::AlreadyExists`] if the target exists.
+//! - [`Fs::sync_files`] and [`Fs::sync_dirs`] flush a whole group and answer for each member;
+//!   an implementation may flush the members concurrently (a journaling file system commits
+//!   concurrent flushes together), but returns only when every flush has finished.
+
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+/// A file system, as far as [`LocalStorage`](super::LocalStorage) uses one. See the
+/// [module documentation](self) for the contract.
+pub trait Fs: Send + Sync + Debug + 'static {
+    /// Creates `path` and any missing parents; returns the directories it created, outermost
+    /// first.
+    fn create_dir_all(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// The absolute path without symbolic links.
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
+    /// Creates one directory; [`io::ErrorKind::AlreadyExists`] if something has the name.
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// Creates a new empty file for appending; [`io::ErrorKind::AlreadyExists`] if the name is
+    /// taken.
+    fn create_new(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
+    /// Opens a file for reading.
+    fn open(&self, path: &Path) -> io::Result<Box<dyn FsRead>>;
+    /// Reads a whole file.
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let mut file = self.open(path)?;
+        let mut out = Vec::new();
+        file.read_to_end(&mut out)?;
+        Ok(out)
+    }
+    /// Facts about `path` (symbolic links are not followed).
+    fn stat(&self, path: &Path) -> io::Result<FsStat>;
+    /// The entries of a directory with their facts. Names that are not UTF-8 are left out: no
+    /// name filesink writes is.
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<(String, FsStat)>>;
+    /// Renames atomically without replacing the target.
+    fn rename_noreplace(&self, src: &Path, dst: &Path) -> io::Result<()>;
+    /// Removes a file's name.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Flushes the data of every file; one answer per file, in order.
+    fn sync_files(&self, files: &[Arc<dyn FsFile>]) -> Vec<io::Result<()>>;
+    /// Flushes the entries of every directory; one answer per directory, in order.
+    fn sync_dirs(&self, dirs: &[PathBuf]) -> Vec<io::Result<()>>;
+}
+
+/// A file open for appending.
+pub trait FsFile: Send + Sync + Debug {
+    /// Appends `data`.
+    fn write_all(&self, data: &[u8]) -> io::Result<()>;
+    /// Flushes the file's data (the group form is [`Fs::sync_files`]).
+    fn sync_data(&self) -> io::Result<()>;
+}
+
+/// A file open for reading.
+pub trait FsRead: Read + Send {
+    /// The file's length.
+    fn len_bytes(&self) -> io::Result<u64>;
+}
+
+/// What [`Fs::stat`] and [`Fs::read_dir`] tell about a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStat {
+    /// A directory.
+    pub is_dir: bool,
+    /// A regular file.
+    pub is_file: bool,
+    /// Length in bytes.
+    pub len: u64,
+    /// Last modification, in milliseconds since the Unix epoch (0 if unknown).
+    pub modified_ms: i64,
+}
+
+/// The operating system's file system. Group flushes run on up to
+/// [`RealFs::SYNC_THREADS_MAX`] threads at once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RealFs;
+
+impl RealFs {
+    /// How many flushes of one group are in flight at once.
+    pub const SYNC_THREADS_MAX: usize = 16;
+}
+
+impl Fs for RealFs {
+    fn create_dir_all(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut missing = Vec::new();
+        let mut at = Some(path);
+        while let Some(dir) = at {
+            if dir.as_os_str().is_empty() || dir.is_dir() {
+                break;
+            }
+            missing.push(dir.to_path_buf());
+            at = dir.parent();
+        }
+        missing.reverse();
+        let mut created = Vec::new();
+        for dir in missing {
+            match fs::create_dir(&dir) {
+                Ok(()) => created.push(dir),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(created)
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        path.canonicalize()
+    }
+
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        fs::create_dir(path)
+    }
+
+    fn create_new(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        Ok(Arc::new(RealFile(file)))
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn FsRead>> {
+        Ok(Box::new(File::open(path)?))
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        fs::read(path)
+    }
+
+    fn stat(&self, path: &Path) -> io::Result<FsStat> {
+        Ok(stat_of(&fs::symlink_metadata(path)?))
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<(String, FsStat)>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(path)? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            out.push((name, stat_of(&entry.metadata()?)));
+        }
+        Ok(out)
+    }
+
+    fn rename_noreplace(&self, src: &Path, dst: &Path) -> io::Result<()> {
+        rename_noreplace(src, dst)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn sync_files(&self, files: &[Arc<dyn FsFile>]) -> Vec<io::Result<()>> {
+        concurrently(files, |f| f.sync_data())
+    }
+
+    fn sync_dirs(&self, dirs: &[PathBuf]) -> Vec<io::Result<()>> {
+        concurrently(dirs, |d| File::open(d)?.sync_all())
+    }
+}
+
+/// Runs `op` on every item, on up to [`RealFs::SYNC_THREADS_MAX`] threads, and waits for all.
+fn concurrently<T: Sync>(
+    items: &[T],
+    op: impl Fn(&T) -> io::Result<()> + Sync,
+) -> Vec<io::Result<()>> {
+    if items.len() <= 1 {
+        return items.iter().map(&op).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let threads = items.len().min(RealFs::SYNC_THREADS_MAX);
+    let mut results: Vec<Option<io::Result<()>>> = (0..items.len()).map(|_| None).collect();
+    let done: Vec<Vec<(usize, io::Result<()>)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        mine.push((i, op(item)));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    for (i, r) in done.into_iter().flatten() {
+        results[i] = Some(r);
+    }
+    results
+        .into_iter()
+        .map(|r| r.expect("every item is taken by one worker"))
+        .collect()
+}
+
+#[derive(Debug)]
+struct RealFile(File);
+
+impl FsFile for RealFile {
+    fn write_all(&self, data: &[u8]) -> io::Result<()> {
+        (&self.0).write_all(data)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
+impl FsRead for File {
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+}
+
+fn stat_of(meta: &fs::Metadata) -> FsStat {
+    FsStat {
+        is_dir: meta.is_dir(),
+        is_file: meta.is_file(),
+        len: meta.len(),
+        modified_ms: meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64),
+    }
+}
+
+/// Renames `src` to `dst`, failing with `AlreadyExists` instead of replacing `dst`.
+fn rename_noreplace(src: &Path, dst: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let s = CString::new(src.as_os_str().as_bytes())?;
+        let d = CString::new(dst.as_os_str().as_bytes())?;
+        // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                s.as_ptr(),
+                libc::AT_FDCWD,
+                d.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // The file system does not support the flag: fall back to the equally safe
+            // link + unlink below.
+            Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {}
+            _ => return Err(e),
+        }
+    }
+    link_unlink(src, dst)
+}
+
+/// `link` never replaces; if we stop between the two calls, both names hold the same inode and
+/// the next commit sees `AlreadyExists`, proves the content and removes the hidden name.
+fn link_unlink(src: &Path, dst: &Path) -> io::Result<()> {
+    fs::hard_link(src, dst)?;
+    fs::remove_file(src)
+}
