@@ -13,60 +13,9 @@ mod common;
 use std::sync::Arc;
 
 use common::backend::Backend;
+use common::job::{format_of, run, Rng, JOB, RECORDS};
 use filesink::checkpoint::manifest::latest_manifest;
 use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
-use filesink::storage::Storage;
-use filesink::{Coordinator, FileFormat, RollingPolicy, Sink};
-
-const BATCHES: i64 = 6;
-const BATCH_LEN: i64 = 25;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn format_of(seed: u64) -> FileFormat {
-    match seed % 3 {
-        0 => FileFormat::parquet(),
-        1 => FileFormat::json_lines(),
-        _ => FileFormat::csv(),
-    }
-}
-
-fn sink(storage: Arc<dyn Storage>, seed: u64) -> Sink {
-    Sink::builder_shared(storage)
-        .format(format_of(seed))
-        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
-        .rolling_policy(RollingPolicy::default())
-        .build()
-        .unwrap()
-}
-
-/// Runs the job from its latest manifest to the end; checkpoints where the seed says.
-async fn run(storage: Arc<dyn Storage>, seed: u64) -> filesink::Result<()> {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let sink = sink(storage, seed);
-    let mut job = Coordinator::open(&sink, "campaign", 1).await?;
-    if job.is_finished() {
-        return Ok(());
-    }
-    let mut next = job.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
-    while next < BATCHES * BATCH_LEN {
-        job.writer().write(&common::batch(next, BATCH_LEN)).await?;
-        next += BATCH_LEN;
-        if rng.next() % 2 == 0 {
-            job.checkpoint(next.into()).await?;
-        }
-    }
-    job.finish(next.into()).await?;
-    Ok(())
-}
 
 async fn campaign(make: fn() -> Option<Backend>, default_seeds: u64) {
     let seeds: u64 = std::env::var("FILESINK_FAULT_SEEDS")
@@ -88,7 +37,7 @@ async fn campaign(make: fn() -> Option<Backend>, default_seeds: u64) {
         let Some(b) = make() else { return };
         name = b.name;
         let counter = FaultyStorage::new(b.storage.clone(), None);
-        run(Arc::new(counter.clone()), seed).await.unwrap();
+        run(Arc::new(counter.clone()), seed, &mut 0).await.unwrap();
         let counts = counter.counts();
         for &point in FaultPoint::ALL {
             if only_point
@@ -101,10 +50,7 @@ async fn campaign(make: fn() -> Option<Backend>, default_seeds: u64) {
             if reached == 0 {
                 continue;
             }
-            let mut rng = Rng(seed
-                .wrapping_add(point as u64 * 7919)
-                .wrapping_mul(0x2545_F491_4F6C_DD1D)
-                | 1);
+            let mut rng = Rng::new(seed.wrapping_add(point as u64 * 7919));
             let plan = FaultPlan {
                 point,
                 occurrence: 1 + (rng.next() % reached as u64) as usize,
@@ -120,7 +66,7 @@ async fn campaign(make: fn() -> Option<Backend>, default_seeds: u64) {
             );
             let b = make().unwrap();
             let faulty = FaultyStorage::new(b.storage.clone(), Some(plan));
-            let result = run(Arc::new(faulty.clone()), seed).await;
+            let result = run(Arc::new(faulty.clone()), seed, &mut 0).await;
             cases += 1;
             if faulty.fired() {
                 fired += 1;
@@ -129,7 +75,7 @@ async fn campaign(make: fn() -> Option<Backend>, default_seeds: u64) {
                     "{ctx}: the fault fired but the run succeeded"
                 );
                 // Nothing visible beyond what the latest complete checkpoint covers.
-                let covered = latest_manifest(b.storage.as_ref(), "campaign", None)
+                let covered = latest_manifest(b.storage.as_ref(), JOB, None)
                     .await
                     .unwrap_or_else(|e| panic!("{ctx}: {e}"))
                     .map_or(0, |m| m.source_position.as_i64().unwrap());
@@ -144,11 +90,10 @@ async fn campaign(make: fn() -> Option<Backend>, default_seeds: u64) {
                 result.unwrap_or_else(|e| panic!("{ctx}: failed without the fault firing: {e}"));
             }
             // Restart on the healthy store and run to the end.
-            run(b.storage.clone(), seed)
+            run(b.storage.clone(), seed, &mut 0)
                 .await
                 .unwrap_or_else(|e| panic!("{ctx}: restart failed: {e}"));
-            b.assert_exactly_once(&format_of(seed), BATCHES * BATCH_LEN)
-                .await;
+            b.assert_exactly_once(&format_of(seed), RECORDS).await;
             let left = b.storage.list_leftovers().await.unwrap();
             assert!(left.is_empty(), "{ctx}: leftovers after the end: {left:?}");
         }

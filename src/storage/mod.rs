@@ -143,7 +143,10 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// a crash), and without replacing: an existing object is [`crate::Error::Conflict`].
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()>;
 
-    /// Reads a metadata object; `None` if it does not exist.
+    /// Reads a metadata object; `None` if it does not exist. What it returns is durable: a
+    /// process that died after writing an object but before making it durable may leave it
+    /// readable, and a restarted process acts on what it reads, so a backend with a cache that
+    /// a crash can lose flushes the object's name before returning it.
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>>;
 
     /// Lists the metadata objects directly in the directory `dir` (names only, any order);

@@ -482,11 +482,24 @@ impl Storage for LocalStorage {
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
         validate_rel_path(path).map_err(Error::InvalidInput)?;
         let abs = self.inner.abs(path);
-        match self.inner.fs.read(&abs) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io("read", abs, e)),
-        }
+        let bytes = match self.inner.fs.read(&abs) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("read", abs, e)),
+        };
+        // The bytes were flushed before the name was given (`put_durable_noreplace`), but the
+        // name may still sit in the cache of a process that died: flush it, and the names of
+        // the directories above, before anyone acts on what was read.
+        let inner = self.inner.clone();
+        let dir = split_rel(path).0.to_string();
+        blocking(move || {
+            inner.ensure_dir(&dir)?;
+            let abs_dir = inner.abs(&dir);
+            inner.unsynced_dirs.lock().unwrap().insert(abs_dir);
+            inner.sync_dirs()
+        })
+        .await?;
+        Ok(Some(bytes))
     }
 
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {

@@ -1,0 +1,74 @@
+//! The seeded job the fault and power-loss campaigns crash: a source of records with ids →
+//! one writer → the coordinator, checkpointing where the seed says, run from the job's latest
+//! manifest to the end.
+
+use std::sync::Arc;
+
+use filesink::storage::Storage;
+use filesink::{Coordinator, FileFormat, RollingPolicy, Sink};
+
+pub const BATCHES: i64 = 6;
+pub const BATCH_LEN: i64 = 25;
+/// Records in the whole input; ids run from 0.
+pub const RECORDS: i64 = BATCHES * BATCH_LEN;
+/// The job's name under `_filesink/jobs`.
+pub const JOB: &str = "campaign";
+
+/// xorshift64: small, seeded, the same everywhere.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Parquet, JSON lines or CSV, by seed.
+pub fn format_of(seed: u64) -> FileFormat {
+    match seed % 3 {
+        0 => FileFormat::parquet(),
+        1 => FileFormat::json_lines(),
+        _ => FileFormat::csv(),
+    }
+}
+
+/// Runs the job from its latest manifest to the end; checkpoints where the seed says.
+/// `acked` is raised to the source position of every checkpoint that returned `Ok`: from then
+/// on its records must stay visible, whatever happens.
+pub async fn run(storage: Arc<dyn Storage>, seed: u64, acked: &mut i64) -> filesink::Result<()> {
+    let mut rng = Rng::new(seed);
+    let sink = Sink::builder_shared(storage)
+        .format(format_of(seed))
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .rolling_policy(RollingPolicy::default())
+        .build()?;
+    let mut job = Coordinator::open(&sink, JOB, 1).await?;
+    if job.is_finished() {
+        return Ok(());
+    }
+    let mut next = job.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    *acked = (*acked).max(next);
+    while next < RECORDS {
+        job.writer().write(&super::batch(next, BATCH_LEN)).await?;
+        next += BATCH_LEN;
+        if rng.next() % 2 == 0 {
+            job.checkpoint(next.into()).await?;
+            *acked = (*acked).max(next);
+        }
+    }
+    job.finish(next.into()).await?;
+    *acked = next;
+    Ok(())
+}
