@@ -180,33 +180,3 @@ async fn two_coordinators_racing_on_one_job_cannot_both_complete_a_checkpoint() 
     assert_eq!(ids.len(), 1);
     assert!(dir.path().join(checkpoints_dir("race")).is_dir());
 }
-
-#[tokio::test]
-async fn jobs_appending_to_one_lake_never_touch_each_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let sink = sink(dir.path(), FileFormat::json_lines());
-    // Job A is mid-way with a file open; job B runs, crashes, restarts and finishes.
-    let a = run(&sink, "day1", 1000, 3, Some(5)).await.unwrap();
-    let a_hidden = hidden_files(dir.path());
-    assert!(!a_hidden.is_empty());
-    drop(run(&sink, "day2", 1000, 2, Some(3)).await);
-    let mut c = Coordinator::open(&sink, "day2", 2).await.unwrap();
-    let mut next = c.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
-    while next < 1000 {
-        let w = ((next / 100) % 2) as usize;
-        c.writers()[w]
-            .write(&batch(next + 1000, 100))
-            .await
-            .unwrap();
-        next += 100;
-    }
-    c.finish(next.into()).await.unwrap();
-    for f in &a_hidden {
-        assert!(
-            f.exists(),
-            "job day2 removed job day1's file {}",
-            f.display()
-        );
-    }
-    drop(a);
-}

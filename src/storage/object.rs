@@ -24,7 +24,11 @@
 //! **No conditional writes assumed.** Garage ignores `If-None-Match: *`, so uniqueness comes
 //! from names: every final key carries the writer incarnation's UUID. Where a probe shows the
 //! store honours conditional puts (AWS), manifests are written with them
-//! ([`ObjectStorage::capabilities`]).
+//! ([`ObjectStorage::capabilities`]). Elsewhere a manifest is checked for before and read back
+//! after its put, so of two coordinators racing for one checkpoint one gets
+//! [`Error::Conflict`]; a coordinator paused between its check and its put (a zombie) can still
+//! replace a manifest, so on such stores one live coordinator per job is the deployment's
+//! duty, as it is Flink's.
 //!
 //! **Row files do not stay open** across checkpoints on S3 ([`Storage::can_resume`] is false):
 //! every part file rolls at every checkpoint.
@@ -641,8 +645,12 @@ impl Storage for ObjectStorage {
                 Err(e) => Err(inner.store_error("write", path, e)),
             };
         }
-        // No conditional puts: check first. A race in between is not excluded here; names
-        // that carry ids keep data files apart, and manifests are per job.
+        // No conditional puts: check before, and read back after. Of two writers racing, the
+        // one whose bytes are read back wins and the other gets a conflict; what neither check
+        // can exclude is a writer that stalls between its check and its put for the whole of
+        // another's put and read-back (a paused zombie). So on such a store the deployment
+        // must keep one live coordinator per job, as Flink's leader election does; data files
+        // are never overwritten either way (their names carry the writer's incarnation).
         match inner.store.head(&key).await {
             Ok(_) => {
                 return Err(Error::conflict(
@@ -658,7 +666,13 @@ impl Storage for ObjectStorage {
             .put(&key, payload)
             .await
             .map_err(|e| inner.store_error("write", path, e))?;
-        Ok(())
+        match self.get_metadata(path).await? {
+            Some(read) if read == bytes => Ok(()),
+            _ => Err(Error::conflict(
+                inner.where_(path),
+                "another writer wrote it at the same moment, and its copy is the one stored",
+            )),
+        }
     }
 
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
