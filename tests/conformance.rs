@@ -380,6 +380,13 @@ pub async fn a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete
         .await
         .expect_err("a zombie must not complete a checkpoint");
     eprintln!("[{}] the zombie's checkpoint failed: {err}", b.name);
+    // Local disk and the staged store refuse its manifest; on S3 the successor's cleanup
+    // aborted its upload, so the zombie learns that its file is gone.
+    assert!(
+        matches!(err, Error::Conflict { .. } | Error::DataLost { .. }),
+        "[{}] the zombie's error: {err:?}",
+        b.name
+    );
     assert_nothing_overwritten(&b, &before, "after the zombie's checkpoint").await;
     drop(zombie);
     b.assert_exactly_once(&format, 80).await;

@@ -851,7 +851,17 @@ impl ObjectPart {
             let part = multipart
                 .put_part(&key, &id, idx, PutPayload::from(Bytes::from(bytes)))
                 .await
-                .map_err(|e| inner.store_error("upload a part of", &final_path, e))?;
+                .map_err(|e| match e {
+                    object_store::Error::NotFound { .. } => Error::data_lost(
+                        inner.where_(&final_path),
+                        format!(
+                            "its multipart upload `{id}` is gone: aborted by the cleanup of a \
+                             restarted writer (so this one is a zombie) or by the bucket's \
+                             lifecycle rule; restart from the last checkpoint"
+                        ),
+                    ),
+                    e => inner.store_error("upload a part of", &final_path, e),
+                })?;
             Ok((idx, part.content_id))
         });
         Ok(())
