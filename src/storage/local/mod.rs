@@ -141,33 +141,17 @@ impl Inner {
         let dirs: Vec<PathBuf> = std::mem::take(&mut *self.unsynced_dirs.lock().unwrap())
             .into_iter()
             .collect();
-        let results = self.fs.sync_dirs(&dirs);
-        let failed = dirs
-            .iter()
-            .zip(results)
-            .find_map(|(d, r)| r.err().map(|e| (d, e)));
-        match failed {
-            None => Ok(()),
-            Some((dir, e)) => {
-                let err = Error::fsync(dir, e);
-                self.unsynced_dirs.lock().unwrap().extend(dirs);
-                Err(err)
-            }
+        let result = first_failure(&dirs, self.fs.sync_dirs(&dirs));
+        if result.is_err() {
+            self.unsynced_dirs.lock().unwrap().extend(dirs);
         }
+        result
     }
 
     /// Flushes the data of `parts`, which must be this backend's; fails if any flush fails.
     fn sync_parts(&self, parts: &[(PathBuf, Arc<dyn FsFile>)]) -> Result<()> {
-        let files: Vec<Arc<dyn FsFile>> = parts.iter().map(|(_, f)| f.clone()).collect();
-        let results = self.fs.sync_files(&files);
-        match parts
-            .iter()
-            .zip(results)
-            .find_map(|((p, _), r)| r.err().map(|e| (p, e)))
-        {
-            None => Ok(()),
-            Some((path, e)) => Err(Error::fsync(path, e)),
-        }
+        let (paths, files): (Vec<PathBuf>, Vec<Arc<dyn FsFile>>) = parts.iter().cloned().unzip();
+        first_failure(&paths, self.fs.sync_files(&files))
     }
 
     fn commit_batch(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
@@ -320,6 +304,19 @@ impl Inner {
             }
         })?;
         Ok(out)
+    }
+}
+
+/// The first failed flush of a group (one answer per path, in order), as the error that fails
+/// the call.
+fn first_failure(paths: &[PathBuf], answers: Vec<io::Result<()>>) -> Result<()> {
+    match paths
+        .iter()
+        .zip(answers)
+        .find_map(|(p, r)| r.err().map(|e| (p, e)))
+    {
+        None => Ok(()),
+        Some((path, e)) => Err(Error::fsync(path, e)),
     }
 }
 
@@ -588,13 +585,8 @@ impl Inner {
                     }
                     _ => Error::io("rename", &tmp, e),
                 })?;
-            let dir = self.abs(dir);
-            let synced = self.fs.sync_dirs(std::slice::from_ref(&dir));
-            synced
-                .into_iter()
-                .next()
-                .expect("one answer per directory")
-                .map_err(|e| Error::fsync(&dir, e))
+            let dir = [self.abs(dir)];
+            first_failure(&dir, self.fs.sync_dirs(&dir))
         })();
         if result.is_err() {
             let _ = self.fs.remove_file(&tmp);
