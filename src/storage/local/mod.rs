@@ -21,7 +21,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-mod fs;
+pub mod fs;
 
 pub use fs::{Fs, FsFile, FsRead, FsStat, RealFs};
 
