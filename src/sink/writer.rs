@@ -19,8 +19,9 @@ use crate::storage::{PartLocation, PartWriter};
 use crate::{CommitOutcome, Committer, Error, Result};
 
 /// Rolled files kept open, waiting for the next checkpoint, before they are sealed early (one
-/// group of fsyncs) to bound open file handles.
-const ROLLED_OPEN_MAX: usize = 64;
+/// group of fsyncs) to bound open file handles. Large enough that a checkpoint of a few
+/// hundred files is sealed as one group, in `prepare_commit`.
+const ROLLED_OPEN_MAX: usize = 256;
 
 /// Under memory pressure, an encoder buffer at least this large is flushed as a row group of
 /// its own and its file stays open. A smaller buffer would make a poor row group: its file
