@@ -10,7 +10,7 @@
 //! |---|---|
 //! | create an in-progress file | CreateMultipartUpload to the **final key** (invisible until completed) |
 //! | write | buffered; every `part_size_bytes` an UploadPart, a bounded number in flight |
-//! | seal (the vote) | the rest as the last part; wait for every part; the handle records the upload id and every part's ETag |
+//! | seal (the vote) | the rest as the last part; wait for every part; the handle records the upload id and every part's ETag. Up to 32 files at once |
 //! | commit | CompleteMultipartUpload: zero copy |
 //! | cleanup | AbortMultipartUpload of uploads under the prefix no checkpoint references |
 //!
