@@ -202,8 +202,15 @@ impl SinkBuilder {
         self.writer_id(index.to_string())
     }
 
-    /// The most bytes the writer's encoders may buffer in memory across all open files. Above
-    /// it the writer flushes the largest buffers to their files early. Default 512 MiB.
+    /// The most bytes the writer's encoders may buffer in memory across all open files
+    /// ([`crate::SinkWriter::buffered_bytes`]). Above it the writer flushes the largest buffer
+    /// to its file early as a Parquet row group, or, when even the largest is too small to
+    /// make a decent row group (many partitions), rolls that file. Default 512 MiB.
+    ///
+    /// A Parquet file holding any rows costs about 150 KiB of buffers (parquet-rs's dictionary
+    /// tables) whatever its row count, so with many partitions receiving rows at once the
+    /// budget should be at least that times the number of partitions; below it the budget is
+    /// still kept, at the cost of many small files.
     ///
     /// # Panics
     /// If `bytes` is 0.

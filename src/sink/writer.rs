@@ -19,8 +19,14 @@ use crate::storage::{PartLocation, PartWriter};
 use crate::{CommitOutcome, Committer, Error, Result};
 
 /// Rolled files kept open, waiting for the next checkpoint, before they are sealed early (one
-/// group of fsyncs) to bound open file handles.
-const ROLLED_OPEN_MAX: usize = 64;
+/// group of fsyncs) to bound open file handles. Large enough that a checkpoint of a few
+/// hundred files is sealed as one group, in `prepare_commit`.
+const ROLLED_OPEN_MAX: usize = 256;
+
+/// Under memory pressure, an encoder buffer at least this large is flushed as a row group of
+/// its own and its file stays open. A smaller buffer would make a poor row group: its file
+/// rolls instead (see [`SinkWriter::write`]).
+const ROW_GROUP_FLUSH_BYTES_MIN: u64 = 1024 * 1024;
 
 /// Writes records into in-progress part files and, at each checkpoint, turns them into
 /// committables (Flink's `CommittingSinkWriter`).
@@ -47,6 +53,8 @@ pub struct SinkWriter {
     state: WriterState,
     poisoned: Option<String>,
     scratch: Vec<u8>,
+    /// The sum of `OpenPart::buffered_bytes` over `open`, kept as parts change.
+    buffered_bytes_total: u64,
 }
 
 #[derive(Debug)]
@@ -60,6 +68,21 @@ struct OpenPart {
     created_at: SystemTime,
     last_write: SystemTime,
     supersedes: Vec<String>,
+    /// What the encoder held in memory after the last call that changed it.
+    buffered_bytes: u64,
+}
+
+impl OpenPart {
+    /// Re-reads the encoder's buffered bytes after a call that changed them, and adjusts the
+    /// writer's running `total`.
+    fn account(&mut self, total: &mut u64) {
+        let now = self
+            .encoder
+            .as_ref()
+            .map_or(0, |e| e.buffered_bytes() as u64);
+        *total = *total - self.buffered_bytes + now;
+        self.buffered_bytes = now;
+    }
 }
 
 #[derive(Debug)]
@@ -103,6 +126,7 @@ impl SinkWriter {
             state,
             poisoned: None,
             scratch: Vec::new(),
+            buffered_bytes_total: 0,
         }
     }
 
@@ -204,6 +228,7 @@ impl SinkWriter {
                         created_at,
                         last_write: SystemTime::now(),
                         supersedes,
+                        buffered_bytes: 0,
                     },
                 );
             }
@@ -220,6 +245,13 @@ impl SinkWriter {
     /// A batch whose values cannot be bucketed or whose schema does not match the open file
     /// of its bucket is rejected with [`Error::InvalidInput`] before anything is written; the
     /// writer stays usable. Any later error poisons the writer.
+    ///
+    /// Memory: after each bucket's part of the batch, [`SinkWriter::buffered_bytes`] is brought
+    /// back within the sink's `buffer_bytes_max` by flushing the largest buffer as a Parquet
+    /// row group if it is at least 1 MiB (or a quarter of the budget),
+    /// and by rolling its file otherwise. So `buffered_bytes` never exceeds the budget
+    /// between calls, and while one bucket is written it exceeds it by at most that bucket's
+    /// share of the batch.
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.check_poisoned()?;
         if batch.num_rows() == 0 {
@@ -325,13 +357,24 @@ impl SinkWriter {
         self.open.len()
     }
 
-    /// Bytes buffered in encoders and not yet written to any file.
+    /// Bytes buffered in encoders and not yet written to any file. For Parquet this is what
+    /// the open row groups hold in memory (`ArrowWriter::memory_size`). Kept as a running
+    /// total: O(1).
     pub fn buffered_bytes(&self) -> u64 {
-        self.open
-            .values()
-            .filter_map(|p| p.encoder.as_ref())
-            .map(|e| e.buffered_bytes() as u64)
-            .sum()
+        // After a failed call the encoders may have changed unaccounted; the writer is
+        // poisoned then and the number no longer matters.
+        debug_assert!(
+            self.poisoned.is_some()
+                || self.buffered_bytes_total
+                    == self
+                        .open
+                        .values()
+                        .filter_map(|p| p.encoder.as_ref())
+                        .map(|e| e.buffered_bytes() as u64)
+                        .sum::<u64>(),
+            "the running total matches the encoders"
+        );
+        self.buffered_bytes_total
     }
 
     /// Files rolled since the last checkpoint, waiting to be handed out by the next
@@ -414,6 +457,7 @@ impl SinkWriter {
                         created_at: now,
                         last_write: now,
                         supersedes: Vec::new(),
+                        buffered_bytes: 0,
                     },
                 );
             }
@@ -429,43 +473,56 @@ impl SinkWriter {
                 .expect("set above")
                 .write(&batch, &mut self.scratch)?;
             write_bytes(part, &self.scratch).await?;
+            part.account(&mut self.buffered_bytes_total);
             part.record_count += batch.num_rows() as u64;
             part.last_write = now;
-            let size = part.file.len_bytes()
-                + part
-                    .encoder
-                    .as_ref()
-                    .map_or(0, |e| e.buffered_bytes() as u64);
+            let size = part.file.len_bytes() + part.buffered_bytes;
             if size >= policy.part_size_bytes_max {
                 self.roll(&bucket).await?;
             }
+            // After every bucket, not once per batch: a batch that spreads over many buckets
+            // must not raise the peak by all of them at once.
+            self.bound_memory().await?;
         }
-        self.bound_memory().await?;
         if self.rolled.len() > ROLLED_OPEN_MAX {
             self.seal_rolled().await?;
         }
         Ok(())
     }
 
-    /// Keeps encoder buffers within `buffer_bytes_max` by flushing the largest ones to their
-    /// files (a Parquet row group ends early; the file stays open).
+    /// Keeps encoder buffers within `buffer_bytes_max`. While over it, takes the open file with
+    /// the largest buffer: a buffer of a decent row group (at least
+    /// [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the budget if that is smaller) is flushed
+    /// to its file, which stays open; a smaller one rolls its file (finished now, sealed with
+    /// the next group, committed at the next checkpoint), which frees the encoder entirely
+    /// instead of writing a tiny row group. Rolling is always safe: a rolled file is an
+    /// ordinary pending file of the next checkpoint.
     async fn bound_memory(&mut self) -> Result<()> {
-        let mut total = self.buffered_bytes();
-        while total > self.config.buffer_bytes_max {
-            let Some(part) = self
+        let budget = self.config.buffer_bytes_max;
+        let flush_min = ROW_GROUP_FLUSH_BYTES_MIN.min(budget / 4);
+        while self.buffered_bytes_total > budget {
+            let Some((bucket, largest)) = self
                 .open
-                .values_mut()
-                .filter(|p| p.encoder.as_ref().is_some_and(|e| e.buffered_bytes() > 0))
-                .max_by_key(|p| p.encoder.as_ref().map_or(0, |e| e.buffered_bytes()))
+                .values()
+                .filter(|p| p.buffered_bytes > 0)
+                .max_by_key(|p| p.buffered_bytes)
+                .map(|p| (p.bucket.clone(), p.buffered_bytes))
             else {
                 break;
             };
-            let encoder = part.encoder.as_mut().expect("filtered");
-            let before = encoder.buffered_bytes() as u64;
-            self.scratch.clear();
-            encoder.flush(&mut self.scratch)?;
-            write_bytes(part, &self.scratch).await?;
-            total -= before.min(total);
+            if largest >= flush_min {
+                let part = self.open.get_mut(&bucket).expect("found above");
+                let encoder = part.encoder.as_mut().expect("it buffers bytes");
+                self.scratch.clear();
+                encoder.flush(&mut self.scratch)?;
+                write_bytes(part, &self.scratch).await?;
+                part.account(&mut self.buffered_bytes_total);
+                if part.buffered_bytes < largest {
+                    continue;
+                }
+                // The flush freed nothing: rolling does.
+            }
+            self.roll(&bucket).await?;
         }
         Ok(())
     }
@@ -490,6 +547,7 @@ impl SinkWriter {
         let Some(mut part) = self.open.remove(bucket) else {
             return Ok(());
         };
+        self.buffered_bytes_total -= part.buffered_bytes;
         if let Some(encoder) = part.encoder.take() {
             self.scratch.clear();
             encoder.finish(&mut self.scratch)?;
@@ -605,4 +663,132 @@ async fn write_bytes(part: &mut OpenPart, bytes: &[u8]) -> Result<()> {
     }
     part.crc32c = crc32c::crc32c_append(part.crc32c, bytes);
     part.file.write(bytes).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    use crate::bucket::HivePartitioner;
+    use crate::{FileFormat, Sink};
+
+    const ROWS_PER_BATCH: i64 = 2000;
+
+    /// Rows `b * ROWS_PER_BATCH ..` spread round-robin over `partitions` values of `key`.
+    fn batch(b: i64, partitions: i64) -> RecordBatch {
+        let ids: Vec<i64> = (b * ROWS_PER_BATCH..(b + 1) * ROWS_PER_BATCH).collect();
+        let keys: Vec<String> = ids
+            .iter()
+            .map(|i| format!("k{:03}", i % partitions))
+            .collect();
+        let amounts: Vec<f64> = ids.iter().map(|i| *i as f64 * 0.25).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("key", DataType::Utf8, false),
+            Field::new("amount", DataType::Float64, false),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(keys)),
+            Arc::new(Float64Array::from(amounts)),
+        ];
+        RecordBatch::try_new(schema, columns).unwrap()
+    }
+
+    fn visible_parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if path.is_dir() {
+                visible_parquet_files(&path, out);
+            } else if !name.starts_with(['.', '_']) && name.ends_with(".parquet") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Writes `batches` batches over `partitions` partitions with `budget`, checking the budget
+    /// after every write; commits; returns (committed files, row groups per file) after
+    /// checking that every id is visible exactly once.
+    fn write_under_budget(partitions: i64, batches: i64, budget: u64) -> (usize, Vec<usize>) {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Sink::local(dir.path())
+            .unwrap()
+            .format(FileFormat::parquet())
+            .bucket_assigner(HivePartitioner::new(["key"]).unwrap())
+            .buffer_bytes_max(budget)
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let committables = rt.block_on(async {
+            let mut writer = sink.create_writer();
+            for b in 0..batches {
+                writer.write(&batch(b, partitions)).await.unwrap();
+                assert!(
+                    writer.buffered_bytes() <= budget,
+                    "after batch {b}: {} buffered > budget {budget}",
+                    writer.buffered_bytes()
+                );
+            }
+            let committables = writer.prepare_commit(1).await.unwrap();
+            sink.committer().commit_all(&committables).await.unwrap();
+            committables
+        });
+        let n = batches * ROWS_PER_BATCH;
+        let recorded: u64 = committables.iter().map(|c| c.record_count).sum();
+        assert_eq!(recorded, n as u64, "committables account for every row");
+
+        let mut files = Vec::new();
+        visible_parquet_files(dir.path(), &mut files);
+        assert_eq!(files.len(), committables.len());
+        let mut ids = Vec::with_capacity(n as usize);
+        let mut row_groups = Vec::new();
+        for file in &files {
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap())
+                    .unwrap();
+            row_groups.push(reader.metadata().num_row_groups());
+            for read in reader.build().unwrap() {
+                let read = read.unwrap();
+                let col = read.column_by_name("id").unwrap();
+                let col = col.as_any().downcast_ref::<Int64Array>().unwrap();
+                ids.extend((0..col.len()).map(|i| col.value(i)));
+            }
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (0..n).collect::<Vec<_>>(), "every row exactly once");
+        (files.len(), row_groups)
+    }
+
+    #[test]
+    fn many_partitions_under_a_small_budget_roll_early_and_write_every_row_once() {
+        // 60 open Parquet files hold far more than 2 MiB (each about 150 KiB once it has a
+        // row), and no buffer is large enough for a row group of its own: files roll.
+        let (files, _) = write_under_budget(60, 20, 2 * 1024 * 1024);
+        assert!(
+            files > 60,
+            "the budget was kept by rolling: more files ({files}) than partitions"
+        );
+    }
+
+    #[test]
+    fn one_partition_over_the_budget_flushes_row_groups_into_one_file() {
+        // One file whose buffer outgrows 1 MiB: a quarter of the budget is a decent row
+        // group, so the file stays open and gets several row groups.
+        let (files, row_groups) = write_under_budget(1, 60, 1024 * 1024);
+        assert_eq!(files, 1);
+        assert!(
+            row_groups[0] > 1,
+            "row groups were flushed early: {row_groups:?}"
+        );
+    }
 }

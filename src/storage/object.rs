@@ -10,7 +10,7 @@
 //! |---|---|
 //! | create an in-progress file | CreateMultipartUpload to the **final key** (invisible until completed) |
 //! | write | buffered; every `part_size_bytes` an UploadPart, a bounded number in flight |
-//! | seal (the vote) | the rest as the last part; wait for every part; the handle records the upload id and every part's ETag |
+//! | seal (the vote) | the rest as the last part; wait for every part; the handle records the upload id and every part's ETag. Up to 32 files at once |
 //! | commit | CompleteMultipartUpload: zero copy |
 //! | cleanup | AbortMultipartUpload of uploads under the prefix no checkpoint references |
 //!
@@ -59,6 +59,10 @@ use crate::sink::state::{
     PendingHandle, UploadedPart,
 };
 use crate::{CommitOutcome, Error, Result};
+
+/// Files sealed at once by [`ObjectStorage`]'s `seal` (each with up to
+/// [`ObjectStorage::DEFAULT_UPLOADS_IN_FLIGHT_MAX`] part uploads of its own).
+const SEAL_IN_FLIGHT_MAX: usize = 32;
 
 /// What a probe found out about the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -488,12 +492,43 @@ impl Storage for ObjectStorage {
     }
 
     async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
-        let mut handles = Vec::with_capacity(parts.len());
-        for mut part in parts {
-            part.sync().await?;
-            handles.push(part.close().await?);
+        // Files are independent: their last parts (or staged objects) upload together, a
+        // bounded number of files at a time, instead of one round trip after another. Every
+        // started file is waited for before the call returns; the first error fails it, and no
+        // further file is started after one.
+        let mut handles: Vec<Option<PendingHandle>> = (0..parts.len()).map(|_| None).collect();
+        let mut first_error = None;
+        let mut queue = parts.into_iter().enumerate();
+        let mut set = JoinSet::new();
+        loop {
+            while first_error.is_none() && set.len() < SEAL_IN_FLIGHT_MAX {
+                let Some((i, mut part)) = queue.next() else {
+                    break;
+                };
+                set.spawn(async move {
+                    let sealed = match part.sync().await {
+                        Ok(()) => part.close().await,
+                        Err(e) => Err(e),
+                    };
+                    (i, sealed)
+                });
+            }
+            match set.join_next().await {
+                None => break,
+                Some(Ok((i, Ok(handle)))) => handles[i] = Some(handle),
+                Some(Ok((_, Err(e)))) => {
+                    first_error.get_or_insert(e);
+                }
+                Some(Err(e)) => std::panic::resume_unwind(e.into_panic()),
+            }
         }
-        Ok(handles)
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        Ok(handles
+            .into_iter()
+            .map(|h| h.expect("every part was sealed"))
+            .collect())
     }
 
     async fn persist(&self, _parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
@@ -888,20 +923,33 @@ impl PartWriter for ObjectPart {
         self.len
     }
 
-    async fn write(&mut self, data: &[u8]) -> Result<()> {
-        self.buffer.extend_from_slice(data);
-        self.len += data.len() as u64;
-        if self.upload_id.is_some() {
-            let size = self.inner.part_size_bytes;
-            while self.buffer.len() >= size {
+    async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        if self.upload_id.is_none() {
+            self.buffer.extend_from_slice(data);
+            self.len += data.len() as u64;
+            return Ok(());
+        }
+        // Fill a buffer of exactly one part, hand it to the upload, start the next. Once a file
+        // has shown it is large (a part went out), each buffer is allocated at full size, so
+        // its bytes are copied once, with no reallocation and no split; small files do not
+        // reserve a whole part.
+        let size = self.inner.part_size_bytes;
+        while !data.is_empty() {
+            if self.next_part > 0 && self.buffer.capacity() < size {
+                self.buffer.reserve_exact(size - self.buffer.len());
+            }
+            let n = (size - self.buffer.len()).min(data.len());
+            self.buffer.extend_from_slice(&data[..n]);
+            self.len += n as u64;
+            data = &data[n..];
+            if self.buffer.len() == size {
                 if self.next_part + 1 >= 10_000 {
                     return Err(Error::InvalidInput(format!(
                         "`{}` would need more than 10,000 parts of {size} bytes; raise the part size or lower the rolling size",
                         self.location.final_path
                     )));
                 }
-                let rest = self.buffer.split_off(size);
-                let part = std::mem::replace(&mut self.buffer, rest);
+                let part = std::mem::take(&mut self.buffer);
                 self.upload_part(part).await?;
             }
         }
