@@ -471,6 +471,47 @@ pub async fn two_jobs_on_one_prefix_never_touch_each_other(b: Backend) {
     assert_no_leftovers(&b).await;
 }
 
+/// What the backend holds in memory counts against the writer's budget: S3 parts not yet
+/// uploaded and staged objects (whole files) make files roll and seal early rather than grow;
+/// local files hold nothing. Between calls `buffered_bytes` stays within the budget, and every
+/// record lands once.
+pub async fn memory_stays_within_the_budget(b: Backend) {
+    let format = FileFormat::json_lines();
+    let budget = 4 * 1024;
+    let s = b
+        .sink()
+        .format(format.clone())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .buffer_bytes_max(budget)
+        .build()
+        .unwrap();
+    let mut w = s.create_writer();
+    for i in 0..40 {
+        w.write(&batch(i * 50, 50)).await.unwrap();
+        assert!(
+            w.buffered_bytes() <= budget,
+            "[{}] after batch {i}: {} bytes held, budget {budget}",
+            b.name,
+            w.buffered_bytes()
+        );
+        if i % 20 == 19 {
+            if i == 39 {
+                w.end_of_input().await.unwrap();
+            }
+            let cs = w.prepare_commit(i as u64).await.unwrap();
+            s.committer().commit_all(&cs).await.unwrap();
+        }
+    }
+    b.assert_exactly_once(&format, 2000).await;
+    let files = b.visible().await.len();
+    assert!(
+        b.name == "local" || files > 10,
+        "[{}] {files} files: the backend's buffers did not make files roll early",
+        b.name
+    );
+    assert_no_leftovers(&b).await;
+}
+
 macro_rules! suite {
     ($($check:ident $(($arg:expr))?),* $(,)?) => {
         mod local {
@@ -511,4 +552,5 @@ suite!(
     two_coordinators_racing_on_one_job_one_wins,
     a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete,
     two_jobs_on_one_prefix_never_touch_each_other,
+    memory_stays_within_the_budget,
 );

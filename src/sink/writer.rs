@@ -53,8 +53,11 @@ pub struct SinkWriter {
     state: WriterState,
     poisoned: Option<String>,
     scratch: Vec<u8>,
-    /// The sum of `OpenPart::buffered_bytes` over `open`, kept as parts change.
+    /// What `open` and `rolled` keep in memory (`OpenPart::memory_bytes` over `open`, plus
+    /// `rolled_held_bytes`), kept as parts change.
     buffered_bytes_total: u64,
+    /// What the backend holds in memory for the files in `rolled`, freed when they are sealed.
+    rolled_held_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -70,18 +73,27 @@ struct OpenPart {
     supersedes: Vec<String>,
     /// What the encoder held in memory after the last call that changed it.
     buffered_bytes: u64,
+    /// What the backend held in memory for the file then ([`PartWriter::memory_bytes`]).
+    held_bytes: u64,
 }
 
 impl OpenPart {
-    /// Re-reads the encoder's buffered bytes after a call that changed them, and adjusts the
-    /// writer's running `total`.
+    /// Re-reads the encoder's buffered bytes and the backend's held bytes after a call that
+    /// changed them, and adjusts the writer's running `total`.
     fn account(&mut self, total: &mut u64) {
-        let now = self
+        let buffered = self
             .encoder
             .as_ref()
             .map_or(0, |e| e.buffered_bytes() as u64);
-        *total = *total - self.buffered_bytes + now;
-        self.buffered_bytes = now;
+        let held = self.file.memory_bytes();
+        *total = *total - self.buffered_bytes - self.held_bytes + buffered + held;
+        self.buffered_bytes = buffered;
+        self.held_bytes = held;
+    }
+
+    /// Everything this file keeps in memory.
+    fn memory_bytes(&self) -> u64 {
+        self.buffered_bytes + self.held_bytes
     }
 }
 
@@ -127,6 +139,7 @@ impl SinkWriter {
             poisoned: None,
             scratch: Vec::new(),
             buffered_bytes_total: 0,
+            rolled_held_bytes: 0,
         }
     }
 
@@ -229,6 +242,7 @@ impl SinkWriter {
                         last_write: SystemTime::now(),
                         supersedes,
                         buffered_bytes: 0,
+                        held_bytes: 0,
                     },
                 );
             }
@@ -357,22 +371,31 @@ impl SinkWriter {
         self.open.len()
     }
 
-    /// Bytes buffered in encoders and not yet written to any file. For Parquet this is what
-    /// the open row groups hold in memory (`ArrowWriter::memory_size`). Kept as a running
-    /// total: O(1).
+    /// Bytes this writer keeps in memory: what its encoders buffer (for Parquet, what the
+    /// open row groups hold, `ArrowWriter::memory_size`) and what the backend holds of its
+    /// files before handing them on ([`PartWriter::memory_bytes`]: S3 parts not yet uploaded,
+    /// staged objects; nothing on local disk). The sink's `buffer_bytes_max` bounds it. Kept
+    /// as a running total: O(1).
     pub fn buffered_bytes(&self) -> u64 {
-        // After a failed call the encoders may have changed unaccounted; the writer is
-        // poisoned then and the number no longer matters.
+        // After a failed call the parts may have changed unaccounted; the writer is poisoned
+        // then and the number no longer matters.
         debug_assert!(
             self.poisoned.is_some()
                 || self.buffered_bytes_total
                     == self
                         .open
                         .values()
-                        .filter_map(|p| p.encoder.as_ref())
-                        .map(|e| e.buffered_bytes() as u64)
+                        .map(|p| {
+                            p.encoder.as_ref().map_or(0, |e| e.buffered_bytes() as u64)
+                                + p.file.memory_bytes()
+                        })
+                        .chain(
+                            self.rolled
+                                .iter()
+                                .map(|p| { p.file.as_ref().map_or(0, |f| f.memory_bytes()) })
+                        )
                         .sum::<u64>(),
-            "the running total matches the encoders"
+            "the running total matches the encoders and the parts"
         );
         self.buffered_bytes_total
     }
@@ -458,6 +481,7 @@ impl SinkWriter {
                         last_write: now,
                         supersedes: Vec::new(),
                         buffered_bytes: 0,
+                        held_bytes: 0,
                     },
                 );
             }
@@ -490,34 +514,45 @@ impl SinkWriter {
         Ok(())
     }
 
-    /// Keeps encoder buffers within `buffer_bytes_max`. While over it, takes the open file with
-    /// the largest buffer: a buffer of a decent row group (at least
-    /// [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the budget if that is smaller) is flushed
-    /// to its file, which stays open; a smaller one rolls its file (finished now, sealed with
-    /// the next group, committed at the next checkpoint), which frees the encoder entirely
-    /// instead of writing a tiny row group. Rolling is always safe: a rolled file is an
-    /// ordinary pending file of the next checkpoint.
+    /// Keeps what the writer holds in memory within `buffer_bytes_max`. While over it:
+    ///
+    /// - if the backend holds bytes of rolled files (S3 last parts, staged objects), the rolled
+    ///   files are sealed now instead of at the checkpoint, which hands those bytes to the
+    ///   store;
+    /// - otherwise the open file that holds the most is taken: an encoder buffer of a decent
+    ///   row group (at least [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the budget if that
+    ///   is smaller) is flushed to its file, which stays open; if that frees nothing (the
+    ///   backend only moved the bytes into its own buffer) or the buffer is smaller, the file
+    ///   rolls (finished now, sealed with the next group, committed at the next checkpoint),
+    ///   which frees its encoder and, once sealed, the backend's buffer.
+    ///
+    /// Rolling and sealing early are always safe: a rolled file is an ordinary pending file of
+    /// the next checkpoint.
     async fn bound_memory(&mut self) -> Result<()> {
         let budget = self.config.buffer_bytes_max;
         let flush_min = ROW_GROUP_FLUSH_BYTES_MIN.min(budget / 4);
         while self.buffered_bytes_total > budget {
+            if self.rolled_held_bytes > 0 {
+                self.seal_rolled().await?;
+                continue;
+            }
             let Some((bucket, largest)) = self
                 .open
                 .values()
-                .filter(|p| p.buffered_bytes > 0)
-                .max_by_key(|p| p.buffered_bytes)
-                .map(|p| (p.bucket.clone(), p.buffered_bytes))
+                .filter(|p| p.memory_bytes() > 0)
+                .max_by_key(|p| p.memory_bytes())
+                .map(|p| (p.bucket.clone(), p.memory_bytes()))
             else {
                 break;
             };
-            if largest >= flush_min {
-                let part = self.open.get_mut(&bucket).expect("found above");
+            let part = self.open.get_mut(&bucket).expect("found above");
+            if part.buffered_bytes >= flush_min {
                 let encoder = part.encoder.as_mut().expect("it buffers bytes");
                 self.scratch.clear();
                 encoder.flush(&mut self.scratch)?;
                 write_bytes(part, &self.scratch).await?;
                 part.account(&mut self.buffered_bytes_total);
-                if part.buffered_bytes < largest {
+                if part.memory_bytes() < largest {
                     continue;
                 }
                 // The flush freed nothing: rolling does.
@@ -547,12 +582,15 @@ impl SinkWriter {
         let Some(mut part) = self.open.remove(bucket) else {
             return Ok(());
         };
-        self.buffered_bytes_total -= part.buffered_bytes;
+        self.buffered_bytes_total -= part.memory_bytes();
         if let Some(encoder) = part.encoder.take() {
             self.scratch.clear();
             encoder.finish(&mut self.scratch)?;
             write_bytes(&mut part, &self.scratch).await?;
         }
+        let held = part.file.memory_bytes();
+        self.buffered_bytes_total += held;
+        self.rolled_held_bytes += held;
         self.rolled.push(ClosedPart {
             bucket: part.bucket,
             final_path: part.file.location().final_path.clone(),
@@ -574,6 +612,8 @@ impl SinkWriter {
             .iter_mut()
             .map(|p| p.file.take().expect("rolled parts hold their file"))
             .collect();
+        // Sealing hands the files to the store (or fails the writer): they hold nothing now.
+        self.buffered_bytes_total -= std::mem::take(&mut self.rolled_held_bytes);
         let handles = self.config.storage.seal(files).await?;
         self.sealed.extend(rolled.into_iter().zip(handles));
         Ok(())

@@ -360,6 +360,10 @@ impl PartWriter for FaultyPart {
         self.inner.len_bytes()
     }
 
+    fn memory_bytes(&self) -> u64 {
+        self.inner.memory_bytes()
+    }
+
     async fn write(&mut self, data: &[u8]) -> Result<()> {
         guarded!(self.state, FaultPoint::Write, self.inner.write(data).await)
     }

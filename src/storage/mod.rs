@@ -208,6 +208,14 @@ pub trait PartWriter: Send + Debug {
     /// Bytes written so far.
     fn len_bytes(&self) -> u64;
 
+    /// Bytes of this part the backend holds in memory, not yet handed to the store or the
+    /// operating system (S3: the part being filled and the parts in flight; a staged object:
+    /// the whole file). The writer's memory budget counts them beside its encoders. Local
+    /// files hold none.
+    fn memory_bytes(&self) -> u64 {
+        0
+    }
+
     /// Appends `data`.
     async fn write(&mut self, data: &[u8]) -> Result<()>;
 

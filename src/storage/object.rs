@@ -923,6 +923,10 @@ impl PartWriter for ObjectPart {
         self.len
     }
 
+    fn memory_bytes(&self) -> u64 {
+        (self.buffer.len() + self.in_flight.len() * self.inner.part_size_bytes) as u64
+    }
+
     async fn write(&mut self, mut data: &[u8]) -> Result<()> {
         if self.upload_id.is_none() {
             self.buffer.extend_from_slice(data);
