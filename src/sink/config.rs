@@ -202,10 +202,15 @@ impl SinkBuilder {
         self.writer_id(index.to_string())
     }
 
-    /// The most bytes the writer's encoders may buffer in memory across all open files
-    /// ([`crate::SinkWriter::buffered_bytes`]). Above it the writer flushes the largest buffer
-    /// to its file early as a Parquet row group, or, when even the largest is too small to
-    /// make a decent row group (many partitions), rolls that file. Default 512 MiB.
+    /// The most bytes the writer may keep in memory across all its files
+    /// ([`crate::SinkWriter::buffered_bytes`]): its encoders' buffers, and what the backend
+    /// holds before handing bytes on (S3 parts not yet uploaded, staged objects). Above it the
+    /// writer seals rolled files early, flushes the largest buffer to its file as a Parquet
+    /// row group, or, when that frees nothing or the buffer is too small for a decent row
+    /// group (many partitions), rolls that file. Default 512 MiB. On S3 each open file can
+    /// hold up to one part (`ObjectStorage::with_part_size_bytes`, 8 MiB by default) before
+    /// uploading it, so many open files on S3 call for a budget of that order per file, or
+    /// they roll small.
     ///
     /// A Parquet file holding any rows costs about 150 KiB of buffers (parquet-rs's dictionary
     /// tables) whatever its row count, so with many partitions receiving rows at once the
