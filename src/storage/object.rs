@@ -792,8 +792,19 @@ impl Storage for ObjectStorage {
                     )
                 }
                 Err(object_store::Error::NotFound { .. }) => {
-                    let id = upload_leftover_id(&c.final_path, upload_id);
-                    let pending = self.list_leftovers().await?.iter().any(|l| l.path == id);
+                    // Only the uploads of this key: one short listing per probe, not every
+                    // upload under the prefix.
+                    let pending = match &inner.bucket {
+                        Some(bucket) => bucket
+                            .list_uploads(key.as_ref())
+                            .await?
+                            .iter()
+                            .any(|u| u.key == key.as_ref() && &u.upload_id == upload_id),
+                        None => {
+                            let id = upload_leftover_id(&c.final_path, upload_id);
+                            self.list_leftovers().await?.iter().any(|l| l.path == id)
+                        }
+                    };
                     Ok(if pending {
                         CommitState::Pending
                     } else {
