@@ -20,7 +20,9 @@ use crate::{Error, Result};
 /// reached; otherwise they stay open and are resumed after a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RollingPolicy {
-    /// Roll when a part reaches this size.
+    /// Roll when a part reaches this size. Checked after each batch's rows for the part are
+    /// written, so a part can end larger by up to that one batch's share: keep batches small
+    /// against it.
     pub part_size_bytes_max: u64,
     /// Roll when a part has been open this long.
     pub rollover_interval: Duration,
