@@ -6,6 +6,7 @@
 mod common;
 
 use common::backend::Backend;
+use common::job::run_two_writers;
 use common::*;
 use filesink::{CommitOutcome, Coordinator, Error, FileFormat, RollingPolicy, Sink};
 
@@ -405,48 +406,15 @@ pub async fn a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete
     assert_no_leftovers(&b).await;
 }
 
-/// Runs `job` over ids `offset..offset + total` in batches of 100 on two writers,
-/// checkpointing every `every` batches; stops after `stop_after` batches (a crash).
-async fn run_job(
-    s: &Sink,
-    job: &str,
-    offset: i64,
-    total: i64,
-    every: i64,
-    stop_after: Option<i64>,
-) -> Option<Coordinator> {
-    let mut c = Coordinator::open(s, job, 2).await.unwrap();
-    if c.is_finished() {
-        return None;
-    }
-    let mut next = c.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
-    let mut written = 0;
-    while next < total {
-        let w = ((next / 100) % 2) as usize;
-        c.writers()[w]
-            .write(&batch(offset + next, 100))
-            .await
-            .unwrap();
-        next += 100;
-        written += 1;
-        if stop_after == Some(written) {
-            return Some(c);
-        }
-        if written % every == 0 {
-            c.checkpoint(next.into()).await.unwrap();
-        }
-    }
-    c.finish(next.into()).await.unwrap();
-    Some(c)
-}
-
 /// Two jobs append to one prefix: one is mid-way with files open while the other runs,
 /// crashes, restarts (cleaning up its own leftovers) and finishes; then the first finishes.
 /// Neither touches the other's files, and every record of both is visible once.
 pub async fn two_jobs_on_one_prefix_never_touch_each_other(b: Backend) {
     let format = FileFormat::json_lines();
     let s = sink(&b, format.clone());
-    let day1 = run_job(&s, "day1", 0, 600, 2, Some(3)).await.unwrap();
+    let day1 = run_two_writers(&s, "day1", 0, 600, 2, Some(3))
+        .await
+        .unwrap();
     let day1_open = b.storage.list_leftovers().await.unwrap();
     // The staged backend holds open files in memory until the vote; the others show them.
     assert!(
@@ -454,8 +422,10 @@ pub async fn two_jobs_on_one_prefix_never_touch_each_other(b: Backend) {
         "[{}] day1 has nothing open",
         b.name
     );
-    drop(run_job(&s, "day2", 600, 600, 2, Some(3)).await);
-    assert!(run_job(&s, "day2", 600, 600, 2, None).await.is_some());
+    drop(run_two_writers(&s, "day2", 600, 600, 2, Some(3)).await);
+    assert!(run_two_writers(&s, "day2", 600, 600, 2, None)
+        .await
+        .is_some());
     let left = b.storage.list_leftovers().await.unwrap();
     for l in &day1_open {
         assert!(
@@ -466,7 +436,7 @@ pub async fn two_jobs_on_one_prefix_never_touch_each_other(b: Backend) {
         );
     }
     drop(day1);
-    assert!(run_job(&s, "day1", 0, 600, 2, None).await.is_some());
+    assert!(run_two_writers(&s, "day1", 0, 600, 2, None).await.is_some());
     b.assert_exactly_once(&format, 1200).await;
     assert_no_leftovers(&b).await;
 }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::job::run_two_writers;
 use common::*;
 use filesink::checkpoint::manifest::{checkpoints_dir, list_checkpoints, manifest_path};
 use filesink::{Coordinator, Error, FileFormat, RollingPolicy, Sink};
@@ -17,48 +18,18 @@ fn sink(dir: &std::path::Path, format: FileFormat) -> Sink {
         .unwrap()
 }
 
-/// Runs `job` over `0..total` in batches of 100, checkpointing every `every` batches, and
-/// stops after `stop_after` batches (a crash) unless it reaches the end.
-async fn run(
-    sink: &Sink,
-    job: &str,
-    total: i64,
-    every: i64,
-    stop_after: Option<i64>,
-) -> Option<Coordinator> {
-    let mut c = Coordinator::open(sink, job, 2).await.unwrap();
-    if c.is_finished() {
-        return None;
-    }
-    let mut next = c.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
-    let mut written = 0;
-    while next < total {
-        // Two writers, as two parallel subtasks: even and odd batches.
-        let w = ((next / 100) % 2) as usize;
-        c.writers()[w].write(&batch(next, 100)).await.unwrap();
-        next += 100;
-        written += 1;
-        if stop_after == Some(written) {
-            return Some(c);
-        }
-        if written % every == 0 {
-            c.checkpoint(next.into()).await.unwrap();
-        }
-    }
-    c.finish(next.into()).await.unwrap();
-    Some(c)
-}
-
 #[tokio::test]
 async fn a_job_killed_mid_way_resumes_from_its_manifest_exactly_once() {
     for format in formats() {
         let dir = tempfile::tempdir().unwrap();
         let sink = sink(dir.path(), format.clone());
         for stop in [7, 3, 11] {
-            let c = run(&sink, "orders", 3000, 4, Some(stop)).await;
+            let c = run_two_writers(&sink, "orders", 0, 3000, 4, Some(stop)).await;
             drop(c); // crash
         }
-        run(&sink, "orders", 3000, 4, None).await.unwrap();
+        run_two_writers(&sink, "orders", 0, 3000, 4, None)
+            .await
+            .unwrap();
         assert_exactly_once(dir.path(), &format, 3000);
         assert!(
             hidden_files(dir.path()).is_empty(),
@@ -66,7 +37,9 @@ async fn a_job_killed_mid_way_resumes_from_its_manifest_exactly_once() {
             hidden_files(dir.path())
         );
         // A rerun of the finished job is a no-op.
-        assert!(run(&sink, "orders", 3000, 4, None).await.is_none());
+        assert!(run_two_writers(&sink, "orders", 0, 3000, 4, None)
+            .await
+            .is_none());
         assert_exactly_once(dir.path(), &format, 3000);
     }
 }

@@ -412,18 +412,9 @@ impl Storage for LocalStorage {
         Ok(part)
     }
 
-    async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
-        let mut parts = parts;
-        let files = parts
-            .iter_mut()
-            .map(|p| local_file(p.as_mut()))
-            .collect::<Result<Vec<_>>>()?;
-        let inner = self.inner.clone();
-        blocking(move || {
-            inner.sync_parts(&files)?;
-            inner.sync_dirs()
-        })
-        .await?;
+    async fn seal(&self, mut parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
+        self.flush_group(parts.iter_mut().map(|p| p.as_mut()))
+            .await?;
         let mut handles = Vec::with_capacity(parts.len());
         for part in parts {
             handles.push(part.close().await?);
@@ -432,16 +423,7 @@ impl Storage for LocalStorage {
     }
 
     async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
-        let files = parts
-            .iter_mut()
-            .map(|p| local_file(p.as_mut()))
-            .collect::<Result<Vec<_>>>()?;
-        let inner = self.inner.clone();
-        blocking(move || {
-            inner.sync_parts(&files)?;
-            inner.sync_dirs()
-        })
-        .await
+        self.flush_group(parts.iter_mut().map(|p| p.as_mut())).await
     }
 
     async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
@@ -604,8 +586,25 @@ struct LocalPart {
     len: u64,
 }
 
+impl LocalStorage {
+    /// The vote's flushes as one group: every file's data, then every directory whose entries
+    /// changed (the files' own names among them).
+    async fn flush_group<'a>(
+        &self,
+        parts: impl Iterator<Item = &'a mut (dyn PartWriter + 'static)>,
+    ) -> Result<()> {
+        let files = parts.map(local_file).collect::<Result<Vec<_>>>()?;
+        let inner = self.inner.clone();
+        blocking(move || {
+            inner.sync_parts(&files)?;
+            inner.sync_dirs()
+        })
+        .await
+    }
+}
+
 /// The path and file handle of one of this backend's parts, for a group flush.
-fn local_file(part: &mut dyn PartWriter) -> Result<(PathBuf, Arc<dyn FsFile>)> {
+fn local_file(part: &mut (dyn PartWriter + 'static)) -> Result<(PathBuf, Arc<dyn FsFile>)> {
     match part.as_any_mut().downcast_mut::<LocalPart>() {
         Some(p) => Ok((p.path.clone(), p.file.clone())),
         None => Err(Error::NotSupported(
