@@ -161,11 +161,11 @@ async fn two_incarnations_restored_from_one_state_never_corrupt_committed_data()
     first.write(&batch(100, 100)).await.unwrap();
     second.write(&batch(100, 100)).await.unwrap();
     let from_second = second.prepare_commit(2).await.unwrap();
-    let from_first = first.prepare_commit(2).await.unwrap();
-    assert_ne!(
-        from_first[0].final_path, from_second[0].final_path,
-        "incarnations never share a name"
-    );
+    // The first incarnation's file was removed by the second's restore: its vote refuses to
+    // promise a file that is gone.
+    let err = first.prepare_commit(2).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert!(err.to_string().contains("another process removed"), "{err}");
 
     // The checkpoint store takes the second incarnation's checkpoint; it commits.
     let outcomes = rolling.committer().commit(&from_second).await;
@@ -176,22 +176,10 @@ async fn two_incarnations_restored_from_one_state_never_corrupt_committed_data()
     // The original was superseded and removed after the commit, though the zombie still has it open.
     assert!(!original.exists());
 
-    // The losers: the first incarnation's file was cleaned up by the second's restore, and
-    // the zombie's original is gone. Both get a clear error, and change nothing visible.
-    let err = rolling
-        .committer()
-        .commit(&from_first)
-        .await
-        .remove(0)
-        .unwrap_err();
-    assert!(matches!(err, Error::DataLost { .. }), "{err:?}");
-    // The zombie's original file is gone too: its own next vote fails or hands out a file
-    // that can never commit, and nothing visible changes either way.
-    if let Ok(cs) = zombie.prepare_commit(2).await {
-        for r in rolling.committer().commit(&cs).await {
-            assert!(r.is_err(), "the zombie's stale file must not be committed");
-        }
-    }
+    // The zombie's original is gone too (superseded and removed after the commit): its own
+    // next vote fails the same way, and nothing visible changes.
+    let err = zombie.prepare_commit(2).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
     assert_eq!(visible_files(dir.path()), committed);
     let after: Vec<Vec<u8>> = committed.iter().map(|p| fs::read(p).unwrap()).collect();
     assert_eq!(after, committed_bytes, "committed data changed");

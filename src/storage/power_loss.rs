@@ -572,6 +572,14 @@ impl FsFile for SimFile {
             Ok(())
         })
     }
+
+    fn is_named(&self, path: &Path) -> io::Result<bool> {
+        self.disk.look(|disk| match disk.resolve(path) {
+            Ok(node) => Ok(node == self.node),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        })
+    }
 }
 
 impl FsRead for io::Cursor<Vec<u8>> {

@@ -71,6 +71,9 @@ pub trait FsFile: Send + Sync + Debug {
     fn write_all(&self, data: &[u8]) -> io::Result<()>;
     /// Flushes the file's data (the group form is [`Fs::sync_files`]).
     fn sync_data(&self) -> io::Result<()>;
+    /// Whether `path` still names this file (another process may have removed or replaced
+    /// the name while this handle kept writing).
+    fn is_named(&self, path: &Path) -> io::Result<bool>;
 }
 
 /// A file open for reading.
@@ -228,6 +231,16 @@ impl FsFile for RealFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
+    }
+
+    fn is_named(&self, path: &Path) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let open = self.0.metadata()?;
+        match fs::symlink_metadata(path) {
+            Ok(named) => Ok(named.dev() == open.dev() && named.ino() == open.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 

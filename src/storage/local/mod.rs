@@ -588,7 +588,10 @@ struct LocalPart {
 
 impl LocalStorage {
     /// The vote's flushes as one group: every file's data, then every directory whose entries
-    /// changed (the files' own names among them).
+    /// changed (the files' own names among them). Then each file's name is checked to still
+    /// be that file: a second process restoring the same writer (a coordinator started while
+    /// this one still runs) removes the files it does not know, and a checkpoint must not
+    /// promise a file that is gone.
     async fn flush_group<'a>(
         &self,
         parts: impl Iterator<Item = &'a mut (dyn PartWriter + 'static)>,
@@ -597,7 +600,20 @@ impl LocalStorage {
         let inner = self.inner.clone();
         blocking(move || {
             inner.sync_parts(&files)?;
-            inner.sync_dirs()
+            inner.sync_dirs()?;
+            for (path, file) in &files {
+                if !file
+                    .is_named(path)
+                    .map_err(|e| Error::io("stat", path, e))?
+                {
+                    return Err(Error::conflict(
+                        path,
+                        "another process removed or replaced this writer's file (is a second \
+                         coordinator of this job running?); the checkpoint cannot promise it",
+                    ));
+                }
+            }
+            Ok(())
         })
         .await
     }
