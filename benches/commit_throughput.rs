@@ -26,21 +26,14 @@ mod common;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::json::LineDelimitedWriter;
-use arrow::record_batch::RecordBatch;
-use common::{bench_root, splitmix64, test_mode, Scratch};
+use common::{bench_root, encode_json_lines, payload_batch, test_mode, Scratch};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use filesink::{FileFormat, RollingPolicy, Sink};
 
-/// Each JSON line is exactly this long, so a file of `size` bytes is `size / LINE_BYTES` rows.
-const LINE_BYTES: usize = 1024;
 /// Threads for `floor_grouped_parallel`.
 const SYNC_THREADS_MAX: usize = 16;
 
@@ -60,7 +53,7 @@ fn bench(c: &mut Criterion) {
 
     for &(size, label) in sizes {
         let batch = payload_batch(size);
-        let bytes = encode(&batch);
+        let bytes = encode_json_lines(&batch);
         assert_eq!(
             bytes.len(),
             size,
@@ -190,37 +183,6 @@ fn bench(c: &mut Criterion) {
         }
         group.finish();
     }
-}
-
-/// One string column whose JSON lines are exactly [`LINE_BYTES`] long, `size` bytes in all.
-fn payload_batch(size: usize) -> RecordBatch {
-    // `{"payload":"` + value + `"}` + `\n`
-    let value_len = LINE_BYTES - r#"{"payload":""}"#.len() - 1;
-    let rows = size / LINE_BYTES;
-    let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let mut rng = 0x5eed_u64;
-    let values: Vec<String> = (0..rows)
-        .map(|_| {
-            (0..value_len)
-                .map(|_| alphabet[(splitmix64(&mut rng) % alphabet.len() as u64) as usize] as char)
-                .collect()
-        })
-        .collect();
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "payload",
-        DataType::Utf8,
-        false,
-    )]));
-    let column: ArrayRef = Arc::new(StringArray::from(values));
-    RecordBatch::try_new(schema, vec![column]).expect("batch")
-}
-
-fn encode(batch: &RecordBatch) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = LineDelimitedWriter::new(&mut out);
-    w.write(batch).expect("encode");
-    w.finish().expect("finish");
-    out
 }
 
 fn names(dir: &Path, i: usize) -> (PathBuf, PathBuf) {

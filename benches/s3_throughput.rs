@@ -52,7 +52,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::json::LineDelimitedWriter;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
-use common::{splitmix64, test_mode};
+use common::{encode_json_lines, payload_batch, test_mode};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -65,8 +65,6 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 
-/// Each JSON line is exactly this long.
-const LINE_BYTES: usize = 1024;
 /// Part uploads in flight per file, on both sides (the sink's default).
 const UPLOADS_IN_FLIGHT_MAX: usize = ObjectStorage::DEFAULT_UPLOADS_IN_FLIGHT_MAX;
 /// Part size, on both sides (the sink's default).
@@ -219,7 +217,7 @@ fn configs(env: &Env, test: bool) -> Vec<Group> {
         &[(1, 64), (8, 16)]
     };
     let payload = payload_batch(batch_bytes);
-    let encoded = Bytes::from(encode(&payload));
+    let encoded = Bytes::from(encode_json_lines(&payload));
     assert_eq!(encoded.len(), batch_bytes, "one batch encodes to its size");
     let mut upload = Vec::new();
     for &(files, per_file) in shapes {
@@ -286,7 +284,7 @@ fn configs(env: &Env, test: bool) -> Vec<Group> {
             },
         });
     }
-    let bytes = Bytes::from(encode(&small));
+    let bytes = Bytes::from(encode_json_lines(&small));
     for (name, parallel) in [
         ("object_store_parallel", true),
         ("object_store_sequential", false),
@@ -533,31 +531,6 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// One string column, `size / LINE_BYTES` rows, each encoding to exactly `LINE_BYTES` of JSON.
-fn payload_batch(size: usize) -> RecordBatch {
-    // `{"payload":"` + value + `"}` + `\n`
-    let value_len = LINE_BYTES - r#"{"payload":""}"#.len() - 1;
-    let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let mut rng = 0x5eed_u64;
-    let values: Vec<String> = (0..size / LINE_BYTES)
-        .map(|_| {
-            (0..value_len)
-                .map(|_| alphabet[(splitmix64(&mut rng) % alphabet.len() as u64) as usize] as char)
-                .collect()
-        })
-        .collect();
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "payload",
-        DataType::Utf8,
-        false,
-    )]));
-    RecordBatch::try_new(
-        schema,
-        vec![Arc::new(StringArray::from(values)) as ArrayRef],
-    )
-    .expect("batch")
-}
-
 /// `batch` with a `part` column of one value, which the Hive partitioner turns into the
 /// directory `part=<part>` and removes from the data.
 fn with_part_column(batch: &RecordBatch, part: usize) -> RecordBatch {
@@ -571,14 +544,6 @@ fn with_part_column(batch: &RecordBatch, part: usize) -> RecordBatch {
     let mut columns = batch.columns().to_vec();
     columns.push(Arc::new(StringArray::from(vec![part.to_string(); batch.num_rows()])) as ArrayRef);
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("batch")
-}
-
-fn encode(batch: &RecordBatch) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = LineDelimitedWriter::new(&mut out);
-    w.write(batch).expect("encode");
-    w.finish().expect("finish");
-    out
 }
 
 criterion_group! {

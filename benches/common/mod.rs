@@ -85,3 +85,37 @@ pub fn bench_root(name: &str) -> Scratch {
         .unwrap_or_else(std::env::temp_dir);
     Scratch::named(&base, &format!("filesink-bench-{name}-"))
 }
+
+/// Bytes of one JSON line of [`payload_batch`].
+pub const LINE_BYTES: usize = 1024;
+
+/// One string column, `size / LINE_BYTES` rows, each encoding to exactly [`LINE_BYTES`] of
+/// JSON (`{"payload":"…"}` and a newline).
+pub fn payload_batch(size: usize) -> RecordBatch {
+    let value_len = LINE_BYTES - r#"{"payload":""}"#.len() - 1;
+    let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut rng = 0x5eed_u64;
+    let values: Vec<String> = (0..size / LINE_BYTES)
+        .map(|_| {
+            (0..value_len)
+                .map(|_| alphabet[(splitmix64(&mut rng) % alphabet.len() as u64) as usize] as char)
+                .collect()
+        })
+        .collect();
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "payload",
+        DataType::Utf8,
+        false,
+    )]));
+    let column: ArrayRef = Arc::new(StringArray::from(values));
+    RecordBatch::try_new(schema, vec![column]).expect("batch")
+}
+
+/// `batch` as JSON lines, the bytes the sink's JSON-lines files hold.
+pub fn encode_json_lines(batch: &RecordBatch) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = arrow::json::LineDelimitedWriter::new(&mut out);
+    w.write(batch).expect("encode");
+    w.finish().expect("finish");
+    out
+}
