@@ -25,12 +25,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
-use common::{bench_root, splitmix64, test_mode, Scratch};
+use common::{bench_root, generate_with_users, test_mode, Scratch, Users};
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -48,7 +44,7 @@ fn bench(c: &mut Criterion) {
     // Under `cargo test --benches` the widest case has 40 partitions, not 1,000: every
     // partition costs a few fsyncs, and test mode must stay quick.
     let users = if test { 40 } else { 1000 };
-    let batches = generate(n_batches, rows_per_batch, users);
+    let batches = generate_with_users(n_batches, rows_per_batch, Users::EachFirst(users));
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -192,49 +188,6 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target"))
-}
-
-/// Deterministic data: id int64, day string (24 values), user string (`users` values), amount
-/// double.
-fn generate(n_batches: usize, rows_per_batch: usize, users: usize) -> Vec<RecordBatch> {
-    let schema: SchemaRef = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("day", DataType::Utf8, false),
-        Field::new("user", DataType::Utf8, false),
-        Field::new("amount", DataType::Float64, false),
-    ]));
-    let mut rng = 0x5eed_u64;
-    let mut row = 0u64;
-    (0..n_batches)
-        .map(|b| {
-            let start = (b * rows_per_batch) as i64;
-            let ids = Int64Array::from_iter_values(start..start + rows_per_batch as i64);
-            let mut days = Vec::with_capacity(rows_per_batch);
-            let mut user_values = Vec::with_capacity(rows_per_batch);
-            let mut amounts = Vec::with_capacity(rows_per_batch);
-            for _ in 0..rows_per_batch {
-                let r = splitmix64(&mut rng);
-                days.push(format!("2026-01-{:02}", 1 + r % 24));
-                // The first rows name every user once, so every partition is opened; the
-                // rest are random.
-                let user = if (row as usize) < users {
-                    row as usize
-                } else {
-                    ((r >> 8) % users as u64) as usize
-                };
-                row += 1;
-                user_values.push(format!("user-{user:04}"));
-                amounts.push(((r >> 32) % 1_000_000) as f64 / 100.0);
-            }
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(ids),
-                Arc::new(StringArray::from(days)),
-                Arc::new(StringArray::from(user_values)),
-                Arc::new(Float64Array::from(amounts)),
-            ];
-            RecordBatch::try_new(schema.clone(), columns).expect("batch")
-        })
-        .collect()
 }
 
 criterion_group! {

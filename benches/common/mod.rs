@@ -18,6 +18,25 @@ pub fn test_mode() -> bool {
 
 /// Deterministic data: id int64, day string (24 values), user string, amount double.
 pub fn generate(n_batches: usize, rows_per_batch: usize) -> Vec<RecordBatch> {
+    generate_with_users(n_batches, rows_per_batch, Users::Random)
+}
+
+/// How [`generate_with_users`] fills the `user` column.
+#[derive(Debug, Clone, Copy)]
+pub enum Users {
+    /// One of 100,000 users at random (`user-00042`).
+    Random,
+    /// The first rows name each of this many users once, so that every partition by user is
+    /// opened; the rest are random among them (`user-0042`).
+    EachFirst(usize),
+}
+
+/// [`generate`], with the `user` column filled as `users` says.
+pub fn generate_with_users(
+    n_batches: usize,
+    rows_per_batch: usize,
+    users: Users,
+) -> Vec<RecordBatch> {
     let schema: SchemaRef = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("day", DataType::Utf8, false),
@@ -25,23 +44,35 @@ pub fn generate(n_batches: usize, rows_per_batch: usize) -> Vec<RecordBatch> {
         Field::new("amount", DataType::Float64, false),
     ]));
     let mut rng = 0x5eed_u64;
+    let mut row = 0usize;
     (0..n_batches)
         .map(|b| {
             let start = (b * rows_per_batch) as i64;
             let ids = Int64Array::from_iter_values(start..start + rows_per_batch as i64);
             let mut days = Vec::with_capacity(rows_per_batch);
-            let mut users = Vec::with_capacity(rows_per_batch);
+            let mut user_values = Vec::with_capacity(rows_per_batch);
             let mut amounts = Vec::with_capacity(rows_per_batch);
             for _ in 0..rows_per_batch {
                 let r = splitmix64(&mut rng);
                 days.push(format!("2026-01-{:02}", 1 + r % 24));
-                users.push(format!("user-{:05}", (r >> 8) % 100_000));
+                user_values.push(match users {
+                    Users::Random => format!("user-{:05}", (r >> 8) % 100_000),
+                    Users::EachFirst(n) => {
+                        let user = if row < n {
+                            row
+                        } else {
+                            ((r >> 8) % n as u64) as usize
+                        };
+                        format!("user-{user:04}")
+                    }
+                });
+                row += 1;
                 amounts.push(((r >> 32) % 1_000_000) as f64 / 100.0);
             }
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(ids),
                 Arc::new(StringArray::from(days)),
-                Arc::new(StringArray::from(users)),
+                Arc::new(StringArray::from(user_values)),
                 Arc::new(Float64Array::from(amounts)),
             ];
             RecordBatch::try_new(schema.clone(), columns).expect("batch")
