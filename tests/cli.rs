@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, Int64Array};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
@@ -74,20 +73,7 @@ fn visible_ids(base: &Path, filter: &str) -> Vec<i64> {
             Some("parquet"),
             "{path:?}"
         );
-        let reader = ParquetRecordBatchReaderBuilder::try_new(fs::File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let col = batch.column_by_name("id").expect("an id column");
-            let col = col
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("id is Int64");
-            assert_eq!(col.null_count(), 0);
-            ids.extend(col.values().iter().copied());
-        }
+        ids.extend(common::read_ids(&path, &filesink::FileFormat::parquet()));
     }
     ids.sort_unstable();
     ids

@@ -12,9 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, Int64Array};
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
 mod common;
@@ -141,20 +139,10 @@ fn visible_ids(bucket: &str, prefix: &str) -> Vec<i64> {
     let mut ids = Vec::new();
     for (rel, bytes) in visible_objects(bucket, prefix) {
         assert!(rel.ends_with(".parquet"), "{rel}");
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .unwrap_or_else(|e| panic!("{rel} is not Parquet: {e}"))
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let col = batch.column_by_name("id").expect("an id column");
-            let col = col
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("id is Int64");
-            assert_eq!(col.null_count(), 0);
-            ids.extend(col.values().iter().copied());
-        }
+        ids.extend(common::ids_in_bytes(
+            bytes.to_vec(),
+            &filesink::FileFormat::parquet(),
+        ));
     }
     ids.sort_unstable();
     ids
