@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 
 use arrow::json::LineDelimitedWriter;
-use common::{bench_root, generate, test_mode, Scratch};
+use common::{bench_root, generate, test_mode, write_with_checkpoints, Scratch};
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -97,20 +97,7 @@ fn bench(c: &mut Criterion) {
                     },
                     |(dir, sink)| {
                         rt.block_on(async {
-                            let mut writer = sink.create_writer();
-                            let committer = sink.committer();
-                            let checkpoints = batches.len().div_ceil(k);
-                            for (i, chunk) in batches.chunks(k).enumerate() {
-                                for batch in chunk {
-                                    writer.write(batch).await.expect("write");
-                                }
-                                if i + 1 == checkpoints {
-                                    writer.end_of_input().await.expect("end of input");
-                                }
-                                let committables =
-                                    writer.prepare_commit(i as u64 + 1).await.expect("prepare");
-                                committer.commit_all(&committables).await.expect("commit");
-                            }
+                            write_with_checkpoints(&sink, &batches, k).await;
                         });
                         dir
                     },

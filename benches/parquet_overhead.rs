@@ -19,7 +19,7 @@ mod common;
 
 use std::fs::File;
 
-use common::{bench_root, generate, test_mode, Scratch};
+use common::{bench_root, generate, test_mode, write_with_checkpoints, Scratch};
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -110,16 +110,7 @@ fn bench(c: &mut Criterion) {
                 },
                 |(dir, sink)| {
                     rt.block_on(async {
-                        let mut writer = sink.create_writer();
-                        let committer = sink.committer();
-                        for (i, chunk) in batches.chunks(k).enumerate() {
-                            for batch in chunk {
-                                writer.write(batch).await.expect("write");
-                            }
-                            let committables =
-                                writer.prepare_commit(i as u64 + 1).await.expect("prepare");
-                            committer.commit_all(&committables).await.expect("commit");
-                        }
+                        write_with_checkpoints(&sink, &batches, k).await;
                     });
                     dir
                 },

@@ -150,3 +150,22 @@ pub fn encode_json_lines(batch: &RecordBatch) -> Vec<u8> {
     w.finish().expect("finish");
     out
 }
+
+/// Writes `batches` through a fresh writer of `sink`, with a checkpoint (prepare_commit +
+/// commit_all) after every `k` batches; the last checkpoint ends the input, so every file is
+/// committed.
+pub async fn write_with_checkpoints(sink: &filesink::Sink, batches: &[RecordBatch], k: usize) {
+    let mut writer = sink.create_writer();
+    let committer = sink.committer();
+    let checkpoints = batches.len().div_ceil(k);
+    for (i, chunk) in batches.chunks(k).enumerate() {
+        for batch in chunk {
+            writer.write(batch).await.expect("write");
+        }
+        if i + 1 == checkpoints {
+            writer.end_of_input().await.expect("end of input");
+        }
+        let committables = writer.prepare_commit(i as u64 + 1).await.expect("prepare");
+        committer.commit_all(&committables).await.expect("commit");
+    }
+}
