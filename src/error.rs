@@ -82,6 +82,17 @@ pub enum Error {
         supported: u32,
     },
 
+    /// Another live run owns the job ([`crate::checkpoint::ownership`]): a second run of a job
+    /// is refused before it touches anything, and a run that lost its ownership cannot complete
+    /// another checkpoint. Nothing was changed; wait for the owner to finish, or stop it.
+    #[error("job `{job}` is owned by another run: {reason}")]
+    JobBusy {
+        /// The job.
+        job: String,
+        /// Who owns it, as far as the store tells.
+        reason: String,
+    },
+
     /// The backend or format cannot do what was asked, and filesink will not fall back to
     /// something weaker.
     #[error("not supported: {0}")]
@@ -141,6 +152,13 @@ impl Error {
     pub(crate) fn data_lost(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Error::DataLost {
             path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn job_busy(job: &str, reason: impl Into<String>) -> Self {
+        Error::JobBusy {
+            job: job.to_string(),
             reason: reason.into(),
         }
     }

@@ -62,7 +62,7 @@ pub mod format;
 pub mod sink;
 pub mod storage;
 
-pub use checkpoint::{CheckpointReport, Coordinator};
+pub use checkpoint::{CheckpointReport, Coordinator, CoordinatorBuilder, Ownership};
 pub use error::{Error, Result};
 pub use format::FileFormat;
 pub use sink::{

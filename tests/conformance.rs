@@ -8,7 +8,7 @@ mod common;
 use common::backend::Backend;
 use common::job::run_two_writers;
 use common::*;
-use filesink::{CommitOutcome, Coordinator, Error, FileFormat, RollingPolicy, Sink};
+use filesink::{CommitOutcome, Coordinator, Error, FileFormat, Ownership, RollingPolicy, Sink};
 
 fn s3() -> Option<Backend> {
     match Backend::s3() {
@@ -308,21 +308,45 @@ async fn assert_nothing_overwritten(b: &Backend, before: &[(String, Vec<u8>)], c
     }
 }
 
-/// Two coordinators of one job on one prefix (a failover whose old leader still runs): both
-/// restore the same manifest, write the same records and checkpoint, at the same moment
-/// (`race`) or the first-opened first. Exactly one completes the checkpoint; the other gets a
-/// conflict; nothing committed is touched; a restart resumes from the winner's manifest, and
-/// every record is visible once. (On local disk the second restore removes the file the
-/// first resumed, so the first must not be the one to complete.)
+/// Two coordinators of one job whose deployment vouches for one live run
+/// ([`Ownership::External`]: a failover whose old leader still runs): both restore the same
+/// manifest, write the same records and checkpoint, at the same moment (`race`) or the
+/// first-opened first. Where the store refuses to replace a manifest, exactly one completes
+/// the checkpoint; the other gets a conflict; nothing committed is touched; a restart resumes
+/// from the winner's manifest, and every record is visible once. (On local disk the second
+/// restore removes the file the first resumed, so the first must not be the one to complete.)
+/// On a store that ignores conditional writes nothing can tell the two apart: there the
+/// default ownership ([`Ownership::Lease`]) is what keeps a second run out (the `ownership`
+/// tests), and this check only confirms that the store is such a store.
 pub async fn two_coordinators_on_one_job_one_wins(b: Backend, race: bool) {
     let format = FileFormat::json_lines();
     let s = sink(&b, format.clone());
-    let mut first = Coordinator::open(&s, "race", 1).await.unwrap();
+    if !b.conditional_put {
+        let url = format!("s3://{}", std::env::var("FILESINK_S3_BUCKET").unwrap());
+        let caps = filesink::storage::ObjectStorage::s3(&url)
+            .unwrap()
+            .capabilities()
+            .await
+            .unwrap();
+        assert!(
+            !caps.conditional_put,
+            "[{}] the store honours conditional puts now: run the race here and update the \
+             guarantee table in storage::ownership",
+            b.name
+        );
+        return;
+    }
+    let external = |s: &Sink| {
+        Coordinator::builder(s, "race")
+            .ownership(Ownership::External)
+            .open()
+    };
+    let mut first = external(&s).await.unwrap();
     first.writer().write(&batch(0, 40)).await.unwrap();
     first.checkpoint(40.into()).await.unwrap();
     drop(first);
-    let mut one = Coordinator::open(&s, "race", 1).await.unwrap();
-    let mut two = Coordinator::open(&s, "race", 1).await.unwrap();
+    let mut one = external(&s).await.unwrap();
+    let mut two = external(&s).await.unwrap();
     one.writer().write(&batch(40, 40)).await.unwrap();
     two.writer().write(&batch(40, 40)).await.unwrap();
     let before = b.visible().await;
@@ -351,7 +375,7 @@ pub async fn two_coordinators_on_one_job_one_wins(b: Backend, race: bool) {
     // the file it resumed (it must not promise a file that is gone).
     assert_nothing_overwritten(&b, &before, "after the race").await;
     drop((one, two));
-    let mut again = Coordinator::open(&s, "race", 1).await.unwrap();
+    let mut again = external(&s).await.unwrap();
     assert_eq!(again.source_position().and_then(|p| p.as_i64()), Some(80));
     again.finish(80.into()).await.unwrap();
     b.assert_exactly_once(&format, 80).await;
@@ -359,18 +383,23 @@ pub async fn two_coordinators_on_one_job_one_wins(b: Backend, race: bool) {
 }
 
 /// A writer's successor restores its identity while the old process still runs (a zombie
-/// after failover). The successor checkpoints first; the zombie, with the same writer id and
-/// the same records, then tries to: it gets an error, nothing committed is touched, and the
-/// output stays exactly once.
+/// after a failover that a stream engine decided: [`Ownership::External`]). The successor
+/// checkpoints first; the zombie, with the same writer id and the same records, then tries
+/// to: it gets an error, nothing committed is touched, and the output stays exactly once.
 pub async fn a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete(b: Backend) {
     let format = FileFormat::parquet();
     let s = sink(&b, format.clone());
-    let mut zombie = Coordinator::open(&s, "failover", 1).await.unwrap();
+    let external = |s: &Sink| {
+        Coordinator::builder(s, "failover")
+            .ownership(Ownership::External)
+            .open()
+    };
+    let mut zombie = external(&s).await.unwrap();
     zombie.writer().write(&batch(0, 40)).await.unwrap();
     zombie.checkpoint(40.into()).await.unwrap();
     zombie.writer().write(&batch(40, 40)).await.unwrap();
     // Failover: the successor restores from checkpoint 1 and removes the zombie's open file.
-    let mut successor = Coordinator::open(&s, "failover", 1).await.unwrap();
+    let mut successor = external(&s).await.unwrap();
     assert_eq!(
         successor.source_position().and_then(|p| p.as_i64()),
         Some(40)
@@ -492,6 +521,103 @@ pub async fn memory_stays_within_the_budget(b: Backend) {
     assert_no_leftovers(&b).await;
 }
 
+/// The same job started while its first run is live (a cron job that overlaps itself, an
+/// operator who restarts a run that is not dead), from this process and from a fresh view of
+/// the store: refused at once with [`Error::JobBusy`] before it changes anything; the first run
+/// goes on and completes; once it is closed, the job can be taken again, exactly once.
+pub async fn a_second_run_of_a_live_job_is_refused_and_changes_nothing(b: Backend) {
+    let format = FileFormat::json_lines();
+    let s = sink(&b, format.clone());
+    let fresh = Sink::builder_shared(b.reopen())
+        .format(format.clone())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .build()
+        .unwrap();
+    let mut first = Coordinator::open(&s, "owned", 1).await.unwrap();
+    first.writer().write(&batch(0, 40)).await.unwrap();
+    first.checkpoint(40.into()).await.unwrap();
+    first.writer().write(&batch(40, 40)).await.unwrap();
+    let visible = b.visible().await;
+    let mut hidden = b.storage.list_leftovers().await.unwrap();
+    hidden.sort_by(|x, y| x.path.cmp(&y.path));
+    if matches!(b.kind, common::backend::Kind::Local(_)) {
+        assert!(!hidden.is_empty(), "[{}] the first run has open files", b.name);
+    }
+    for sink in [&s, &fresh, &s] {
+        let err = Coordinator::open(sink, "owned", 1).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::JobBusy { job, .. } if job == "owned"),
+            "[{}] a second run must be refused: {err:?}",
+            b.name
+        );
+    }
+    assert_eq!(b.visible().await, visible, "[{}] visible output changed", b.name);
+    let mut now = b.storage.list_leftovers().await.unwrap();
+    now.sort_by(|x, y| x.path.cmp(&y.path));
+    assert_eq!(now, hidden, "[{}] the refused run touched hidden files", b.name);
+    first.checkpoint(80.into()).await.unwrap();
+    first.close().await.unwrap();
+    let mut second = Coordinator::open(&fresh, "owned", 1).await.unwrap();
+    assert_eq!(second.source_position().and_then(|p| p.as_i64()), Some(80));
+    second.writer().write(&batch(80, 40)).await.unwrap();
+    second.finish(120.into()).await.unwrap();
+    drop(second);
+    b.assert_exactly_once(&format, 120).await;
+    assert_no_leftovers(&b).await;
+}
+
+/// Two runs of one job started at the same moment, round after round, from two views of the
+/// store: never both own the job. On local disk exactly one does (a kernel lock); on object
+/// stores at most one (each may see the other's claim, and then both are refused, having
+/// changed nothing), and a lone run takes the job afterwards.
+pub async fn runs_starting_at_the_same_moment_never_both_own_a_job(b: Backend) {
+    let format = FileFormat::json_lines();
+    let s = sink(&b, format.clone());
+    let other = Sink::builder_shared(b.reopen())
+        .format(format.clone())
+        .build()
+        .unwrap();
+    let (mut won, mut both_refused) = (0, 0);
+    for round in 0..10 {
+        let (r1, r2) = tokio::join!(
+            Coordinator::open(&s, "twice", 1),
+            Coordinator::open(&other, "twice", 1)
+        );
+        match (r1, r2) {
+            (Ok(_), Ok(_)) => panic!("[{}] round {round}: both runs own the job", b.name),
+            (Ok(c), Err(e)) | (Err(e), Ok(c)) => {
+                assert!(matches!(e, Error::JobBusy { .. }), "[{}] {e:?}", b.name);
+                won += 1;
+                c.close().await.unwrap();
+            }
+            (Err(e1), Err(e2)) => {
+                assert!(
+                    matches!(
+                        (&e1, &e2),
+                        (Error::JobBusy { .. }, Error::JobBusy { .. })
+                    ),
+                    "[{}] {e1:?} / {e2:?}",
+                    b.name
+                );
+                both_refused += 1;
+            }
+        }
+    }
+    eprintln!(
+        "[{}] 10 rounds: one run won {won}, both were refused {both_refused}",
+        b.name
+    );
+    if matches!(b.kind, common::backend::Kind::Local(_)) {
+        assert_eq!(won, 10, "[{}] a kernel lock has exactly one winner", b.name);
+    }
+    let mut lone = Coordinator::open(&s, "twice", 1).await.unwrap();
+    lone.writer().write(&batch(0, 40)).await.unwrap();
+    lone.finish(40.into()).await.unwrap();
+    lone.close().await.unwrap();
+    b.assert_exactly_once(&format, 40).await;
+    assert_no_leftovers(&b).await;
+}
+
 macro_rules! suite {
     ($($check:ident $(($arg:expr))?),* $(,)?) => {
         mod local {
@@ -539,6 +665,8 @@ suite!(
     small_files_commit_whole,
     two_coordinators_racing_on_one_job_one_wins,
     two_coordinators_one_after_the_other_on_one_job_one_wins,
+    a_second_run_of_a_live_job_is_refused_and_changes_nothing,
+    runs_starting_at_the_same_moment_never_both_own_a_job,
     a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete,
     two_jobs_on_one_prefix_never_touch_each_other,
     memory_stays_within_the_budget,

@@ -139,8 +139,14 @@ async fn a_manifest_of_a_future_version_is_refused() {
 async fn two_coordinators_racing_on_one_job_cannot_both_complete_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let sink = sink(dir.path(), FileFormat::parquet());
-    let mut a = Coordinator::open(&sink, "race", 1).await.unwrap();
-    let mut b = Coordinator::open(&sink, "race", 1).await.unwrap();
+    // A deployment that vouches for one run per job itself; the manifest still refuses.
+    let external = || {
+        Coordinator::builder(&sink, "race")
+            .ownership(filesink::Ownership::External)
+            .open()
+    };
+    let mut a = external().await.unwrap();
+    let mut b = external().await.unwrap();
     a.writer().write(&batch(0, 10)).await.unwrap();
     b.writer().write(&batch(0, 10)).await.unwrap();
     a.checkpoint(10.into()).await.unwrap();

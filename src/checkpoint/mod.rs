@@ -16,16 +16,25 @@
 //! | after the commit                     | restores from N; every committable reports already committed       |
 //!
 //! Writing the manifest is the completion point, so it is atomic, durable and never replaces
-//! ([`crate::storage::Storage::put_metadata`]). Two coordinators racing on one job cannot both
-//! complete the same checkpoint: the second one's manifest write fails with
-//! [`Error::Conflict`]. A latest manifest that cannot be read stops [`Coordinator::open`]
+//! ([`crate::storage::Storage::put_metadata`]).
+//!
+//! # One live run per job
+//!
+//! A coordinator owns its job from [`Coordinator::open`] until it is closed or dropped
+//! ([`crate::storage::ownership`]): a second coordinator of the job is refused with
+//! [`Error::JobBusy`] before it restores or changes anything, and a coordinator checks that it
+//! still owns the job before every manifest write. Where a deployment guarantees one run per
+//! job by other means (a stream engine, a leader election), [`Ownership::External`] skips the
+//! lease; then two coordinators racing for one checkpoint are told apart only by the manifest
+//! write, which refuses to replace where the store can refuse (local disk, stores with
+//! conditional puts: the second gets [`Error::Conflict`]). A latest manifest that cannot be read stops [`Coordinator::open`]
 //! with an error naming the file; it is never skipped in favour of an older one, which could
 //! replay records whose files are already visible.
 
 use std::sync::Arc;
 
 use crate::sink::Sink;
-use crate::storage::Storage;
+use crate::storage::{JobLease, LeaseOptions, Storage};
 use crate::{CommitOutcome, Committable, Error, Result, SinkWriter};
 
 pub mod manifest;
@@ -49,9 +58,87 @@ pub struct CheckpointReport {
     pub deferred: usize,
 }
 
+/// How a [`Coordinator`] makes sure it is the only live run of its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ownership {
+    /// Hold the job through the store ([`crate::storage::ownership`]): a kernel lock on local
+    /// disk, an expiring claim on object stores. The default.
+    Lease(LeaseOptions),
+    /// The caller guarantees one live coordinator per job (a stream engine, a leader
+    /// election). Two coordinators of one job are then told apart only by the manifest write:
+    /// on a store without conditional puts both can complete the same checkpoint.
+    External,
+}
+
+impl Default for Ownership {
+    fn default() -> Self {
+        Ownership::Lease(LeaseOptions::default())
+    }
+}
+
+/// Options of [`Coordinator::builder`]; [`CoordinatorBuilder::open`] opens the job.
+#[derive(Debug, Clone)]
+pub struct CoordinatorBuilder {
+    sink: Sink,
+    job: String,
+    parallelism: usize,
+    ownership: Ownership,
+    retention: usize,
+}
+
+impl CoordinatorBuilder {
+    /// Number of writers (default 1); writer `i` gets the id `<job>_<i>`. A job keeps the
+    /// parallelism it was first checkpointed with.
+    pub fn parallelism(mut self, writers: usize) -> Self {
+        self.parallelism = writers;
+        self
+    }
+
+    /// How the coordinator owns its job (default: [`Ownership::Lease`] with
+    /// [`LeaseOptions::default`]).
+    pub fn ownership(mut self, ownership: Ownership) -> Self {
+        self.ownership = ownership;
+        self
+    }
+
+    /// Keeps the latest `manifests` manifests of the job (at least 1). Default
+    /// [`Coordinator::DEFAULT_RETENTION`].
+    pub fn retention(mut self, manifests: usize) -> Self {
+        self.retention = manifests.max(1);
+        self
+    }
+
+    /// Takes the job (refused with [`Error::JobBusy`] if another live run holds it), then
+    /// restores from its latest manifest (committing its committables, removing leftovers of
+    /// its writers, resuming row files), or starts fresh.
+    pub async fn open(self) -> Result<Coordinator> {
+        validate_job(&self.job)?;
+        if self.parallelism == 0 || self.parallelism > 1024 {
+            return Err(Error::Config(format!(
+                "parallelism {} must be between 1 and 1024",
+                self.parallelism
+            )));
+        }
+        let lease: Box<dyn JobLease> = match self.ownership {
+            Ownership::Lease(options) => {
+                self.sink
+                    .storage()
+                    .acquire_job(&self.job, &options)
+                    .await?
+            }
+            Ownership::External => Box::new(crate::storage::ownership::External),
+        };
+        let mut c = Coordinator::restore(&self.sink, &self.job, self.parallelism, lease).await?;
+        c.retention = self.retention;
+        Ok(c)
+    }
+}
+
 /// Drives checkpoints for the writers of one job and keeps their manifests.
 #[derive(Debug)]
 pub struct Coordinator {
+    lease: Option<Box<dyn JobLease>>,
     storage: Arc<dyn Storage>,
     sink_id: String,
     job: String,
@@ -69,17 +156,35 @@ impl Coordinator {
     /// Default number of manifests kept per job.
     pub const DEFAULT_RETENTION: usize = 3;
 
-    /// Opens `job` on `sink` with `parallelism` writers: restores from the job's latest
-    /// manifest (committing its committables, removing leftovers of its writers, resuming row
-    /// files), or starts fresh. Writer `i` gets the writer id `<job>_<i>`; `job` is 1 to 48
-    /// ASCII letters, digits or `_`.
+    /// Opens `job` on `sink` with `parallelism` writers and the default [`Ownership`]: takes
+    /// the job ([`Error::JobBusy`] if another live run holds it), then restores from the
+    /// job's latest manifest (committing its committables, removing leftovers of its writers,
+    /// resuming row files), or starts fresh. Writer `i` gets the writer id `<job>_<i>`; `job`
+    /// is 1 to 48 ASCII letters, digits or `_`. [`Coordinator::builder`] has the other options.
     pub async fn open(sink: &Sink, job: &str, parallelism: usize) -> Result<Coordinator> {
-        validate_job(job)?;
-        if parallelism == 0 || parallelism > 1024 {
-            return Err(Error::Config(format!(
-                "parallelism {parallelism} must be between 1 and 1024"
-            )));
+        Coordinator::builder(sink, job)
+            .parallelism(parallelism)
+            .open()
+            .await
+    }
+
+    /// A builder for a coordinator of `job` on `sink`.
+    pub fn builder(sink: &Sink, job: &str) -> CoordinatorBuilder {
+        CoordinatorBuilder {
+            sink: sink.clone(),
+            job: job.to_string(),
+            parallelism: 1,
+            ownership: Ownership::default(),
+            retention: Self::DEFAULT_RETENTION,
         }
+    }
+
+    async fn restore(
+        sink: &Sink,
+        job: &str,
+        parallelism: usize,
+        lease: Box<dyn JobLease>,
+    ) -> Result<Coordinator> {
         let storage = sink.storage().clone();
         let identity = manifest::sink_identity(storage.as_ref(), true)
             .await?
@@ -122,6 +227,7 @@ impl Coordinator {
             writers.push(restored.writer);
         }
         Ok(Coordinator {
+            lease: Some(lease),
             storage,
             sink_id: identity.sink_id,
             job: job.to_string(),
@@ -140,6 +246,16 @@ impl Coordinator {
     pub fn with_retention(mut self, manifests: usize) -> Self {
         self.retention = manifests.max(1);
         self
+    }
+
+    /// Gives the job up, so that another run can take it at once. Dropping the coordinator
+    /// does the same (on object stores in the background); a crashed process gives it up when
+    /// the kernel closes its lock (local disk) or when its claim expires (object stores).
+    pub async fn close(mut self) -> Result<()> {
+        match self.lease.take() {
+            Some(lease) => lease.release().await,
+            None => Ok(()),
+        }
     }
 
     /// The source position of the restored checkpoint; `None` for a fresh job.
@@ -229,6 +345,11 @@ impl Coordinator {
             writers: states,
             committables: committables.clone(),
         };
+        // Only the job's owner may complete a checkpoint: a run that lost the job stops here,
+        // before its manifest could promise files the new owner's restore removes.
+        if let Some(lease) = &self.lease {
+            lease.check().await?;
+        }
         // The completion point.
         self.storage
             .put_metadata(&manifest::manifest_path(&self.job, id), &manifest.encode())

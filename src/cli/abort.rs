@@ -4,8 +4,14 @@
 //! checkpoint's files are never deleted), then it removes the hidden leftovers that no job's
 //! latest manifest references. It touches nothing else: [`filesink::storage::Storage::remove_leftover`]
 //! refuses any name that is not a hidden part name. It refuses to run on a location that is
-//! not a filesink output, and while a writer looks alive (a leftover modified in the last
-//! [`ALIVE_WINDOW`]) unless `--force`.
+//! not a filesink output.
+//!
+//! It takes each job's ownership, as a running `ingest` holds it
+//! ([`filesink::storage::ownership`]), before it acts on the job: a job owned by a live run is
+//! left alone (its manifests and its leftovers), and no run of another job can start while
+//! abort cleans up after it. A leftover of no job the lake knows (a library writer without a
+//! coordinator) is judged by its age: one modified in the last [`ALIVE_WINDOW`] makes abort
+//! refuse, unless `--force`.
 //!
 //! On S3 the leftovers are incomplete multipart uploads under the prefix (listed as
 //! `<final path>#<upload id>`; their age is the upload's initiation time): removing one aborts
@@ -19,7 +25,7 @@ use serde_json::json;
 
 use super::commit::{commit_manifest, failure, FileOutcome};
 use super::exit::{CliError, CliResult};
-use super::lake::{references, Lake};
+use super::lake::{references, written_by_job, Lake};
 use super::url::Location;
 use super::util::{human_age, human_bytes, now_ms, parse_duration};
 
@@ -43,10 +49,9 @@ pub struct AbortArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Go on even though a writer looks alive: a leftover was modified, or an unfinished job
-    /// checkpointed, in the last minute. Removing a live writer's files makes its next
-    /// checkpoint fail. (A writer that checkpoints less often than once a minute can look
-    /// dead: stop it first.)
+    /// Go on even though a leftover of no job this lake knows (a writer without a
+    /// coordinator) was modified in the last minute. Removing a live writer's files makes its
+    /// next checkpoint fail. Jobs owned by a live run are left alone whatever the flags.
     #[arg(long)]
     pub force: bool,
 
@@ -60,6 +65,10 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
     let now = now_ms();
     let jobs = lake.jobs().await?;
+    let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
+    // Jobs owned by a live run are left alone: their owner commits and cleans up. The others
+    // are held while we act, so that no run of them starts under us.
+    let held = lake.hold_jobs(&names, args.dry_run).await?;
     let mut latest = Vec::new();
     for j in jobs {
         match j.latest {
@@ -86,43 +95,26 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
         Some(_) => "started",
         None => "modified",
     };
+    let live_job = |l: &Leftover| {
+        held.live
+            .iter()
+            .find(|(job, _)| written_by_job(&l.final_path, job))
+            .map(|(job, _)| job.as_str())
+    };
+    let of_a_job = |l: &Leftover| names.iter().any(|job| written_by_job(&l.final_path, job));
     let min_age_ms = args.older_than.map_or(0, |d| d.as_millis() as i64);
     let candidates: Vec<&Leftover> = leftovers
         .iter()
-        .filter(|l| !refs.contains_key(&l.path) && age(l) >= min_age_ms)
+        .filter(|l| !refs.contains_key(&l.path) && age(l) >= min_age_ms && live_job(l).is_none())
         .collect();
+    // A job's liveness is known (its owner holds it); only a leftover of no job the lake knows
+    // (a library writer without a coordinator) is judged by its age.
     let alive_ms = ALIVE_WINDOW.as_millis() as i64;
-    let young: Vec<&Leftover> = match args.older_than {
-        Some(_) => candidates
-            .iter()
-            .copied()
-            .filter(|l| age(l) < alive_ms)
-            .collect(),
-        None => leftovers.iter().filter(|l| age(l) < alive_ms).collect(),
-    };
-    // A job whose latest checkpoint is recent and not its last may still be running even
-    // when its files are old (Parquet buffers in memory until the checkpoint).
-    let running: Vec<String> = latest
+    let young: Vec<&Leftover> = candidates
         .iter()
-        .filter(|m| !m.finished && now - m.created_at_ms < alive_ms)
-        .map(|m| {
-            format!(
-                "job `{}` (checkpoint {} {} ago)",
-                m.job,
-                m.checkpoint_id,
-                human_age(now - m.created_at_ms)
-            )
-        })
+        .copied()
+        .filter(|l| !of_a_job(l) && age(l) < alive_ms)
         .collect();
-    if !running.is_empty() && !args.force {
-        return Err(CliError::refused(format!(
-            "a writer looks alive in `{}`: {} completed a checkpoint in the last {} s and did \
-             not finish; nothing was changed (stop the writer, or pass --force)",
-            lake.location,
-            running.join(", "),
-            ALIVE_WINDOW.as_secs()
-        )));
-    }
     if !young.is_empty() && !args.force {
         let list: Vec<String> = young
             .iter()
@@ -135,23 +127,29 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
             String::new()
         };
         return Err(CliError::refused(format!(
-            "a writer looks alive in `{}`: {} modified in the last {} s: {}{more}; \
-             nothing was changed (stop the writer, or pass --older-than or --force)",
+            "a writer looks alive in `{}`: {} of no job of this lake {} modified in the last \
+             {} s: {}{more}; nothing was changed (stop the writer, or pass --older-than or \
+             --force)",
             lake.location,
             if young.len() == 1 {
-                "a leftover was"
+                "a leftover"
             } else {
-                "leftovers were"
+                "leftovers"
             },
+            if young.len() == 1 { "was" } else { "were" },
             ALIVE_WINDOW.as_secs(),
             list.join(", ")
         )));
     }
+    let kept_live: Vec<(&Leftover, &str)> = leftovers
+        .iter()
+        .filter_map(|l| live_job(l).map(|job| (l, job)))
+        .collect();
 
     // 1. Commit what complete checkpoints name: never delete it.
     let mut committed = Vec::new();
     let mut first_error = None;
-    for m in &latest {
+    for m in latest.iter().filter(|m| !held.is_live(&m.job)) {
         let (files, err) = commit_manifest(&lake, m, true, args.dry_run).await?;
         if let Some(e) = err {
             first_error.get_or_insert(e);
@@ -207,6 +205,14 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 "error": e,
             })).collect::<Vec<_>>(),
             "kept_younger": kept.iter().map(|l| &l.path).collect::<Vec<_>>(),
+            "kept_live": kept_live.iter().map(|(l, job)| json!({
+                "path": l.path,
+                "job": job,
+            })).collect::<Vec<_>>(),
+            "live_jobs": held.live.iter().map(|(job, holder)| json!({
+                "job": job,
+                "holder": holder,
+            })).collect::<Vec<_>>(),
             "committed": n_committed,
             "removed": n_removed,
         });
@@ -269,8 +275,16 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 kept.len()
             );
         }
+        for (job, holder) in &held.live {
+            let n = kept_live.iter().filter(|(_, j)| j == job).count();
+            outln!(
+                out,
+                "job `{job}` is owned by a live run ({holder}): left alone, {n} leftover(s) kept"
+            );
+        }
         outln!(out, "total: {c_verb} {n_committed}, {r_verb} {n_removed}");
     }
+    held.release().await?;
     if commit_failed > 0 {
         return Err(failure(
             commit_failed,

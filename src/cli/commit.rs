@@ -177,6 +177,18 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
             jobs.len()
         )));
     }
+    // A live run commits its own checkpoints: leave its job alone, and hold the others while
+    // committing so that no run starts under us.
+    let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
+    let held = lake.hold_jobs(&names, args.dry_run).await?;
+    if let (Some(job), Some((_, holder))) = (&args.job, held.live.first()) {
+        return Err(CliError::refused(format!(
+            "job `{job}` in `{}` is owned by a live run ({holder}); it commits its own \
+             checkpoints, nothing was changed",
+            lake.location
+        )));
+    }
+    jobs.retain(|j| !held.is_live(&j.job));
     let mut manifests = Vec::new();
     for j in jobs {
         let m = match args.checkpoint {
@@ -239,9 +251,19 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
             "committed": committed,
             "already_committed": already,
             "failed": failed,
+            "skipped_live_jobs": held.live.iter().map(|(job, holder)| json!({
+                "job": job,
+                "holder": holder,
+            })).collect::<Vec<_>>(),
         });
         outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
+        for (job, holder) in &held.live {
+            outln!(
+                out,
+                "job `{job}`: skipped, owned by a live run ({holder}); it commits its own checkpoints"
+            );
+        }
         if manifests.is_empty() {
             outln!(
                 out,
@@ -282,6 +304,7 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
             "total: {verb} {committed}, already committed {already}, failed {failed}"
         );
     }
+    held.release().await?;
     if failed > 0 {
         return Err(failure(
             failed,

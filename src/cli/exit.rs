@@ -18,7 +18,8 @@ pub const USAGE: u8 = 2;
 pub const CONFLICT: u8 = 3;
 /// Data lost ([`filesink::Error::DataLost`]): a file a checkpoint promised to keep is gone.
 pub const DATA_LOST: u8 = 4;
-/// Refused: the location is not a filesink output, or a writer looks alive.
+/// Refused: the location is not a filesink output, another live run owns the job
+/// ([`filesink::Error::JobBusy`]), or a writer looks alive.
 pub const REFUSED: u8 = 5;
 /// Corrupt state ([`filesink::Error::Corrupt`], [`filesink::Error::UnsupportedVersion`]): a
 /// manifest or the sink identity cannot be read.
@@ -44,7 +45,7 @@ pub const EXIT_CODES: &[(u8, &str, &str)] = &[
     (
         REFUSED,
         "refused",
-        "not a filesink output, or a writer looks alive (see `abort --force`)",
+        "not a filesink output, the job is owned by a live run, or a writer looks alive",
     ),
     (
         CORRUPT,
@@ -61,7 +62,7 @@ Exit codes:
   2  usage          invalid arguments
   3  conflict       a file or manifest already exists with other content; nothing was overwritten
   4  data lost      a file that a checkpoint promised to keep is gone
-  5  refused        not a filesink output, or a writer looks alive (see `abort --force`)
+  5  refused        not a filesink output, the job is owned by a live run, or a writer looks alive
   6  corrupt state  a manifest or the sink identity is damaged or of a newer version";
 
 /// The exit code for a library error.
@@ -70,6 +71,7 @@ pub fn code_of(e: &filesink::Error) -> u8 {
         filesink::Error::Conflict { .. } => CONFLICT,
         filesink::Error::DataLost { .. } => DATA_LOST,
         filesink::Error::Corrupt { .. } | filesink::Error::UnsupportedVersion { .. } => CORRUPT,
+        filesink::Error::JobBusy { .. } => REFUSED,
         _ => ERROR,
     }
 }

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use filesink::bucket::HivePartitioner;
-use filesink::{Coordinator, FileFormat, RollingPolicy, Sink};
+use filesink::storage::LeaseOptions;
+use filesink::{Coordinator, FileFormat, Ownership, RollingPolicy, Sink};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::exit::{CliError, CliResult};
@@ -96,9 +97,27 @@ pub struct IngestArgs {
     #[arg(long, value_name = "FILE")]
     pub bad_records: Option<PathBuf>,
 
+    /// On an object store, how long a killed run keeps its job from a rerun: its claim
+    /// expires this long after its last renewal (`30s` by default; at least `1s`). A live
+    /// run renews it every third of this. On local disk the job is free the moment the run
+    /// dies.
+    #[arg(long, value_parser = parse_lease_ttl, value_name = "DURATION")]
+    pub lease_ttl: Option<std::time::Duration>,
+
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_lease_ttl(s: &str) -> Result<std::time::Duration, String> {
+    let d = super::util::parse_duration(s)?;
+    if d < LeaseOptions::MIN_TTL {
+        return Err(format!(
+            "a lease must live at least {} s",
+            LeaseOptions::MIN_TTL.as_secs()
+        ));
+    }
+    Ok(d)
 }
 
 /// What a run did, for the summary.
@@ -148,7 +167,12 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         builder = builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
     }
     let sink = builder.build()?;
-    let mut coordinator = Coordinator::open(&sink, &job, 1)
+    let lease = LeaseOptions {
+        ttl: args.lease_ttl.unwrap_or(LeaseOptions::DEFAULT_TTL),
+    };
+    let mut coordinator = Coordinator::builder(&sink, &job)
+        .ownership(Ownership::Lease(lease))
+        .open()
         .await
         .map_err(|e| CliError::context(format!("cannot open job `{job}` in `{location}`"), e))?;
 

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use filesink::checkpoint::manifest::{self, Manifest, SinkIdentity};
-use filesink::storage::{CommitState, Leftover, LocalStorage, ObjectStorage, Storage};
+use filesink::storage::{
+    CommitState, JobLease, LeaseOptions, Leftover, LocalStorage, ObjectStorage, Storage,
+};
 use filesink::{Committable, Sink};
 
 use super::exit::{CliError, CliResult};
@@ -52,6 +54,42 @@ pub struct JobInfo {
     pub checkpoints: Vec<(u64, i64)>,
     /// Its latest manifest, or why it cannot be read.
     pub latest: Result<Option<Manifest>, filesink::Error>,
+}
+
+/// The jobs a command may act on ([`Lake::hold_jobs`]).
+#[derive(Debug, Default)]
+pub struct HeldJobs {
+    /// Leases this command holds while it acts (dropping them gives the jobs back).
+    pub leases: Vec<Box<dyn JobLease>>,
+    /// Jobs owned by a live run, with who holds them: a command leaves them alone.
+    pub live: Vec<(String, String)>,
+}
+
+impl HeldJobs {
+    /// Whether `job` is owned by a live run.
+    pub fn is_live(&self, job: &str) -> bool {
+        self.live.iter().any(|(j, _)| j == job)
+    }
+
+    /// Gives every held job back and waits until another run can take it.
+    pub async fn release(self) -> CliResult {
+        for lease in self.leases {
+            lease.release().await?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the part file `final_path` was written by a writer of `job` (writer ids are
+/// `<job>_<i>`, and part names `<prefix>-<writer id>-…`).
+pub fn written_by_job(final_path: &str, job: &str) -> bool {
+    let name = final_path.rsplit('/').next().unwrap_or(final_path);
+    let needle = format!("-{job}_");
+    name.match_indices(&needle).any(|(i, _)| {
+        let rest = &name[i + needle.len()..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0 && rest[digits..].starts_with('-')
+    })
 }
 
 impl JobInfo {
@@ -272,6 +310,38 @@ impl Lake {
             });
         }
         Ok(jobs)
+    }
+
+    /// Takes the ownership of each of `jobs` for as long as the command acts on them, the same
+    /// ownership a running `ingest` holds: a job owned by a live run is listed as live and
+    /// must be left alone. A dry run only asks who holds each job.
+    pub async fn hold_jobs(&self, jobs: &[String], dry_run: bool) -> CliResult<HeldJobs> {
+        let mut held = HeldJobs::default();
+        for job in jobs {
+            if dry_run {
+                if let Some(holder) = self.storage.job_holder(job).await? {
+                    held.live.push((job.clone(), holder));
+                }
+                continue;
+            }
+            match self
+                .storage
+                .acquire_job(job, &LeaseOptions::default())
+                .await
+            {
+                Ok(lease) => held.leases.push(lease),
+                Err(filesink::Error::JobBusy { reason, .. }) => {
+                    held.live.push((job.clone(), reason))
+                }
+                Err(e) => {
+                    return Err(CliError::context(
+                        format!("cannot take job `{job}` in `{}`", self.location),
+                        e,
+                    ))
+                }
+            }
+        }
+        Ok(held)
     }
 
     /// Reads manifest `id` of `job` (checked against this sink's id).

@@ -36,6 +36,13 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     let committed = committed(&visible);
     let visible: HashSet<&str> = visible.iter().map(|f| f.path.as_str()).collect();
     let jobs = lake.jobs().await?;
+    // Who runs each job right now (never takes the job, so `ls` cannot get in a run's way).
+    let mut holders = Vec::with_capacity(jobs.len());
+    for j in &jobs {
+        holders.push(lake.storage.job_holder(&j.job).await.map_err(|e| {
+            CliError::context(format!("cannot tell whether job `{}` runs", j.job), e)
+        })?);
+    }
     let leftovers = lake.leftovers().await?;
     let latest: Vec<_> = jobs
         .iter()
@@ -90,10 +97,12 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                     "partition": k, "files": p.files, "bytes": p.bytes,
                 })).collect::<Vec<_>>(),
             },
-            "jobs": jobs.iter().map(|j| {
+            "jobs": jobs.iter().zip(&holders).map(|(j, holder)| {
                 let latest = j.latest.as_ref().ok().and_then(|m| m.as_ref());
                 json!({
                     "job": j.job,
+                    "live": holder.is_some(),
+                    "holder": holder,
                     "checkpoints": j.checkpoints.iter().map(|(id, ms)| json!({
                         "id": id, "modified_ms": ms, "age_ms": now - ms,
                     })).collect::<Vec<_>>(),
@@ -152,7 +161,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
             );
         }
         outln!(out, "jobs: {}", jobs.len());
-        for j in &jobs {
+        for (j, holder) in jobs.iter().zip(&holders) {
             let ids: Vec<String> = j
                 .checkpoints
                 .iter()
@@ -169,6 +178,10 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 }
                 Ok(None) => "no manifest".to_string(),
                 Err(e) => format!("latest manifest unreadable: {}", error_chain(e)),
+            };
+            let status = match holder {
+                Some(h) => format!("running ({h}), {status}"),
+                None => status,
             };
             outln!(
                 out,

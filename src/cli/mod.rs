@@ -75,6 +75,14 @@ pub enum Command {
 pub async fn run(cli: Cli) -> CliResult {
     let mut stdout = std::io::stdout().lock();
     let out: &mut dyn Write = &mut stdout;
+    let result = command(cli, out).await;
+    // Jobs given back by a drop (an error path) are released in the background: let that
+    // finish before the runtime ends, or the next run would find the job held.
+    filesink::storage::ownership::settle_releases().await;
+    result
+}
+
+async fn command(cli: Cli, out: &mut dyn Write) -> CliResult {
     match cli.command {
         Command::Ingest(a) => ingest::run(a, out).await?,
         Command::Ls(a) => ls::run(a, out).await?,

@@ -310,6 +310,18 @@ impl Storage for FaultyStorage {
         )
     }
 
+    async fn acquire_job(
+        &self,
+        job: &str,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        self.inner.acquire_job(job, options).await
+    }
+
+    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
+        self.inner.job_holder(job).await
+    }
+
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
         guarded!(
             self.state,

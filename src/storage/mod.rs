@@ -14,11 +14,13 @@ use crate::{CommitOutcome, Result};
 pub mod fault;
 pub mod local;
 mod object;
+pub mod ownership;
 pub mod power_loss;
 mod sigv4;
 
 pub use local::LocalStorage;
 pub use object::{ObjectStorage, S3Capabilities};
+pub use ownership::{JobLease, LeaseOptions};
 
 /// Parses a sink location: a local path, `file:///path`, or `s3://bucket/prefix` (configured
 /// from the `AWS_*` environment variables).
@@ -163,6 +165,14 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// Where `committable` stands, without changing anything: the dry run of
     /// [`Storage::commit`], with the same proof for "already committed".
     async fn probe(&self, committable: &Committable) -> Result<CommitState>;
+
+    /// Takes the ownership of `job` for this run ([`ownership`]), without waiting: if another
+    /// live run holds it, [`crate::Error::JobBusy`] naming that run, and nothing changed.
+    async fn acquire_job(&self, job: &str, options: &LeaseOptions) -> Result<Box<dyn JobLease>>;
+
+    /// Who holds `job` right now, without taking it (for listings); `None` if no live run
+    /// does.
+    async fn job_holder(&self, job: &str) -> Result<Option<String>>;
 }
 
 /// A visible data file found by [`Storage::list_visible`].

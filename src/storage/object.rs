@@ -661,6 +661,22 @@ impl Storage for ObjectStorage {
         }
     }
 
+    async fn acquire_job(
+        &self,
+        job: &str,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        let inner = &self.inner;
+        let claim =
+            super::ownership::Claim::acquire(inner.store.clone(), &inner.prefix, &inner.url, job, options)
+                .await?;
+        Ok(Box::new(claim))
+    }
+
+    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
+        super::ownership::Claim::holder(self.inner.store.as_ref(), &self.inner.prefix, job).await
+    }
+
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
         validate_rel_path(path).map_err(Error::InvalidInput)?;
         let inner = &self.inner;

@@ -47,7 +47,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::local::{Fs, FsFile, FsRead, FsStat};
+use super::local::{Fs, FsFile, FsLock, FsRead, FsStat};
 
 #[cfg(doc)]
 use super::LocalStorage;
@@ -79,6 +79,10 @@ struct Disk {
     /// The call at which the power goes, and whether that call still reaches the disk.
     crash_at: Option<(usize, bool)>,
     off: bool,
+    /// [`Fs::try_lock`] locks held by the running process: path -> (holder, description).
+    /// A new process (after a crash or a power loss) starts with none.
+    locks: HashMap<PathBuf, (u64, Vec<u8>)>,
+    next_holder: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +127,8 @@ impl PowerLossDisk {
             ops: 0,
             crash_at: None,
             off: false,
+            locks: HashMap::new(),
+            next_holder: 0,
         })
     }
 
@@ -173,6 +179,8 @@ impl PowerLossDisk {
             ops: 0,
             crash_at: None,
             off: false,
+            locks: HashMap::new(),
+            next_holder: 0,
         })
     }
 
@@ -185,6 +193,7 @@ impl PowerLossDisk {
         next.ops = 0;
         next.crash_at = None;
         next.off = false;
+        next.locks.clear();
         PowerLossDisk::from_disk(next)
     }
 
@@ -535,6 +544,51 @@ impl Fs for PowerLossDisk {
                 })
             })
             .collect()
+    }
+
+    fn try_lock(&self, path: &Path, describe: &[u8]) -> io::Result<Option<Box<dyn FsLock>>> {
+        let mut disk = self.lock();
+        if disk.off {
+            return Err(power_off());
+        }
+        // The lock file's directory must exist, as on a real disk; the lock itself is no
+        // content and survives nothing.
+        disk.resolve(path.parent().unwrap_or(Path::new("/")))?;
+        if disk.locks.contains_key(path) {
+            return Ok(None);
+        }
+        disk.next_holder += 1;
+        let holder = disk.next_holder;
+        disk.locks
+            .insert(path.to_path_buf(), (holder, describe.to_vec()));
+        Ok(Some(Box::new(SimLock {
+            disk: self.disk.clone(),
+            path: path.to_path_buf(),
+            holder,
+        })))
+    }
+
+    fn lock_holder(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.lock().locks.get(path).map(|(_, d)| d.clone()))
+    }
+}
+
+/// A lock on a [`PowerLossDisk`], released when dropped.
+#[derive(Debug)]
+struct SimLock {
+    disk: Arc<Mutex<Disk>>,
+    path: PathBuf,
+    holder: u64,
+}
+
+impl FsLock for SimLock {}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
+        if disk.locks.get(&self.path).is_some_and(|(h, _)| *h == self.holder) {
+            disk.locks.remove(&self.path);
+        }
     }
 }
 

@@ -23,6 +23,9 @@ pub struct Backend {
     pub storage: Arc<dyn Storage>,
     /// Whether a multipart upload is the commit primitive (S3).
     pub multipart: bool,
+    /// Whether the store refuses to replace an object on a conditional put (every backend
+    /// here but Garage).
+    pub conditional_put: bool,
 }
 
 impl Backend {
@@ -34,6 +37,7 @@ impl Backend {
             kind: Kind::Local(dir),
             storage,
             multipart: false,
+            conditional_put: true,
         }
     }
 
@@ -46,6 +50,7 @@ impl Backend {
             kind: Kind::Memory(mem),
             storage,
             multipart: false,
+            conditional_put: true,
         }
     }
 
@@ -71,6 +76,7 @@ impl Backend {
             kind: Kind::S3 { store, prefix },
             storage,
             multipart: true,
+            conditional_put: false,
         })
     }
 

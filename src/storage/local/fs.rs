@@ -19,6 +19,9 @@
 //! - [`Fs::sync_files`] and [`Fs::sync_dirs`] flush a whole group and answer for each member;
 //!   an implementation may flush the members concurrently (a journaling file system commits
 //!   concurrent flushes together), but returns only when every flush has finished.
+//! - [`Fs::try_lock`] takes an exclusive lock that lives as long as the returned guard, or as
+//!   long as the process: whoever holds it dies, the lock is released (the kernel does it for
+//!   [`RealFs`]). A lock is no file content: it says nothing about durability.
 
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
@@ -63,7 +66,18 @@ pub trait Fs: Send + Sync + Debug + 'static {
     fn sync_files(&self, files: &[Arc<dyn FsFile>]) -> Vec<io::Result<()>>;
     /// Flushes the entries of every directory; one answer per directory, in order.
     fn sync_dirs(&self, dirs: &[PathBuf]) -> Vec<io::Result<()>>;
+    /// Takes the exclusive lock of the file `path` (created if missing, in an existing
+    /// directory) without waiting; `None` if another holder has it. `describe` replaces the
+    /// file's content once the lock is held: who holds it, for [`Fs::lock_holder`].
+    fn try_lock(&self, path: &Path, describe: &[u8]) -> io::Result<Option<Box<dyn FsLock>>>;
+    /// Whether another holder has the lock of `path` right now, and what it wrote there; never
+    /// takes the lock, so it cannot get in a holder's way. `None` if the lock is free or the
+    /// file does not exist.
+    fn lock_holder(&self, path: &Path) -> io::Result<Option<Vec<u8>>>;
 }
+
+/// A held [`Fs::try_lock`] lock; dropping it releases the lock.
+pub trait FsLock: Send + Sync + Debug {}
 
 /// A file open for appending.
 pub trait FsFile: Send + Sync + Debug {
@@ -179,6 +193,98 @@ impl Fs for RealFs {
 
     fn sync_dirs(&self, dirs: &[PathBuf]) -> Vec<io::Result<()>> {
         concurrently(dirs, |d| File::open(d)?.sync_all())
+    }
+
+    fn try_lock(&self, path: &Path, describe: &[u8]) -> io::Result<Option<Box<dyn FsLock>>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        if !os_lock(&file, LockOp::Take)? {
+            return Ok(None);
+        }
+        file.set_len(0)?;
+        (&file).write_all(describe)?;
+        Ok(Some(Box::new(RealLock(file))))
+    }
+
+    fn lock_holder(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if !os_lock(&file, LockOp::Query)? {
+            return Ok(None);
+        }
+        let mut text = Vec::new();
+        (&file).read_to_end(&mut text)?;
+        Ok(Some(text))
+    }
+}
+
+/// A lock held through its open file: closing the file (dropping it, or the process dying)
+/// releases it.
+#[derive(Debug)]
+struct RealLock(#[allow(dead_code)] File);
+
+impl FsLock for RealLock {}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LockOp {
+    /// Take the lock; `Ok(false)` if another holder has it.
+    Take,
+    /// Ask whether another holder has it (`Ok(true)`), without taking it.
+    Query,
+}
+
+/// Open-file-description locks on Linux: held by one open of the file (not by the process,
+/// as POSIX record locks are, so two opens in one process exclude each other as two processes
+/// do) and released when that open is closed. Elsewhere `flock`, which has the same scope;
+/// there a query takes and drops the lock.
+fn os_lock(file: &File, op: LockOp) -> io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `flock` is plain old data; zero is a valid value for every field.
+        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+        lock.l_type = libc::F_WRLCK as libc::c_short;
+        lock.l_whence = libc::SEEK_SET as libc::c_short;
+        let cmd = match op {
+            LockOp::Take => libc::F_OFD_SETLK,
+            LockOp::Query => libc::F_OFD_GETLK,
+        };
+        // SAFETY: the descriptor is open for the duration of the call and `lock` is valid.
+        if unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut lock) } != 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EACCES) if op == LockOp::Take => Ok(false),
+                _ => Err(e),
+            };
+        }
+        Ok(match op {
+            LockOp::Take => true,
+            LockOp::Query => lock.l_type != libc::F_UNLCK as libc::c_short,
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // SAFETY: the descriptor is open for the duration of the call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EWOULDBLOCK) => Ok(op == LockOp::Query),
+                _ => Err(e),
+            };
+        }
+        if op == LockOp::Query {
+            // SAFETY: as above.
+            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+            return Ok(false);
+        }
+        Ok(true)
     }
 }
 

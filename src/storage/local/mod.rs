@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 pub mod fs;
 
-pub use fs::{Fs, FsFile, FsRead, FsStat, RealFs};
+pub use fs::{Fs, FsFile, FsLock, FsRead, FsStat, RealFs};
 
 use async_trait::async_trait;
 
@@ -32,6 +32,27 @@ use crate::sink::state::{
     parse_hidden_name, split_rel, validate_rel_path, Committable, PendingHandle,
 };
 use crate::{CommitOutcome, Error, Result};
+
+/// The lock file of a job's owner, in the job's metadata directory.
+const LOCK_FILE: &str = "owner.lock";
+
+/// A job held by this process: the kernel releases the lock when the file is closed, by a
+/// drop or by the process's death.
+#[derive(Debug)]
+struct LocalLease {
+    _lock: Box<dyn FsLock>,
+}
+
+#[async_trait]
+impl super::JobLease for LocalLease {
+    async fn check(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
 
 /// A sink's files on a local (POSIX) file system, under one base directory.
 ///
@@ -449,6 +470,53 @@ impl Storage for LocalStorage {
             )));
         }
         self.inner.remove_hidden(&self.inner.abs(path))
+    }
+
+    async fn acquire_job(
+        &self,
+        job: &str,
+        _options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        let inner = self.inner.clone();
+        let job = job.to_string();
+        blocking(move || {
+            let dir = super::ownership::job_dir(&job);
+            validate_rel_path(&dir).map_err(Error::InvalidInput)?;
+            inner.ensure_dir(&dir)?;
+            let path = inner.abs(&format!("{dir}/{LOCK_FILE}"));
+            let me = super::ownership::describe_self();
+            match inner.fs.try_lock(&path, me.as_bytes()) {
+                Ok(Some(lock)) => Ok(Box::new(LocalLease { _lock: lock }) as Box<dyn super::JobLease>),
+                Ok(None) => {
+                    let holder = inner
+                        .fs
+                        .lock_holder(&path)
+                        .ok()
+                        .flatten()
+                        .map(|t| String::from_utf8_lossy(&t).into_owned())
+                        .unwrap_or_else(|| "a run that just stopped".into());
+                    Err(Error::job_busy(
+                        &job,
+                        format!(
+                            "a live run holds the lock `{}` ({holder}); nothing was changed",
+                            path.display()
+                        ),
+                    ))
+                }
+                Err(e) => Err(Error::io("lock", path, e)),
+            }
+        })
+        .await
+    }
+
+    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
+        let dir = super::ownership::job_dir(job);
+        validate_rel_path(&dir).map_err(Error::InvalidInput)?;
+        let path = self.inner.abs(&format!("{dir}/{LOCK_FILE}"));
+        match self.inner.fs.lock_holder(&path) {
+            Ok(h) => Ok(h.map(|t| String::from_utf8_lossy(&t).into_owned())),
+            Err(e) => Err(Error::io("query the lock", path, e)),
+        }
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {

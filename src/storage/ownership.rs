@@ -1,0 +1,475 @@
+//! Job ownership: one live run per job.
+//!
+//! Two runs of one job at once (a cron job that overlaps itself, an operator who restarts a run
+//! that is not dead) would both restore from the same manifest, and each one's restore removes
+//! the hidden files the other is writing and is about to promise in its next manifest. So a
+//! [`crate::Coordinator`] owns its job for as long as it runs: [`crate::storage::Storage::acquire_job`]
+//! before it touches anything, [`JobLease::check`] before every manifest write, release when
+//! it stops. A second run is refused at once with [`Error::JobBusy`], before it changes
+//! anything. `filesink abort` and `filesink commit` take the same ownership before they act on
+//! a job, so they never clean up under a live run.
+//!
+//! # What each store guarantees
+//!
+//! | store | ownership | a second run | a run that lost ownership (paused, partitioned) |
+//! |---|---|---|---|
+//! | local disk | an open-file-description lock on `_filesink/jobs/<job>/owner.lock`, released by the kernel when the process dies | refused at once | cannot happen: the lock lives as long as the process |
+//! | object store with conditional puts (AWS S3, Ceph, in-memory) | claims (below) | refused at once | its next manifest write fails: the manifest is put-if-absent |
+//! | object store without conditional puts (Garage) | claims (below) | refused at once | its next check fails; a run paused for longer than half the lease between its check and its manifest write can still write one manifest |
+//!
+//! After a crash the kernel lock is free at once; a claim blocks the job until it expires (the
+//! lease's time to live, [`LeaseOptions::ttl`]).
+//!
+//! # Claims on object stores
+//!
+//! A run claims a job by writing its own object `_filesink/jobs/<job>/owners/<run>.<ttl ms>`
+//! and then listing the claims. A claim is live if its last modification plus its time to live
+//! (plus one second for the stores' timestamp resolution) is not before the modification of
+//! the claim just written: both times come from the store's clock, never from a client's.
+//!
+//! - **Acquire**: write the claim, list. Another live claim → delete ours, refuse. Of two runs
+//!   that claim at the same moment at most one sees no other: if A's listing missed B's claim,
+//!   that listing came before B's write, so B's listing (after its write) sees A's. Both may
+//!   see each other; then both are refused and nothing changed. No timing is involved, only a
+//!   store that lists every write completed before the listing started (AWS S3, Ceph and
+//!   Garage do).
+//! - **Renew**: the owner rewrites its claim every third of the time to live. While its last
+//!   renewal was sent less than half the time to live ago, no other run can have seen its
+//!   claim expired, so nobody else can own the job: the owner's check needs no listing.
+//! - **Check** (before a manifest write): a fresh lease passes; an older one (the process was
+//!   paused, the store unreachable) claims again like a newcomer, and if another live claim
+//!   exists the job is lost: [`Error::JobBusy`], and the run stops without writing.
+//! - **Release**: delete the claim. A process that dies without releasing leaves its claim,
+//!   which expires after its time to live; the next run then takes the job over and removes
+//!   the expired claim.
+//!
+//! The only timing assumption is that the owner's clock and the store's run at the same
+//! rate; it matters only for a run paused between a passed check and its manifest write for
+//! longer than half the time to live. Where the store honours conditional puts even that run
+//! cannot complete a checkpoint (its manifest exists already); where it does not (Garage), it
+//! is the deployment's duty not to pause a run that long (or to give it a longer lease).
+
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures_util::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use crate::{Error, Result};
+
+/// How a run holds its job on a store where ownership expires (object stores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseOptions {
+    /// How long a claim stays live without renewal: how long a crashed run blocks its job on
+    /// an object store. Local disk ignores it (the kernel releases the lock at once).
+    pub ttl: Duration,
+}
+
+impl LeaseOptions {
+    /// Default [`LeaseOptions::ttl`].
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+    /// The shortest [`LeaseOptions::ttl`] accepted.
+    pub const MIN_TTL: Duration = Duration::from_secs(1);
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions {
+            ttl: Self::DEFAULT_TTL,
+        }
+    }
+}
+
+/// A job held by this run ([`crate::storage::Storage::acquire_job`]). Dropping it releases
+/// the job (on object stores in the background; [`JobLease::release`] waits for it).
+#[async_trait]
+pub trait JobLease: Send + Sync + Debug {
+    /// Whether this run still owns the job; [`Error::JobBusy`] if it lost it. Called before
+    /// every manifest write.
+    async fn check(&self) -> Result<()>;
+
+    /// Gives the job up and waits until another run can take it.
+    async fn release(self: Box<Self>) -> Result<()>;
+}
+
+/// A lease that holds nothing: the caller guarantees one live run per job by other means
+/// (a scheduler, a leader election).
+#[derive(Debug)]
+pub(crate) struct External;
+
+#[async_trait]
+impl JobLease for External {
+    async fn check(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The directory of `job`'s ownership records under the sink's base.
+pub(crate) fn job_dir(job: &str) -> String {
+    format!("{}/jobs/{job}", crate::checkpoint::METADATA_DIR)
+}
+
+/// What a run writes about itself where it holds a job: for the message of a refused run.
+pub(crate) fn describe_self() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "pid {} on `{}`, since {}",
+        std::process::id(),
+        if host.is_empty() { "?" } else { &host },
+        chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC")
+    )
+}
+
+/// Slack for the stores' timestamp resolution (S3 listings give milliseconds, some stores
+/// seconds).
+const CLOCK_SLACK: Duration = Duration::from_secs(1);
+
+/// Releases started by dropped leases, so that a run started next in the same process waits
+/// for them instead of finding the claim live (a dropped coordinator is a finished run).
+static RELEASES: Mutex<Vec<(String, tokio::task::JoinHandle<()>)>> = Mutex::new(Vec::new());
+
+/// A claim on an object store (see the [module documentation](self)).
+#[derive(Debug)]
+pub(crate) struct Claim {
+    shared: Arc<ClaimShared>,
+    renewer: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct ClaimShared {
+    store: Arc<dyn ObjectStore>,
+    job: String,
+    /// `<base>/_filesink/jobs/<job>/owners`
+    dir: Path,
+    key: Path,
+    ttl: Duration,
+    body: String,
+    /// When the last successful write of the claim was sent (local monotonic clock).
+    renewed: Mutex<Option<Instant>>,
+    /// Set once another run took the job: every later check fails.
+    lost: Mutex<Option<String>>,
+    /// The URL of the store location, for messages and the release registry.
+    where_: String,
+}
+
+impl Claim {
+    /// Claims `job` on `store` under `base` (the sink's prefix, empty for the root).
+    pub(crate) async fn acquire(
+        store: Arc<dyn ObjectStore>,
+        base: &str,
+        where_: &str,
+        job: &str,
+        options: &LeaseOptions,
+    ) -> Result<Claim> {
+        if options.ttl < LeaseOptions::MIN_TTL {
+            return Err(Error::Config(format!(
+                "a lease must live at least {} s",
+                LeaseOptions::MIN_TTL.as_secs()
+            )));
+        }
+        let rel = format!("{}/owners", job_dir(job));
+        let dir = Path::from(if base.is_empty() {
+            rel
+        } else {
+            format!("{base}/{rel}")
+        });
+        let run = uuid::Uuid::now_v7().simple().to_string();
+        let key = dir.clone().join(format!("{run}.{}", options.ttl.as_millis()).as_str());
+        let shared = Arc::new(ClaimShared {
+            store,
+            job: job.to_string(),
+            where_: format!("{}/{}", where_.trim_end_matches('/'), dir_rel(base, &dir)),
+            dir,
+            key,
+            ttl: options.ttl,
+            body: describe_self(),
+            renewed: Mutex::new(None),
+            lost: Mutex::new(None),
+        });
+        wait_for_releases(&shared.where_).await;
+        shared.claim().await?;
+        let renewer = tokio::spawn(renew(Arc::downgrade(&shared)));
+        Ok(Claim {
+            shared,
+            renewer: Some(renewer),
+        })
+    }
+
+    /// Who holds `job` on `store` now, without claiming it (approximate: it compares the
+    /// claims' store times with this machine's clock).
+    pub(crate) async fn holder(
+        store: &dyn ObjectStore,
+        base: &str,
+        job: &str,
+    ) -> Result<Option<String>> {
+        let rel = format!("{}/owners", job_dir(job));
+        let dir = Path::from(if base.is_empty() {
+            rel
+        } else {
+            format!("{base}/{rel}")
+        });
+        let now = chrono::Utc::now();
+        let claims = list_claims(store, &dir).await?;
+        for c in claims {
+            if c.expires(CLOCK_SLACK) >= now {
+                let body = read_body(store, &c.key).await;
+                return Ok(Some(format!(
+                    "{body} (claim renewed {} s ago)",
+                    (now - c.modified).num_seconds().max(0)
+                )));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn dir_rel<'a>(base: &str, dir: &'a Path) -> &'a str {
+    let s = dir.as_ref();
+    s.strip_prefix(base)
+        .map(|r| r.trim_start_matches('/'))
+        .unwrap_or(s)
+}
+
+/// Waits for the releases that dropped leases started in the background (a process should
+/// call it before it exits, or a job it dropped stays held until its claim expires).
+pub async fn settle_releases() {
+    let all: Vec<tokio::task::JoinHandle<()>> =
+        std::mem::take(&mut *RELEASES.lock().unwrap_or_else(|e| e.into_inner()))
+            .into_iter()
+            .map(|(_, h)| h)
+            .collect();
+    for h in all {
+        let _ = h.await;
+    }
+}
+
+async fn wait_for_releases(where_: &str) {
+    let mine: Vec<tokio::task::JoinHandle<()>> = {
+        let mut all = RELEASES.lock().unwrap_or_else(|e| e.into_inner());
+        let (mine, rest) = std::mem::take(&mut *all)
+            .into_iter()
+            .partition(|(w, _)| w == where_);
+        *all = rest;
+        mine.into_iter().map(|(_, h)| h).collect()
+    };
+    for h in mine {
+        let _ = h.await;
+    }
+}
+
+/// One claim found by a listing.
+struct Listed {
+    key: Path,
+    modified: chrono::DateTime<chrono::Utc>,
+    ttl: Duration,
+}
+
+impl Listed {
+    fn expires(&self, slack: Duration) -> chrono::DateTime<chrono::Utc> {
+        self.modified + chrono::Duration::from_std(self.ttl + slack).unwrap_or(chrono::Duration::MAX)
+    }
+}
+
+async fn list_claims(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<Listed>> {
+    let metas: Vec<object_store::ObjectMeta> = store
+        .list(Some(dir))
+        .try_collect()
+        .await
+        .map_err(|e| store_error("list the claims in", dir, e))?;
+    Ok(metas
+        .into_iter()
+        .filter_map(|m| {
+            let name = m.location.filename()?.to_string();
+            // A name we do not understand is a claim we must respect, for the longest time.
+            let ttl = name
+                .rsplit_once('.')
+                .and_then(|(_, ms)| ms.parse::<u64>().ok())
+                .map_or(Duration::from_secs(24 * 3600), Duration::from_millis);
+            Some(Listed {
+                key: m.location,
+                modified: m.last_modified,
+                ttl,
+            })
+        })
+        .collect())
+}
+
+async fn read_body(store: &dyn ObjectStore, key: &Path) -> String {
+    match store.get(key).await {
+        Ok(got) => got
+            .bytes()
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_else(|_| "a run".into()),
+        Err(_) => "a run".into(),
+    }
+}
+
+fn store_error(op: &'static str, at: &Path, e: object_store::Error) -> Error {
+    Error::io(op, at.as_ref(), std::io::Error::other(e))
+}
+
+impl ClaimShared {
+    /// Writes the claim and lists: `Ok` if no other claim is live, else removes ours and
+    /// answers [`Error::JobBusy`] naming the other.
+    async fn claim(&self) -> Result<()> {
+        let sent = Instant::now();
+        self.put().await?;
+        let claims = list_claims(self.store.as_ref(), &self.dir).await?;
+        let Some(mine) = claims.iter().find(|c| c.key == self.key) else {
+            return Err(Error::io(
+                "find our claim in",
+                self.dir.as_ref(),
+                std::io::Error::other("a listing right after the write did not show it"),
+            ));
+        };
+        let mut rival = None;
+        for other in claims.iter().filter(|c| c.key != self.key) {
+            if other.expires(CLOCK_SLACK) >= mine.modified {
+                rival.get_or_insert(other);
+            } else {
+                // Expired: its run is dead (or lost the job, and will find out at its check).
+                let _ = self.store.delete(&other.key).await;
+            }
+        }
+        if let Some(other) = rival {
+            let body = read_body(self.store.as_ref(), &other.key).await;
+            let _ = self.store.delete(&self.key).await;
+            return Err(Error::job_busy(
+                &self.job,
+                format!(
+                    "a live run holds it ({body}; its claim `{}` is renewed at least every {} s \
+                     and expires {} s after the last renewal); nothing was changed",
+                    other.key,
+                    (other.ttl / 3).as_secs().max(1),
+                    other.ttl.as_secs()
+                ),
+            ));
+        }
+        *self.renewed.lock().unwrap() = Some(sent);
+        Ok(())
+    }
+
+    async fn put(&self) -> Result<()> {
+        self.store
+            .put(&self.key, PutPayload::from(self.body.clone()))
+            .await
+            .map_err(|e| store_error("write the claim", &self.key, e))?;
+        Ok(())
+    }
+
+    /// Whether the last renewal was sent less than half the time to live ago.
+    fn fresh(&self) -> bool {
+        self.renewed
+            .lock()
+            .unwrap()
+            .is_some_and(|t| t.elapsed() < self.ttl / 2)
+    }
+
+    fn lose(&self, e: &Error) -> Error {
+        let reason = match e {
+            Error::JobBusy { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        };
+        *self.lost.lock().unwrap() = Some(reason.clone());
+        Error::job_busy(
+            &self.job,
+            format!("this run lost it: {reason}; its next checkpoint is not written"),
+        )
+    }
+
+    /// Renews (a fresh lease by a plain write, an older one by claiming again).
+    async fn renew(&self) -> Result<()> {
+        if let Some(reason) = self.lost.lock().unwrap().clone() {
+            return Err(Error::job_busy(&self.job, format!("this run lost it: {reason}")));
+        }
+        if self.fresh() {
+            let sent = Instant::now();
+            self.put().await?;
+            *self.renewed.lock().unwrap() = Some(sent);
+            return Ok(());
+        }
+        match self.claim().await {
+            Ok(()) => Ok(()),
+            Err(e @ Error::JobBusy { .. }) => Err(self.lose(&e)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+async fn renew(shared: std::sync::Weak<ClaimShared>) {
+    loop {
+        let Some(period) = shared.upgrade().map(|s| s.ttl / 3) else {
+            return;
+        };
+        tokio::time::sleep(period).await;
+        let Some(s) = shared.upgrade() else { return };
+        // A failed renewal is retried at the next period; the check before a manifest write
+        // decides with a fresh claim when the lease has grown old.
+        if matches!(s.renew().await, Err(Error::JobBusy { .. })) {
+            return;
+        }
+    }
+}
+
+#[async_trait]
+impl JobLease for Claim {
+    async fn check(&self) -> Result<()> {
+        if let Some(reason) = self.shared.lost.lock().unwrap().clone() {
+            return Err(Error::job_busy(
+                &self.shared.job,
+                format!("this run lost it: {reason}"),
+            ));
+        }
+        if self.shared.fresh() {
+            return Ok(());
+        }
+        self.shared.renew().await
+    }
+
+    async fn release(mut self: Box<Self>) -> Result<()> {
+        if let Some(r) = self.renewer.take() {
+            r.abort();
+        }
+        let lost = self.shared.lost.lock().unwrap().is_some();
+        if !lost {
+            self.shared
+                .store
+                .delete(&self.shared.key)
+                .await
+                .map_err(|e| store_error("delete the claim", &self.shared.key, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let Some(renewer) = self.renewer.take() else {
+            return; // released
+        };
+        renewer.abort();
+        if self.shared.lost.lock().unwrap().is_some() {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let shared = self.shared.clone();
+            let handle = rt.spawn(async move {
+                let _ = shared.store.delete(&shared.key).await;
+            });
+            RELEASES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((self.shared.where_.clone(), handle));
+        }
+    }
+}
