@@ -11,20 +11,7 @@ use common::*;
 use filesink::{CommitOutcome, Coordinator, Error, FileFormat, Ownership, RollingPolicy, Sink};
 
 fn s3() -> Option<Backend> {
-    match Backend::s3() {
-        Some(b) => Some(b),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("CI must run the S3 conformance suite: FILESINK_S3_BUCKET is not set (./scripts/test starts Garage)")
-        }
-        None => {
-            eprintln!(
-                "\n*** S3 CONFORMANCE NOT RUN: no S3 server configured. Run `./scripts/test` \
-                 (starts Garage on 127.0.0.1 and exports AWS_*), or set AWS_ENDPOINT, \
-                 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and FILESINK_S3_BUCKET. ***\n"
-            );
-            None
-        }
-    }
+    common::backend::s3_or_explain()
 }
 
 const BATCHES: usize = 10;
@@ -541,7 +528,11 @@ pub async fn a_second_run_of_a_live_job_is_refused_and_changes_nothing(b: Backen
     let mut hidden = b.storage.list_leftovers().await.unwrap();
     hidden.sort_by(|x, y| x.path.cmp(&y.path));
     if matches!(b.kind, common::backend::Kind::Local(_)) {
-        assert!(!hidden.is_empty(), "[{}] the first run has open files", b.name);
+        assert!(
+            !hidden.is_empty(),
+            "[{}] the first run has open files",
+            b.name
+        );
     }
     for sink in [&s, &fresh, &s] {
         let err = Coordinator::open(sink, "owned", 1).await.unwrap_err();
@@ -551,10 +542,19 @@ pub async fn a_second_run_of_a_live_job_is_refused_and_changes_nothing(b: Backen
             b.name
         );
     }
-    assert_eq!(b.visible().await, visible, "[{}] visible output changed", b.name);
+    assert_eq!(
+        b.visible().await,
+        visible,
+        "[{}] visible output changed",
+        b.name
+    );
     let mut now = b.storage.list_leftovers().await.unwrap();
     now.sort_by(|x, y| x.path.cmp(&y.path));
-    assert_eq!(now, hidden, "[{}] the refused run touched hidden files", b.name);
+    assert_eq!(
+        now, hidden,
+        "[{}] the refused run touched hidden files",
+        b.name
+    );
     first.checkpoint(80.into()).await.unwrap();
     first.close().await.unwrap();
     let mut second = Coordinator::open(&fresh, "owned", 1).await.unwrap();
@@ -592,10 +592,7 @@ pub async fn runs_starting_at_the_same_moment_never_both_own_a_job(b: Backend) {
             }
             (Err(e1), Err(e2)) => {
                 assert!(
-                    matches!(
-                        (&e1, &e2),
-                        (Error::JobBusy { .. }, Error::JobBusy { .. })
-                    ),
+                    matches!((&e1, &e2), (Error::JobBusy { .. }, Error::JobBusy { .. })),
                     "[{}] {e1:?} / {e2:?}",
                     b.name
                 );

@@ -122,10 +122,7 @@ impl CoordinatorBuilder {
         }
         let lease: Box<dyn JobLease> = match self.ownership {
             Ownership::Lease(options) => {
-                self.sink
-                    .storage()
-                    .acquire_job(&self.job, &options)
-                    .await?
+                self.sink.storage().acquire_job(&self.job, &options).await?
             }
             Ownership::External => Box::new(crate::storage::ownership::External),
         };

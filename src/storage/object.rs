@@ -667,9 +667,14 @@ impl Storage for ObjectStorage {
         options: &super::LeaseOptions,
     ) -> Result<Box<dyn super::JobLease>> {
         let inner = &self.inner;
-        let claim =
-            super::ownership::Claim::acquire(inner.store.clone(), &inner.prefix, &inner.url, job, options)
-                .await?;
+        let claim = super::ownership::Claim::acquire(
+            inner.store.clone(),
+            &inner.prefix,
+            &inner.url,
+            job,
+            options,
+        )
+        .await?;
         Ok(Box::new(claim))
     }
 

@@ -183,7 +183,9 @@ impl Claim {
             format!("{base}/{rel}")
         });
         let run = uuid::Uuid::now_v7().simple().to_string();
-        let key = dir.clone().join(format!("{run}.{}", options.ttl.as_millis()).as_str());
+        let key = dir
+            .clone()
+            .join(format!("{run}.{}", options.ttl.as_millis()).as_str());
         let shared = Arc::new(ClaimShared {
             store,
             job: job.to_string(),
@@ -275,7 +277,8 @@ struct Listed {
 
 impl Listed {
     fn expires(&self, slack: Duration) -> chrono::DateTime<chrono::Utc> {
-        self.modified + chrono::Duration::from_std(self.ttl + slack).unwrap_or(chrono::Duration::MAX)
+        self.modified
+            + chrono::Duration::from_std(self.ttl + slack).unwrap_or(chrono::Duration::MAX)
     }
 }
 
@@ -390,7 +393,10 @@ impl ClaimShared {
     /// Renews (a fresh lease by a plain write, an older one by claiming again).
     async fn renew(&self) -> Result<()> {
         if let Some(reason) = self.lost.lock().unwrap().clone() {
-            return Err(Error::job_busy(&self.job, format!("this run lost it: {reason}")));
+            return Err(Error::job_busy(
+                &self.job,
+                format!("this run lost it: {reason}"),
+            ));
         }
         if self.fresh() {
             let sent = Instant::now();

@@ -586,7 +586,11 @@ impl FsLock for SimLock {}
 impl Drop for SimLock {
     fn drop(&mut self) {
         let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
-        if disk.locks.get(&self.path).is_some_and(|(h, _)| *h == self.holder) {
+        if disk
+            .locks
+            .get(&self.path)
+            .is_some_and(|(h, _)| *h == self.holder)
+        {
             disk.locks.remove(&self.path);
         }
     }

@@ -202,3 +202,22 @@ impl Backend {
         );
     }
 }
+
+/// The S3 backend of the environment (Garage under `./scripts/test`); in CI a missing server
+/// fails the test, elsewhere it says loudly that the S3 checks did not run.
+pub fn s3_or_explain() -> Option<Backend> {
+    match Backend::s3() {
+        Some(b) => Some(b),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI must run the S3 conformance suite: FILESINK_S3_BUCKET is not set (./scripts/test starts Garage)")
+        }
+        None => {
+            eprintln!(
+                "\n*** S3 CONFORMANCE NOT RUN: no S3 server configured. Run `./scripts/test` \
+                 (starts Garage on 127.0.0.1 and exports AWS_*), or set AWS_ENDPOINT, \
+                 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and FILESINK_S3_BUCKET. ***\n"
+            );
+            None
+        }
+    }
+}

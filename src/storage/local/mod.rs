@@ -486,7 +486,9 @@ impl Storage for LocalStorage {
             let path = inner.abs(&format!("{dir}/{LOCK_FILE}"));
             let me = super::ownership::describe_self();
             match inner.fs.try_lock(&path, me.as_bytes()) {
-                Ok(Some(lock)) => Ok(Box::new(LocalLease { _lock: lock }) as Box<dyn super::JobLease>),
+                Ok(Some(lock)) => {
+                    Ok(Box::new(LocalLease { _lock: lock }) as Box<dyn super::JobLease>)
+                }
                 Ok(None) => {
                     let holder = inner
                         .fs
