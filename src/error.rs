@@ -82,7 +82,7 @@ pub enum Error {
         supported: u32,
     },
 
-    /// Another live run owns the job ([`crate::checkpoint::ownership`]): a second run of a job
+    /// Another live run owns the job ([`crate::storage::ownership`]): a second run of a job
     /// is refused before it touches anything, and a run that lost its ownership cannot complete
     /// another checkpoint. Nothing was changed; wait for the owner to finish, or stop it.
     #[error("job `{job}` is owned by another run: {reason}")]

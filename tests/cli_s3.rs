@@ -158,9 +158,31 @@ fn latest_checkpoint(url: &str) -> Option<u64> {
     v["jobs"].get(0)?["latest"].as_u64()
 }
 
+/// Waits (bounded) until no live run holds the first job of `url`: a killed run's claim
+/// expires after its `--lease-ttl`.
+fn wait_until_no_run_holds_the_job(url: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let o = filesink(&["ls", url, "--json"]);
+        let live = o.status.success()
+            && serde_json::from_slice::<Value>(&o.stdout)
+                .ok()
+                .and_then(|v| v["jobs"].get(0).map(|j| j["live"] == true))
+                .unwrap_or(false);
+        if !live {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the job stayed held for 120 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Runs `args` (an ingest), waits (polling `ls --json`) until it completes a checkpoint later
-/// than any before it, lets it run on for `extra`, and kills it (SIGKILL).
-fn kill_after_a_checkpoint(args: &[&str], url: &str, extra: Duration) {
+/// than any before it, lets it run on for `extra`, and kills it (SIGKILL). Returns when it
+/// killed it.
+fn kill_after_a_checkpoint(args: &[&str], url: &str, extra: Duration) -> Instant {
+    // The run killed before holds the job until its claim expires.
+    wait_until_no_run_holds_the_job(url);
     let before = latest_checkpoint(url).unwrap_or(0);
     let mut child: Child = Command::new(env!("CARGO_BIN_EXE_filesink"))
         .args(args)
@@ -179,20 +201,23 @@ fn kill_after_a_checkpoint(args: &[&str], url: &str, extra: Duration) {
     }
     std::thread::sleep(extra);
     child.kill().unwrap(); // SIGKILL
+    let killed_at = Instant::now();
     let status = child.wait().unwrap();
     assert!(!status.success(), "ingest finished before it was killed");
+    killed_at
 }
 
 /// Kills runs of `ingest` until one leaves orphan multipart uploads behind (a kill between a
 /// commit and the next write leaves none; a test must not depend on luck). Returns `ls
-/// --json` after that kill.
-fn crash_until_orphan_uploads(ingest: &[&str], url: &str) -> Value {
+/// --json` after that kill, and when the kill was.
+fn crash_until_orphan_uploads(ingest: &[&str], url: &str) -> (Value, Instant) {
     // Bounded: 20 kills at delays spread over 0 to 190 ms after a checkpoint.
     for attempt in 0..20u64 {
-        kill_after_a_checkpoint(ingest, url, Duration::from_millis((attempt * 37) % 200));
+        let killed_at =
+            kill_after_a_checkpoint(ingest, url, Duration::from_millis((attempt * 37) % 200));
         let ls = ls_json(url);
         if !ls["orphan_uploads"].as_array().unwrap().is_empty() {
-            return ls;
+            return (ls, killed_at);
         }
     }
     panic!("no kill left an orphan multipart upload behind");
@@ -343,6 +368,7 @@ fn a_crashed_ingest_leaves_orphan_uploads_that_abort_removes_and_a_rerun_complet
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("big.jsonl");
     write_jsonl(&input, N);
+    const LEASE: Duration = Duration::from_secs(10);
     let ingest = [
         "ingest",
         s(&input),
@@ -350,10 +376,39 @@ fn a_crashed_ingest_leaves_orphan_uploads_that_abort_removes_and_a_rerun_complet
         &url,
         "--checkpoint-every",
         "500rows",
+        "--lease-ttl",
+        "10s",
     ];
 
-    let ls = crash_until_orphan_uploads(&ingest, &url);
+    let (ls, killed_at) = crash_until_orphan_uploads(&ingest, &url);
     assert_eq!(ls["jobs"][0]["finished"], false, "{ls}");
+    // The killed run's claim holds the job until it expires: a rerun is refused and changes
+    // nothing, abort leaves the job alone. (Only while the lease surely runs: a machine
+    // stalled past it may legitimately see the claim expired.)
+    let rerun = filesink(&ingest);
+    let abort_live = filesink(&["abort", &url, "--json"]);
+    if killed_at.elapsed() < LEASE {
+        assert_eq!(
+            rerun.status.code(),
+            Some(EXIT_REFUSED),
+            "{}",
+            stderr(&rerun)
+        );
+        assert!(
+            stderr(&rerun).contains("is owned by another run"),
+            "{}",
+            stderr(&rerun)
+        );
+        let a = json_of(&abort_live);
+        assert!(a["remove"].as_array().unwrap().is_empty(), "{a}");
+        assert_eq!(a["live_jobs"].as_array().unwrap().len(), 1, "{a}");
+        assert_eq!(
+            paths(&ls_json(&url), "orphan_uploads"),
+            paths(&ls, "orphan_uploads")
+        );
+    }
+    wait_until_no_run_holds_the_job(&url);
+    let ls = ls_json(&url);
     let leftovers = paths(&ls, "leftovers");
     let orphans = paths(&ls, "orphan_uploads");
     assert_eq!(orphans, leftovers, "{ls}");
@@ -413,15 +468,6 @@ fn a_crashed_ingest_leaves_orphan_uploads_that_abort_removes_and_a_rerun_complet
     );
     assert_eq!(after["pending"], ls["pending"], "a dry run committed");
 
-    // Without --force, the fresh uploads look like a live writer.
-    let refused = run_expect(&["abort", &url], EXIT_REFUSED);
-    assert!(
-        stderr(&refused).contains("a writer looks alive"),
-        "{}",
-        stderr(&refused)
-    );
-    assert_eq!(paths(&ls_json(&url), "leftovers"), leftovers);
-
     // commit makes pending files visible; a second commit finds them committed.
     let c = json_of(&run_ok(&["commit", &url, "--json"]));
     assert_eq!(c["failed"], 0, "{c}");
@@ -435,8 +481,9 @@ fn a_crashed_ingest_leaves_orphan_uploads_that_abort_removes_and_a_rerun_complet
     );
     assert!(ls_json(&url)["pending"].as_array().unwrap().is_empty());
 
-    // abort removes exactly the orphan uploads.
-    let a = json_of(&run_ok(&["abort", &url, "--force", "--json"]));
+    // The job is known dead (its claim expired): abort needs no --force, however young
+    // the uploads, and removes exactly the orphan uploads.
+    let a = json_of(&run_ok(&["abort", &url, "--json"]));
     assert_eq!(paths(&a, "remove"), leftovers, "{a}");
     let ls = ls_json(&url);
     assert!(ls["leftovers"].as_array().unwrap().is_empty(), "{ls}");
@@ -492,8 +539,10 @@ fn abort_never_touches_the_uploads_of_a_sibling_prefix() {
         &out2,
         "--checkpoint-every",
         "500rows",
+        "--lease-ttl",
+        "2s",
     ];
-    let ls2 = crash_until_orphan_uploads(&ingest2, &out2);
+    let (ls2, _) = crash_until_orphan_uploads(&ingest2, &out2);
     let uploads2 = paths(&ls2, "orphan_uploads");
     assert!(ls_json(&out)["leftovers"].as_array().unwrap().is_empty());
 
@@ -502,7 +551,8 @@ fn abort_never_touches_the_uploads_of_a_sibling_prefix() {
     let after = ls_json(&out2);
     assert_eq!(paths(&after, "orphan_uploads"), uploads2, "{after}");
 
-    // Clean up after ourselves.
+    // Clean up after ourselves, once the killed run's claim has expired.
+    wait_until_no_run_holds_the_job(&out2);
     run_ok(&["abort", &out2, "--force"]);
     assert!(ls_json(&out2)["leftovers"].as_array().unwrap().is_empty());
 }

@@ -25,10 +25,9 @@
 //! from names: every final key carries the writer incarnation's UUID. Where a probe shows the
 //! store honours conditional puts (AWS), manifests are written with them
 //! ([`ObjectStorage::capabilities`]). Elsewhere a manifest is checked for before and read back
-//! after its put, so of two coordinators racing for one checkpoint one gets
-//! [`Error::Conflict`]; a coordinator paused between its check and its put (a zombie) can still
-//! replace a manifest, so on such stores one live coordinator per job is the deployment's
-//! duty, as it is Flink's.
+//! after its put, which narrows a race between two coordinators but cannot decide it (each
+//! can read back its own bytes before the other's put lands): there the job's claim
+//! ([`super::ownership`]) is what keeps a second run out.
 //!
 //! **Row files do not stay open** across checkpoints on S3 ([`Storage::can_resume`] is false):
 //! every part file rolls at every checkpoint.
@@ -701,12 +700,10 @@ impl Storage for ObjectStorage {
                 Err(e) => Err(inner.store_error("write", path, e)),
             };
         }
-        // No conditional puts: check before, and read back after. Of two writers racing, the
-        // one whose bytes are read back wins and the other gets a conflict; what neither check
-        // can exclude is a writer that stalls between its check and its put for the whole of
-        // another's put and read-back (a paused zombie). So on such a store the deployment
-        // must keep one live coordinator per job, as Flink's leader election does; data files
-        // are never overwritten either way (their names carry the writer's incarnation).
+        // No conditional puts: check before, and read back after. This narrows a race but
+        // cannot decide it: two writers can each read back their own bytes before the other's
+        // put lands. Job ownership (`super::ownership`) keeps a second coordinator out; data
+        // files are never overwritten either way (their names carry the incarnation).
         match inner.store.head(&key).await {
             Ok(_) => {
                 return Err(Error::conflict(
