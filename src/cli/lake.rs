@@ -454,3 +454,22 @@ pub fn references<'a>(
     }
     refs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::written_by_job;
+
+    #[test]
+    fn a_part_name_belongs_to_the_job_whose_writer_wrote_it() {
+        let name = "day=1/part-nightly_0-01a2b3c4-7.parquet";
+        assert!(written_by_job(name, "nightly"));
+        assert!(!written_by_job(name, "night"));
+        assert!(!written_by_job(name, "nightly_0"));
+        // Job names may hold `_`: the writer id ends where the digits after `<job>_` end.
+        assert!(written_by_job("part-a_1_0-x-0.jsonl", "a_1"));
+        assert!(!written_by_job("part-a_1_0-x-0.jsonl", "a"));
+        assert!(written_by_job("part-a_1-x-0.jsonl", "a"));
+        assert!(!written_by_job("part-a_-x-0.jsonl", "a"));
+        assert!(!written_by_job("nightly_0-x", "nightly"));
+    }
+}

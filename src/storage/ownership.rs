@@ -198,7 +198,11 @@ impl Claim {
             lost: Mutex::new(None),
         });
         wait_for_releases(&shared.where_).await;
-        shared.claim().await?;
+        if let Err(e) = shared.claim().await {
+            // Whatever failed after our write, our claim must not keep the job from others.
+            let _ = shared.store.delete(&shared.key).await;
+            return Err(e);
+        }
         let renewer = tokio::spawn(renew(Arc::downgrade(&shared)));
         Ok(Claim {
             shared,
