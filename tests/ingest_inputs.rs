@@ -236,7 +236,7 @@ fn an_input_that_grew_is_ingested_further_exactly_once() {
     assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
     assert_eq!(ids(&lake), (0..1500).collect::<Vec<_>>());
     // Grown again, by a last line without its newline, then completed.
-    append(&log, &recs(1500..1510).trim_end().to_string());
+    append(&log, recs(1500..1510).trim_end());
     run_ok(&args);
     append(&log, &format!("\n{}", recs(1510..1520)));
     run_ok(&args);

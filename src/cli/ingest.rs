@@ -81,7 +81,9 @@ pub struct IngestArgs {
     pub partition_by: Vec<String>,
 
     /// How often to checkpoint (make the output visible and remember the input position):
-    /// a row count like `100000rows` or a duration like `200ms` or `10s`.
+    /// a row count like `100000rows` or a duration like `200ms` or `10s`. With a duration,
+    /// records become visible within about one interval plus the commit, however slowly they
+    /// arrive.
     #[arg(long, default_value = "100000rows", value_parser = parse_checkpoint_every, value_name = "ROWS|DURATION")]
     pub checkpoint_every: CheckpointEvery,
 
@@ -90,7 +92,9 @@ pub struct IngestArgs {
     pub max_part_size: Option<u64>,
 
     /// Arrow schema of the input as JSON (the serde form of `arrow::datatypes::Schema`);
-    /// by default it is inferred from the first 1000 records of the first input.
+    /// by default it is inferred from the first 1000 records of the first input (standard
+    /// input with a duration for --checkpoint-every: the records that came within the first
+    /// interval).
     #[arg(long, value_name = "FILE")]
     pub schema: Option<PathBuf>,
 
