@@ -568,3 +568,56 @@ fn a_slow_input_becomes_visible_within_an_interval() {
         assert_eq!(ids(&lake), vec![0, 1, 2], "{name}");
     }
 }
+
+/// Rewrites the latest manifest of the only job in `lake` as a build that recorded no
+/// checksums (source position version 1) would have written it.
+fn rewrite_as_version_1(lake: &Path) {
+    let jobs = lake.join("_filesink/jobs");
+    let job = fs::read_dir(&jobs).unwrap().next().unwrap().unwrap().path();
+    let mut manifests: Vec<PathBuf> = fs::read_dir(job.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    manifests.sort();
+    let latest = manifests.pop().unwrap();
+    let bytes = fs::read(&latest).unwrap();
+    let mut m = filesink::checkpoint::Manifest::decode(s(&latest), &bytes, None).unwrap();
+    let p = m.source_position.as_object_mut().unwrap();
+    assert!(p.remove("read").is_some(), "{p:?}");
+    p.insert("version".into(), 1.into());
+    fs::write(&latest, m.encode()).unwrap();
+}
+
+#[test]
+fn a_position_without_checksums_resumes_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    fs::write(&a, recs(0..1100)).unwrap();
+    fs::write(&b, format!("{}{BAD}{}", recs(1100..1300), recs(1301..1400))).unwrap();
+    let args = ingest_args(
+        &[s(&a), s(&b)],
+        s(&lake),
+        &["--checkpoint-every", "100rows"],
+    );
+    assert_code(
+        &filesink(&args),
+        EXIT_ERROR,
+        "the bad line in b stops the run",
+    );
+    assert_eq!(ids(&lake), (0..1300).collect::<Vec<_>>());
+    rewrite_as_version_1(&lake);
+    fs::write(&b, format!("{}{}", recs(1100..1400), recs(1400..1450))).unwrap();
+    let o = run_ok(&args);
+    assert!(stderr(&o).contains("older filesink"), "{}", stderr(&o));
+    assert_eq!(ids(&lake), (0..1450).collect::<Vec<_>>());
+    // The position it wrote has checksums: a later change is caught.
+    replace(&b, &recs(5000..5400));
+    assert_code(
+        &filesink(&args),
+        EXIT_INPUT_CHANGED,
+        "b replaced after the upgrade",
+    );
+}
