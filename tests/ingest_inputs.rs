@@ -621,3 +621,20 @@ fn a_position_without_checksums_resumes_with_a_warning() {
         "b replaced after the upgrade",
     );
 }
+
+#[test]
+fn a_bad_records_file_that_is_an_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let input = dir.path().join("events.jsonl");
+    let text = format!("{}{BAD}", recs(0..10));
+    fs::write(&input, &text).unwrap();
+    let link = dir.path().join("link.jsonl");
+    fs::hard_link(&input, &link).unwrap();
+    for bad in [&input, &link] {
+        let o = filesink(&ingest_args(&[s(&input)], s(&lake), &["--bad-records", s(bad)]));
+        assert_code(&o, EXIT_USAGE, s(bad));
+        assert_eq!(fs::read_to_string(&input).unwrap(), text, "the input was written to");
+        assert!(!lake.exists());
+    }
+}
