@@ -632,9 +632,17 @@ fn a_bad_records_file_that_is_an_input_is_refused() {
     let link = dir.path().join("link.jsonl");
     fs::hard_link(&input, &link).unwrap();
     for bad in [&input, &link] {
-        let o = filesink(&ingest_args(&[s(&input)], s(&lake), &["--bad-records", s(bad)]));
+        let o = filesink(&ingest_args(
+            &[s(&input)],
+            s(&lake),
+            &["--bad-records", s(bad)],
+        ));
         assert_code(&o, EXIT_USAGE, s(bad));
-        assert_eq!(fs::read_to_string(&input).unwrap(), text, "the input was written to");
+        assert_eq!(
+            fs::read_to_string(&input).unwrap(),
+            text,
+            "the input was written to"
+        );
         assert!(!lake.exists());
     }
 }
