@@ -265,6 +265,14 @@ impl Coordinator {
         self.finished
     }
 
+    /// Lets a job restored from its finished checkpoint take more checkpoints, for a source
+    /// that has more input after all (a file that grew since). The next checkpoint is
+    /// [`Coordinator::last_checkpoint`]` + 1`, an ordinary one; [`Coordinator::finish`] marks
+    /// the job finished again. Without it, a finished job refuses to checkpoint.
+    pub fn reopen(&mut self) {
+        self.finished = false;
+    }
+
     /// The last completed checkpoint id (0 for none).
     pub fn last_checkpoint(&self) -> u64 {
         self.last_checkpoint

@@ -24,6 +24,9 @@ pub const REFUSED: u8 = 5;
 /// Corrupt state ([`filesink::Error::Corrupt`], [`filesink::Error::UnsupportedVersion`]): a
 /// manifest or the sink identity cannot be read.
 pub const CORRUPT: u8 = 6;
+/// Input changed: an input of a resumed job no longer begins with the bytes the job already
+/// read of it (replaced, edited or cut short); nothing was written.
+pub const INPUT_CHANGED: u8 = 7;
 
 /// Every exit code with its name and meaning.
 // Only tests read the table at run time: `AFTER_HELP` has to be a literal for clap.
@@ -52,6 +55,11 @@ pub const EXIT_CODES: &[(u8, &str, &str)] = &[
         "corrupt state",
         "a manifest or the sink identity is damaged or of a newer version",
     ),
+    (
+        INPUT_CHANGED,
+        "input changed",
+        "an input of a resumed job differs from what the job already read of it",
+    ),
 ];
 
 /// The exit code table as shown at the end of `filesink --help`.
@@ -63,7 +71,8 @@ Exit codes:
   3  conflict       a file or manifest already exists with other content; nothing was overwritten
   4  data lost      a file that a checkpoint promised to keep is gone
   5  refused        not a filesink output, the job is owned by a live run, or a writer looks alive
-  6  corrupt state  a manifest or the sink identity is damaged or of a newer version";
+  6  corrupt state  a manifest or the sink identity is damaged or of a newer version
+  7  input changed  an input of a resumed job differs from what the job already read of it";
 
 /// The exit code for a library error.
 pub fn code_of(e: &filesink::Error) -> u8 {

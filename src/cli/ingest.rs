@@ -6,9 +6,15 @@
 //! killed at any moment and started again with the same arguments restores from the last
 //! complete checkpoint (the coordinator removes what came after it) and reads on from its
 //! position, so every record is written once.
+//!
+//! With a time interval, a checkpoint is due once the interval has passed with records not
+//! yet checkpointed, whether or not the next chunk has come: a timer wakes the loop, so
+//! records that trickle in become visible within about one interval plus the commit.
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::{IsTerminal, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -20,8 +26,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::exit::{CliError, CliResult};
 use super::lake::open_storage;
 use super::source::{
-    infer_schema, read_schema_file, schema_ref, BadRecord, Chunk, Cursor, Input, InputFormat,
-    Source, SourcePosition,
+    check_read, infer_schema, read_schema_file, schema_ref, BadRecord, Chunk, Cursor, Input,
+    InputFormat, Prefix, Source, SourcePosition,
 };
 use super::url::Location;
 use super::util::{human_bytes, parse_checkpoint_every, parse_job, parse_size, CheckpointEvery};
@@ -32,6 +38,9 @@ pub const CHUNK_RECORDS_MAX: usize = 8192;
 const CHUNKS_AHEAD: usize = 4;
 /// Least time between two plain progress lines when standard error is not a terminal.
 const PLAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest a chunk of standard input waits for more records after its first (shorter with a
+/// shorter checkpoint interval).
+const STDIN_LINGER_MAX: Duration = Duration::from_millis(100);
 
 /// The format of the output files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -73,7 +82,9 @@ pub struct IngestArgs {
     pub partition_by: Vec<String>,
 
     /// How often to checkpoint (make the output visible and remember the input position):
-    /// a row count like `100000rows` or a duration like `200ms` or `10s`.
+    /// a row count like `100000rows` or a duration like `200ms` or `10s`. With a duration,
+    /// records become visible within about one interval plus the commit, however slowly they
+    /// arrive.
     #[arg(long, default_value = "100000rows", value_parser = parse_checkpoint_every, value_name = "ROWS|DURATION")]
     pub checkpoint_every: CheckpointEvery,
 
@@ -82,7 +93,9 @@ pub struct IngestArgs {
     pub max_part_size: Option<u64>,
 
     /// Arrow schema of the input as JSON (the serde form of `arrow::datatypes::Schema`);
-    /// by default it is inferred from the first 1000 records of the first input.
+    /// by default it is inferred from the first 1000 records of the first input (standard
+    /// input with a duration for --checkpoint-every: the records that came within the first
+    /// interval).
     #[arg(long, value_name = "FILE")]
     pub schema: Option<PathBuf>,
 
@@ -92,8 +105,10 @@ pub struct IngestArgs {
     #[arg(long, value_parser = parse_job, value_name = "NAME")]
     pub job: Option<String>,
 
-    /// Append malformed records here, as JSON lines `{"source":"file:line","line":…,"error":…}`,
-    /// and go on; by default the first malformed record stops the run.
+    /// Append malformed records here, as JSON lines `{"source":"file:line","line":…,"error":…,
+    /// "job":…,"sink_id":…,"seq":…}` (`seq`: the job's n-th bad record), and go on; by default
+    /// the first malformed record stops the run. Several jobs may share the file; nothing in
+    /// it is ever removed. It may not be inside the lake.
     #[arg(long, value_name = "FILE")]
     pub bad_records: Option<PathBuf>,
 
@@ -135,8 +150,9 @@ struct Stats {
 enum Msg {
     /// Decoded records.
     Chunk(Chunk),
-    /// Every input is read: the final position and the bytes read.
-    End(Cursor, u64),
+    /// Every input is read: the final position, what is read of each input, and the bytes
+    /// read.
+    End(Cursor, Vec<Prefix>, u64),
     /// Reading failed; nothing after the last chunk may be checkpointed.
     Failed(CliError),
 }
@@ -152,6 +168,10 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         None => default_job(&inputs)?,
     };
     let strict = args.bad_records.is_none();
+    let bad_records_path = match &args.bad_records {
+        Some(p) => Some(check_bad_records_path(p, &location, &inputs)?),
+        None => None,
+    };
 
     let (storage, _) = open_storage(&location)
         .map_err(|e| CliError::context(format!("cannot use `{location}` as output"), e))?;
@@ -177,12 +197,34 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         .map_err(|e| CliError::context(format!("cannot open job `{job}` in `{location}`"), e))?;
 
     let canonical: Vec<String> = inputs.iter().map(|i| i.canonical.clone()).collect();
-    let restored = coordinator
+    let mut restored = coordinator
         .source_position()
         .map(|v| SourcePosition::from_json(&job, v))
         .transpose()?;
-    if let Some(p) = &restored {
+    // A finished job is read again only for its files that grew; standard input never.
+    let finished_before = coordinator.is_finished();
+    if let Some(p) = &mut restored {
         check_same_job(&job, p, &canonical, input_format, &args.partition_by)?;
+        if !p.read.is_empty() {
+            let grew = check_read(&job, &inputs, &p.read)?;
+            if finished_before && grew.iter().any(|g| *g) {
+                let names: Vec<&str> = inputs
+                    .iter()
+                    .zip(&grew)
+                    .filter(|(_, g)| **g)
+                    .map(|(i, _)| i.display.as_str())
+                    .collect();
+                note(&format!(
+                    "job `{job}` finished at checkpoint {}, and since then `{}` grew: \
+                     ingesting what was added",
+                    coordinator.last_checkpoint(),
+                    names.join("`, `")
+                ));
+                coordinator.reopen();
+            }
+        } else if !finished_before {
+            p.read = legacy_read(&job, p, &inputs)?;
+        }
     }
     if coordinator.is_finished() {
         let records = restored.as_ref().map_or(0, |p| p.records);
@@ -236,7 +278,13 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         }
         (Some(p), _) => (p.schema.clone(), None),
         (None, Some(s)) => (s, None),
-        (None, None) => infer_schema(&inputs[0], input_format, strict)?,
+        (None, None) => {
+            let deadline = match args.checkpoint_every {
+                CheckpointEvery::Interval(d) => Some(Instant::now() + d),
+                CheckpointEvery::Rows(_) => None,
+            };
+            infer_schema(&inputs[0], input_format, strict, deadline)?
+        }
     };
     for col in &args.partition_by {
         if schema.field_with_name(col).is_err() {
@@ -247,15 +295,17 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         }
     }
 
-    let bad_records_path = match &args.bad_records {
-        Some(p) => Some(
-            std::path::absolute(p)
-                .map_err(|e| CliError::context(format!("cannot resolve `{}`", p.display()), e))?,
-        ),
-        None => None,
+    let sink_id = filesink::checkpoint::manifest::sink_identity(sink.storage().as_ref(), false)
+        .await?
+        .map(|s| s.sink_id)
+        .unwrap_or_default();
+    let mut bad_tags = BadRecordTags {
+        job: job.clone(),
+        sink_id,
+        written: HashSet::new(),
     };
     let mut bad_file = match &bad_records_path {
-        Some(p) => Some(open_bad_records(p, restored.as_ref())?),
+        Some(p) => Some(open_bad_records(p, restored.as_ref(), &mut bad_tags)?),
         None => None,
     };
 
@@ -265,6 +315,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         input_format,
         partition_by: args.partition_by.clone(),
         cursor: Cursor::START,
+        read: vec![Prefix::START; inputs.len()],
         records: 0,
         bad_records: 0,
         bad_records_len: None,
@@ -292,13 +343,19 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         CheckpointEvery::Rows(n) => Some(n),
         CheckpointEvery::Interval(_) => None,
     };
+    let linger = match args.checkpoint_every {
+        CheckpointEvery::Interval(d) => (d / 4).min(STDIN_LINGER_MAX),
+        CheckpointEvery::Rows(_) => STDIN_LINGER_MAX,
+    };
     let mut source = Source::new(
         inputs.clone(),
         input_format,
         schema_ref(&schema),
         strict,
-        position.cursor,
+        position.read.clone(),
         stdin_prefix,
+        finished_before,
+        linger,
     );
     let reader = std::thread::Builder::new()
         .name("filesink-source".into())
@@ -314,7 +371,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                         produced += chunk.batch.as_ref().map_or(0, |b| b.num_rows() as u64);
                         Msg::Chunk(chunk)
                     }
-                    Ok(None) => Msg::End(source.cursor(), source.bytes_read()),
+                    Ok(None) => {
+                        Msg::End(source.cursor(), source.read().to_vec(), source.bytes_read())
+                    }
                     Err(e) => Msg::Failed(e),
                 };
                 let last = !matches!(msg, Msg::Chunk(_));
@@ -331,14 +390,42 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     let mut checkpointed_cursor = position.cursor;
 
     loop {
-        let msg = rx.recv().await;
+        // With a time interval and records not checkpointed yet, the checkpoint is due when
+        // the interval is up, whether or not another chunk has come by then: the timer hands
+        // the loop an empty chunk at the current position.
+        let wake = match args.checkpoint_every {
+            CheckpointEvery::Interval(d) if position.cursor != checkpointed_cursor => {
+                Some(last_checkpoint_at + d)
+            }
+            _ => None,
+        };
+        let msg = match wake {
+            Some(at) => tokio::select! {
+                m = rx.recv() => m,
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {
+                    Some(Msg::Chunk(Chunk {
+                        batch: None,
+                        bad: Vec::new(),
+                        cursor: position.cursor,
+                        read: Vec::new(),
+                    }))
+                }
+            },
+            None => rx.recv().await,
+        };
         match msg {
             Some(Msg::Chunk(chunk)) => {
                 if !chunk.bad.is_empty() {
                     let f = bad_file
                         .as_mut()
                         .expect("bad records only come with --bad-records");
-                    write_bad_records(f, bad_records_path.as_deref().expect("set"), &chunk.bad)?;
+                    write_bad_records(
+                        f,
+                        bad_records_path.as_deref().expect("set"),
+                        &chunk.bad,
+                        position.bad_records + 1,
+                        &bad_tags,
+                    )?;
                     stats.bad_records += chunk.bad.len() as u64;
                     position.bad_records += chunk.bad.len() as u64;
                 }
@@ -358,6 +445,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                     since_checkpoint += n;
                 }
                 position.cursor = chunk.cursor;
+                for (i, p) in chunk.read {
+                    position.read[i] = p;
+                }
                 progress.advance(chunk.cursor, position.records);
                 let due = match args.checkpoint_every {
                     CheckpointEvery::Rows(n) => since_checkpoint >= n,
@@ -385,8 +475,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                     checkpointed_cursor = position.cursor;
                 }
             }
-            Some(Msg::End(cursor, bytes_read)) => {
+            Some(Msg::End(cursor, read, bytes_read)) => {
                 position.cursor = cursor;
+                position.read = read;
                 stats.input_bytes = bytes_read;
                 sync_bad_records(&mut bad_file, bad_records_path.as_deref(), &mut position)?;
                 let report = coordinator.finish(position.to_json()).await.map_err(|e| {
@@ -460,6 +551,8 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     Ok(())
 }
 
+/// Resolves the inputs; one file given twice, under any two names (`./a` and `a`, a symbolic
+/// or hard link, standard input redirected from it), is refused.
 fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
     let inputs = args
         .iter()
@@ -472,8 +565,107 @@ fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
                 a.display
             )));
         }
+        if let Some(b) = inputs[..i]
+            .iter()
+            .find(|b| b.file_id.is_some() && b.file_id == a.file_id)
+        {
+            return Err(CliError::usage(format!(
+                "input `{}` is the same file as input `{}` (a link to it); its records would be \
+                 written twice",
+                a.display, b.display
+            )));
+        }
     }
     Ok(inputs)
+}
+
+/// What a position of version 1 (which recorded only the cursor) says was read of each
+/// input: the inputs before the cursor in full as they are now, the cursor's input up to its
+/// offset. Their checksums are computed as they are read again, not checked.
+fn legacy_read(job: &str, p: &SourcePosition, inputs: &[Input]) -> CliResult<Vec<Prefix>> {
+    let mut read = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.iter().enumerate() {
+        let prefix = if i < p.cursor.input {
+            let offset = input.size_bytes.unwrap_or(0);
+            Prefix {
+                offset,
+                line: 1,
+                crc32c: None,
+            }
+        } else if i == p.cursor.input {
+            Prefix {
+                offset: p.cursor.offset,
+                line: p.cursor.line,
+                crc32c: None,
+            }
+        } else {
+            Prefix::START
+        };
+        read.push(prefix);
+    }
+    note(&format!(
+        "job `{job}` was checkpointed by an older filesink that did not record what it read of \
+         its inputs: resuming at {} without checking that they are unchanged",
+        inputs
+            .get(p.cursor.input)
+            .map_or("the end".to_string(), |i| format!(
+                "byte {} of `{}`",
+                p.cursor.offset, i.display
+            ))
+    ));
+    Ok(read)
+}
+
+/// `p` made absolute, with every part of it that exists resolved (symbolic links, `..`).
+fn real_path(p: &Path) -> std::io::Result<PathBuf> {
+    let abs = std::path::absolute(p)?;
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut real) = existing.canonicalize() {
+            for part in rest.iter().rev() {
+                real.push(part);
+            }
+            return Ok(real);
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return Ok(abs),
+        }
+    }
+}
+
+/// The absolute `--bad-records` path, refused inside a local lake (it would be listed as
+/// data there) and when it is one of the inputs.
+fn check_bad_records_path(path: &Path, lake: &Location, inputs: &[Input]) -> CliResult<PathBuf> {
+    let resolve_err =
+        |e: std::io::Error| CliError::context(format!("cannot resolve `{}`", path.display()), e);
+    let absolute = std::path::absolute(path).map_err(resolve_err)?;
+    if let Some(base) = lake.local_path() {
+        let real = real_path(path).map_err(resolve_err)?;
+        let real_base = real_path(base).map_err(resolve_err)?;
+        if real.starts_with(&real_base) {
+            return Err(CliError::usage(format!(
+                "--bad-records `{}` is inside the lake `{lake}`, where it would be listed as \
+                 data; give a path outside it",
+                path.display()
+            )));
+        }
+    }
+    if let Ok(meta) = std::fs::metadata(path) {
+        let id = Some((meta.dev(), meta.ino()));
+        if let Some(input) = inputs.iter().find(|i| i.file_id == id) {
+            return Err(CliError::usage(format!(
+                "--bad-records `{}` is input `{}`",
+                path.display(),
+                input.display
+            )));
+        }
+    }
+    Ok(absolute)
 }
 
 fn resolve_input_format(inputs: &[Input], given: Option<InputFormat>) -> CliResult<InputFormat> {
@@ -578,39 +770,122 @@ fn describe_schema(schema: &arrow::datatypes::Schema) -> String {
         .join(", ")
 }
 
-/// Opens the `--bad-records` file for appending. When resuming a job that recorded the file's
-/// length at its checkpoint, cuts it back to that length first: the records after it belong
-/// to the interval that is read again.
-fn open_bad_records(path: &Path, restored: Option<&SourcePosition>) -> CliResult<File> {
+/// Who writes to the `--bad-records` file, and which of the job's bad records are in it
+/// already (written after the restored checkpoint by a run that did not get to the next).
+struct BadRecordTags {
+    job: String,
+    sink_id: String,
+    written: HashSet<u64>,
+}
+
+/// A line of the `--bad-records` file: the record, the job that set it aside, and its number
+/// among the job's bad records (`seq`, from 1). The tags let a resumed run find the lines its
+/// job already wrote, without cutting the file back: other jobs may have appended since.
+#[derive(serde::Serialize)]
+struct BadRecordLine<'a> {
+    #[serde(flatten)]
+    record: &'a BadRecord,
+    job: &'a str,
+    sink_id: &'a str,
+    seq: u64,
+}
+
+/// The tags of a line of the `--bad-records` file.
+#[derive(serde::Deserialize)]
+struct BadRecordTag {
+    job: Option<String>,
+    sink_id: Option<String>,
+    seq: Option<u64>,
+}
+
+/// Opens the `--bad-records` file for appending; it is never cut back. When resuming a job
+/// that wrote to it, notes in `tags` the bad records after the restored checkpoint that are
+/// in the file already, so that the replayed interval does not list them twice.
+fn open_bad_records(
+    path: &Path,
+    restored: Option<&SourcePosition>,
+    tags: &mut BadRecordTags,
+) -> CliResult<File> {
     let err = |e| CliError::context(format!("cannot open `{}`", path.display()), e);
-    let file = OpenOptions::new()
+    let mut file = OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(path)
         .map_err(err)?;
-    let same_file = restored.and_then(|p| p.bad_records_file.as_deref()) == path.to_str();
-    if let Some(len) = restored
-        .filter(|_| same_file)
-        .and_then(|p| p.bad_records_len)
-    {
-        let current = file.metadata().map_err(err)?.len();
-        if current > len {
-            file.set_len(len).map_err(err)?;
-            file.sync_all().map_err(err)?;
-        } else if current < len {
-            note(&format!(
-                "`{}` is shorter than at the last checkpoint ({current} < {len} bytes)",
-                path.display()
-            ));
+    let len = file.metadata().map_err(err)?.len();
+    if len > 0 {
+        // A line cut short by a crash: end it, so that the next line is whole.
+        let mut last = [0u8];
+        file.read_exact_at(&mut last, len - 1).map_err(err)?;
+        if last[0] != b'\n' {
+            file.write_all(b"\n").map_err(err)?;
         }
     }
+    let Some(p) = restored.filter(|p| p.bad_records_file.as_deref() == path.to_str()) else {
+        return Ok(file);
+    };
+    let checkpointed_len = p.bad_records_len.unwrap_or(0);
+    if p.read.is_empty() {
+        // Version 1 positions come with untagged lines.
+        if len > checkpointed_len {
+            note(&format!(
+                "`{}` may list bad records after byte {checkpointed_len} twice: job `{}` was \
+                 checkpointed by an older filesink",
+                path.display(),
+                tags.job
+            ));
+        }
+        return Ok(file);
+    }
+    // Lines after the checkpointed length, or all of them in a file that got shorter (then it
+    // is another file by the same name).
+    let from = if len >= checkpointed_len {
+        checkpointed_len
+    } else {
+        0
+    };
+    let mut reader = BufReader::new(&file);
+    reader.seek(SeekFrom::Start(from)).map_err(err)?;
+    let job_key = format!("\"job\":{}", serde_json::Value::from(tags.job.as_str()));
+    for line in reader.split(b'\n') {
+        let line = line.map_err(err)?;
+        if !line.windows(job_key.len()).any(|w| w == job_key.as_bytes()) {
+            continue;
+        }
+        let Ok(tag) = serde_json::from_slice::<BadRecordTag>(&line) else {
+            continue;
+        };
+        if tag.job.as_deref() == Some(&tags.job) && tag.sink_id.as_deref() == Some(&tags.sink_id) {
+            if let Some(seq) = tag.seq.filter(|s| *s > p.bad_records) {
+                tags.written.insert(seq);
+            }
+        }
+    }
+    file.seek(SeekFrom::End(0)).map_err(err)?;
     Ok(file)
 }
 
-fn write_bad_records(file: &mut File, path: &Path, bad: &[BadRecord]) -> CliResult {
+/// Appends `bad`, the job's bad records number `first_seq` on, except those already written.
+fn write_bad_records(
+    file: &mut File,
+    path: &Path,
+    bad: &[BadRecord],
+    first_seq: u64,
+    tags: &BadRecordTags,
+) -> CliResult {
     let mut buf = Vec::new();
-    for b in bad {
-        serde_json::to_writer(&mut buf, b).expect("bad records serialize");
+    for (seq, b) in (first_seq..).zip(bad) {
+        if tags.written.contains(&seq) {
+            continue;
+        }
+        let line = BadRecordLine {
+            record: b,
+            job: &tags.job,
+            sink_id: &tags.sink_id,
+            seq,
+        };
+        serde_json::to_writer(&mut buf, &line).expect("bad records serialize");
         buf.push(b'\n');
     }
     file.write_all(&buf)
@@ -756,6 +1031,7 @@ mod tests {
             path: Some(path.into()),
             canonical: path.to_string(),
             size_bytes: Some(0),
+            file_id: None,
         }
     }
 

@@ -6,13 +6,28 @@
 //! [`SourcePosition`]), so a resumed run seeks to exactly the record after the last complete
 //! checkpoint and every record is written once.
 //!
+//! What identifies the data behind a position: per input, a [`Prefix`]: how many bytes the job
+//! read and the CRC-32C of those bytes, computed as they are read. A resumed run first checks
+//! each input against it ([`check_read`]): an input whose first bytes differ, or that is
+//! shorter, changed under the job and is refused ([`super::exit::INPUT_CHANGED`]); an input that
+//! only grew is read on from where the job stopped, so appended records are ingested once.
+//! Standard input cannot be checked beforehand: the bytes a resumed run skips are checked as
+//! they are skipped.
+//!
+//! Standard input is read by a thread of its own ([`StdinRecords`]), so a chunk can close on a
+//! deadline as well as on its size: records that trickle in are handed on within a short
+//! linger instead of waiting for a full chunk.
+//!
 //! Records are decoded in batches with arrow's JSON and CSV decoders; only when a batch fails
 //! is it decoded again record by record, to name the bad line.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor as IoCursor, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
@@ -27,6 +42,10 @@ pub const INFER_RECORDS: usize = 1000;
 pub const RECORD_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Read buffer per input.
 const READ_BUFFER_BYTES: usize = 1 << 20;
+/// Most records standard input's reader thread hands on at once.
+const STDIN_BATCH_RECORDS: usize = 1024;
+/// Batches standard input's reader thread reads ahead.
+const STDIN_BATCHES_AHEAD: usize = 16;
 
 /// The format of the input files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -69,6 +88,9 @@ pub struct Input {
     pub canonical: String,
     /// The file's size when the run started; `None` for standard input.
     pub size_bytes: Option<u64>,
+    /// Device and inode of the file (for standard input, of the file it is redirected from,
+    /// if it is one): two names of one file are one input.
+    pub file_id: Option<(u64, u64)>,
 }
 
 impl Input {
@@ -81,6 +103,7 @@ impl Input {
                 path: None,
                 canonical: "-".to_string(),
                 size_bytes: None,
+                file_id: stdin_file_id(),
             });
         }
         let path = PathBuf::from(arg);
@@ -101,6 +124,7 @@ impl Input {
             path: Some(canonical),
             canonical: canonical_str,
             size_bytes: Some(meta.len()),
+            file_id: Some((meta.dev(), meta.ino())),
         })
     }
 
@@ -131,6 +155,27 @@ impl Cursor {
     };
 }
 
+/// What a job has read of one input: every byte before `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prefix {
+    /// Bytes read: the offset of the next unread record.
+    pub offset: u64,
+    /// Line number (1-based) of the next unread record.
+    pub line: u64,
+    /// CRC-32C of the bytes before `offset`. `None` only for a position written by a build
+    /// that did not record it: those bytes are then read again to compute it, unchecked.
+    pub crc32c: Option<u32>,
+}
+
+impl Prefix {
+    /// Nothing read yet.
+    pub const START: Prefix = Prefix {
+        offset: 0,
+        line: 1,
+        crc32c: Some(0),
+    };
+}
+
 /// The source position stored in every checkpoint of an `ingest` job (the opaque JSON of
 /// [`filesink::Coordinator::checkpoint`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,13 +192,18 @@ pub struct SourcePosition {
     /// The next unread record.
     #[serde(flatten)]
     pub cursor: Cursor,
+    /// Per input, what the job has read of it (empty in a version 1 position, which recorded
+    /// only the cursor).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<Prefix>,
     /// Records written up to this checkpoint.
     pub records: u64,
     /// Bad records set aside up to this checkpoint.
     #[serde(default)]
     pub bad_records: u64,
-    /// Length of the `--bad-records` file at this checkpoint; a resumed run cuts the file back
-    /// to it, so bad records of a replayed interval are not listed twice.
+    /// Length of the `--bad-records` file at this checkpoint. The file is never cut back (other
+    /// jobs may append to it too); a resumed run finds the lines its job wrote after the
+    /// checkpoint by their tags and does not write them again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bad_records_len: Option<u64>,
     /// The absolute path of that `--bad-records` file.
@@ -164,8 +214,8 @@ pub struct SourcePosition {
 }
 
 impl SourcePosition {
-    /// Current version of the layout.
-    pub const VERSION: u32 = 1;
+    /// Current version of the layout. Version 2 added [`SourcePosition::read`].
+    pub const VERSION: u32 = 2;
 
     /// As JSON for a checkpoint.
     pub fn to_json(&self) -> serde_json::Value {
@@ -215,18 +265,31 @@ pub struct Chunk {
     pub bad: Vec<BadRecord>,
     /// The next unread record after this chunk.
     pub cursor: Cursor,
+    /// What is read of each input whose [`Prefix`] moved since the previous chunk (this
+    /// chunk's input, and inputs passed over without records).
+    pub read: Vec<(usize, Prefix)>,
 }
 
 /// Reads whole records (a line; for CSV, lines until the quotes balance) and keeps the
-/// position.
-struct RecordReader {
-    reader: Box<dyn BufRead + Send>,
+/// position and the CRC-32C of everything read.
+struct RecordReader<R = Box<dyn BufRead + Send>> {
+    reader: R,
     offset: u64,
     line: u64,
+    crc: u32,
     csv: bool,
 }
 
-impl RecordReader {
+impl<R: BufRead> RecordReader<R> {
+    /// What is read so far.
+    fn prefix(&self) -> Prefix {
+        Prefix {
+            offset: self.offset,
+            line: self.line,
+            crc32c: Some(self.crc),
+        }
+    }
+
     /// Appends the next non-blank record to `buf`, always ending it with `\n`; returns its
     /// first line number, or `None` at end of input.
     fn next_record(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<u64>> {
@@ -243,6 +306,7 @@ impl RecordReader {
                 }
                 self.offset += n as u64;
                 let piece = &buf[piece_start..];
+                self.crc = crc32c::crc32c_append(self.crc, piece);
                 if piece.ends_with(b"\n") {
                     self.line += 1;
                 }
@@ -364,14 +428,219 @@ fn tidy_json_error(msg: &str) -> String {
     msg.strip_prefix("Json error: ").unwrap_or(msg).to_string()
 }
 
-/// A reader over standard input whose first bytes were already read for schema inference.
-pub struct StdinPrefix {
-    bytes: Vec<u8>,
-    rest: BufReader<io::Stdin>,
+/// One record read by standard input's reader thread.
+#[derive(Debug, Clone, Copy)]
+struct RawRecord {
+    /// Its first line number.
+    line: u64,
+    /// Its bytes in the batch's buffer.
+    start: usize,
+    end: usize,
+    /// What is read of standard input up to its end.
+    after: Prefix,
+}
+
+/// Records standard input's reader thread hands on at once.
+#[derive(Debug, Default)]
+struct RawBatch {
+    buf: Vec<u8>,
+    records: Vec<RawRecord>,
+    /// Set on the last batch: what is read at the end of the input (blank lines included).
+    eof: Option<Prefix>,
+}
+
+/// Standard input, read record by record by a thread of its own and handed on as soon as
+/// records arrive: waiting for more input never holds back records that already came, and
+/// the records read for schema inference are kept for [`Source`].
+pub struct StdinRecords {
+    rx: mpsc::Receiver<io::Result<RawBatch>>,
+    queue: VecDeque<RawBatch>,
+    /// Records of the front batch already taken.
+    taken: usize,
+    /// What is read at the end of the input, once the thread reached it.
+    eof: Option<Prefix>,
+}
+
+impl StdinRecords {
+    /// Starts the reader thread.
+    pub fn start(csv: bool) -> CliResult<StdinRecords> {
+        let (tx, rx) = mpsc::sync_channel(STDIN_BATCHES_AHEAD);
+        std::thread::Builder::new()
+            .name("filesink-stdin".into())
+            .spawn(move || {
+                let reader = RecordReader {
+                    reader: BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin()),
+                    offset: 0,
+                    line: 1,
+                    crc: 0,
+                    csv,
+                };
+                read_stdin(reader, tx)
+            })
+            .map_err(|e| CliError::context("cannot start the standard input reader", e))?;
+        Ok(StdinRecords {
+            rx,
+            queue: VecDeque::new(),
+            taken: 0,
+            eof: None,
+        })
+    }
+
+    /// Records received and not taken yet.
+    fn queued(&self) -> usize {
+        self.queue.iter().map(|b| b.records.len()).sum::<usize>() - self.taken
+    }
+
+    /// Whether every record of the input was taken.
+    fn at_end(&self) -> bool {
+        self.eof.is_some() && self.queued() == 0
+    }
+
+    /// Waits for the next batch until `until` (forever if `None`); `false` if none came by
+    /// then or the input has ended.
+    fn receive(&mut self, until: Option<Instant>) -> io::Result<bool> {
+        if self.eof.is_some() {
+            return Ok(false);
+        }
+        let msg = match until {
+            None => self.rx.recv().ok(),
+            Some(t) => match self
+                .rx
+                .recv_timeout(t.saturating_duration_since(Instant::now()))
+            {
+                Ok(m) => Some(m),
+                Err(mpsc::RecvTimeoutError::Timeout) => return Ok(false),
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
+        };
+        match msg {
+            Some(Ok(batch)) => {
+                self.eof = batch.eof;
+                self.queue.push_back(batch);
+                Ok(true)
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(io::Error::other("the standard input reader stopped")),
+        }
+    }
+
+    /// Waits until `n` records are queued or the input ends; with a `deadline`, returns at
+    /// the deadline with what came by then (at least `least` records, however long they take).
+    fn fill(&mut self, n: usize, least: usize, deadline: Option<Instant>) -> io::Result<()> {
+        while self.queued() < n && self.eof.is_none() {
+            let until = deadline.filter(|_| self.queued() >= least);
+            if !self.receive(until)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies of the first `n` queued records, with their first line numbers.
+    fn peek(&self, n: usize) -> VecDeque<(u64, Vec<u8>)> {
+        let mut skip = self.taken;
+        let mut out = VecDeque::new();
+        for b in &self.queue {
+            for r in &b.records[skip..] {
+                if out.len() == n {
+                    return out;
+                }
+                out.push_back((r.line, b.buf[r.start..r.end].to_vec()));
+            }
+            skip = 0;
+        }
+        out
+    }
+
+    /// Takes the next queued record: its first line, bytes and the prefix after it.
+    fn pop(&mut self) -> Option<(u64, &[u8], Prefix)> {
+        loop {
+            let front = self.queue.front()?;
+            if self.taken < front.records.len() {
+                break;
+            }
+            self.queue.pop_front();
+            self.taken = 0;
+        }
+        let i = self.taken;
+        self.taken += 1;
+        let front = self.queue.front().expect("checked above");
+        let r = front.records[i];
+        Some((r.line, &front.buf[r.start..r.end], r.after))
+    }
+}
+
+/// The reader thread of [`StdinRecords`]: hands on a batch as soon as the next record is not
+/// already buffered (reading it may wait), or the batch is full.
+fn read_stdin(
+    mut reader: RecordReader<BufReader<io::Stdin>>,
+    tx: mpsc::SyncSender<io::Result<RawBatch>>,
+) {
+    loop {
+        let mut batch = RawBatch::default();
+        let mut failed = None;
+        loop {
+            let start = batch.buf.len();
+            match reader.next_record(&mut batch.buf) {
+                Ok(Some(line)) => batch.records.push(RawRecord {
+                    line,
+                    start,
+                    end: batch.buf.len(),
+                    after: reader.prefix(),
+                }),
+                Ok(None) => {
+                    batch.eof = Some(reader.prefix());
+                    break;
+                }
+                Err(e) => {
+                    batch.buf.truncate(start);
+                    failed = Some(e);
+                    break;
+                }
+            }
+            if batch.records.len() >= STDIN_BATCH_RECORDS
+                || batch.buf.len() >= READ_BUFFER_BYTES
+                || !reader.reader.buffer().contains(&b'\n')
+            {
+                break;
+            }
+        }
+        let end = batch.eof.is_some();
+        if (!batch.records.is_empty() || end) && tx.send(Ok(batch)).is_err() {
+            return;
+        }
+        if let Some(e) = failed {
+            let _ = tx.send(Err(e));
+            return;
+        }
+        if end {
+            return;
+        }
+    }
+}
+
+/// Where schema inference reads records: a file, or records standard input already sent.
+enum InferReader {
+    File(RecordReader),
+    Queued(VecDeque<(u64, Vec<u8>)>),
+}
+
+impl InferReader {
+    fn next_record(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<u64>> {
+        match self {
+            InferReader::File(r) => r.next_record(buf),
+            InferReader::Queued(q) => Ok(q.pop_front().map(|(line, rec)| {
+                buf.extend_from_slice(&rec);
+                line
+            })),
+        }
+    }
 }
 
 /// Infers the schema from the first [`INFER_RECORDS`] records of `input`. For standard input
-/// the records read are kept and handed to [`Source::new`].
+/// the records read are kept and handed to [`Source::new`]; with a `stdin_deadline`, standard
+/// input is inferred from the records that came by then (at least one), so a slow input is
+/// not held back until [`INFER_RECORDS`] records have come.
 ///
 /// A malformed record among them is an error naming its line when `strict`; otherwise it is
 /// skipped here (and reported when it is decoded).
@@ -379,39 +648,34 @@ pub fn infer_schema(
     input: &Input,
     format: InputFormat,
     strict: bool,
-) -> CliResult<(Schema, Option<StdinPrefix>)> {
+    stdin_deadline: Option<Instant>,
+) -> CliResult<(Schema, Option<StdinRecords>)> {
     let (mut reader, prefix) = match &input.path {
         Some(path) => {
             let file = File::open(path).map_err(|e| {
                 CliError::context(format!("cannot open input `{}`", input.display), e)
             })?;
             let r = RecordReader {
-                reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)),
+                reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)) as Box<_>,
                 offset: 0,
                 line: 1,
+                crc: 0,
                 csv: format == InputFormat::Csv,
             };
-            (r, None)
+            (InferReader::File(r), None)
         }
         None => {
-            let mut rest = BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin());
-            let mut bytes = Vec::new();
-            for _ in 0..INFER_RECORDS + 1 {
-                let n = (&mut rest)
-                    .take(RECORD_BYTES_MAX)
-                    .read_until(b'\n', &mut bytes)
-                    .map_err(|e| CliError::context("cannot read standard input", e))?;
-                if n == 0 {
-                    break;
-                }
-            }
-            let r = RecordReader {
-                reader: Box::new(IoCursor::new(bytes.clone())),
-                offset: 0,
-                line: 1,
-                csv: format == InputFormat::Csv,
-            };
-            (r, Some(StdinPrefix { bytes, rest }))
+            let csv = format == InputFormat::Csv;
+            let mut stdin = StdinRecords::start(csv)?;
+            // A CSV header alone says nothing about the types: wait for a row too.
+            let least = if csv { 2 } else { 1 };
+            stdin
+                .fill(INFER_RECORDS + 1, least, stdin_deadline)
+                .map_err(|e| CliError::context("cannot read standard input", e))?;
+            (
+                InferReader::Queued(stdin.peek(INFER_RECORDS + 1)),
+                Some(stdin),
+            )
         }
     };
     let read_err =
@@ -550,8 +814,18 @@ pub struct Source {
     schema: SchemaRef,
     strict: bool,
     cursor: Cursor,
+    /// Per input, what is read of it.
+    read: Vec<Prefix>,
+    /// Inputs whose prefix moved since the last chunk.
+    moved: Vec<usize>,
     reader: Option<RecordReader>,
-    stdin_prefix: Option<StdinPrefix>,
+    stdin: Option<StdinRecords>,
+    /// Standard input is positioned at its prefix (skipped up to it and checked).
+    stdin_opened: bool,
+    /// Standard input is not read at all (a finished job that goes on for its files).
+    stdin_done: bool,
+    /// How long a chunk of standard input waits for more records once it has one.
+    linger: Duration,
     buf: Vec<u8>,
     /// (first line, start, end) of each record in `buf`.
     spans: Vec<(u64, usize, usize)>,
@@ -560,24 +834,45 @@ pub struct Source {
 }
 
 impl Source {
-    /// A source over `inputs` that starts at `cursor`. With `strict`, a malformed record is an
-    /// error; otherwise it is returned in [`Chunk::bad`].
+    /// A source over `inputs` that reads each input on from what `read` says was read of it
+    /// (an input that grew is read on; an unchanged one yields nothing). With `strict`, a
+    /// malformed record is an error; otherwise it is returned in [`Chunk::bad`].
+    ///
+    /// A chunk of standard input closes once it has waited `linger` for more records after
+    /// its first; with `stdin_done`, standard input is not read at all.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         inputs: Vec<Input>,
         format: InputFormat,
         schema: SchemaRef,
         strict: bool,
-        cursor: Cursor,
-        stdin_prefix: Option<StdinPrefix>,
+        read: Vec<Prefix>,
+        stdin: Option<StdinRecords>,
+        stdin_done: bool,
+        linger: Duration,
     ) -> Source {
+        assert_eq!(read.len(), inputs.len(), "one prefix per input");
+        let cursor = match read.first() {
+            Some(p) => Cursor {
+                input: 0,
+                offset: p.offset,
+                line: p.line,
+            },
+            None => Cursor::START,
+        };
         Source {
             inputs,
             format,
             schema,
             strict,
             cursor,
+            read,
+            moved: Vec::new(),
             reader: None,
-            stdin_prefix,
+            stdin,
+            stdin_opened: false,
+            stdin_done,
+            linger,
             buf: Vec::new(),
             spans: Vec::new(),
             bytes_read: 0,
@@ -594,6 +889,37 @@ impl Source {
         self.cursor
     }
 
+    /// Per input, what is read of it after everything returned so far.
+    pub fn read(&self) -> &[Prefix] {
+        &self.read
+    }
+
+    /// Records that input `i` is read up to `p`.
+    fn set_read(&mut self, i: usize, p: Prefix) {
+        self.read[i] = p;
+        if !self.moved.contains(&i) {
+            self.moved.push(i);
+        }
+    }
+
+    /// Goes on with the input after the current one.
+    fn next_input(&mut self) {
+        self.reader = None;
+        let next = self.cursor.input + 1;
+        self.cursor = match self.read.get(next) {
+            Some(p) => Cursor {
+                input: next,
+                offset: p.offset,
+                line: p.line,
+            },
+            None => Cursor {
+                input: next,
+                offset: 0,
+                line: 1,
+            },
+        };
+    }
+
     /// The next chunk of at most `records_max` records (good and bad), or `None` when every
     /// input is read. A chunk never spans two inputs.
     pub fn next_chunk(&mut self, records_max: usize) -> CliResult<Option<Chunk>> {
@@ -601,6 +927,15 @@ impl Source {
         loop {
             if self.cursor.input >= self.inputs.len() {
                 return Ok(None);
+            }
+            if self.inputs[self.cursor.input].is_stdin() {
+                if !self.stdin_done {
+                    if let Some(chunk) = self.next_stdin_chunk(records_max)? {
+                        return Ok(Some(chunk));
+                    }
+                }
+                self.next_input();
+                continue;
             }
             if self.reader.is_none() {
                 self.reader = Some(self.open_reader()?);
@@ -635,15 +970,12 @@ impl Source {
                 offset: reader.offset,
                 line: reader.line,
             };
+            let prefix = reader.prefix();
             self.bytes_read += reader.offset - offset_before;
+            self.set_read(after.input, prefix);
             if self.spans.is_empty() {
                 // This input is done: go on with the next one.
-                self.reader = None;
-                self.cursor = Cursor {
-                    input: self.cursor.input + 1,
-                    offset: 0,
-                    line: 1,
-                };
+                self.next_input();
                 continue;
             }
             let (batch, bad) = self.decode()?;
@@ -652,91 +984,237 @@ impl Source {
                 // Keep the cursor at the end of this input; the next call moves on.
                 self.reader = Some(RecordReader {
                     reader: Box::new(io::empty()),
-                    offset: after.offset,
-                    line: after.line,
+                    offset: prefix.offset,
+                    line: prefix.line,
+                    crc: prefix.crc32c.unwrap_or(0),
                     csv: false,
                 });
             }
-            return Ok(Some(Chunk {
-                batch,
-                bad,
-                cursor: after,
-            }));
+            return Ok(Some(self.chunk(batch, bad)));
         }
     }
 
-    fn open_reader(&mut self) -> CliResult<RecordReader> {
+    /// The chunk of `batch` and `bad`, with the inputs whose prefix moved since the last one.
+    fn chunk(&mut self, batch: Option<RecordBatch>, bad: Vec<BadRecord>) -> Chunk {
+        let read = self.moved.drain(..).map(|i| (i, self.read[i])).collect();
+        Chunk {
+            batch,
+            bad,
+            cursor: self.cursor,
+            read,
+        }
+    }
+
+    /// The next chunk of standard input: the records there are, once it has waited
+    /// `linger` for more after the first; `None` at the end of the input.
+    fn next_stdin_chunk(&mut self, records_max: usize) -> CliResult<Option<Chunk>> {
+        let i = self.cursor.input;
+        let read_err = |e: io::Error| CliError::context("cannot read standard input", e);
+        if self.stdin.is_none() {
+            self.stdin = Some(StdinRecords::start(self.format == InputFormat::Csv)?);
+        }
+        if !self.stdin_opened {
+            self.open_stdin()?;
+            self.stdin_opened = true;
+        }
+        let stdin = self.stdin.as_mut().expect("started above");
+        self.buf.clear();
+        self.spans.clear();
+        let mut last = None;
+        let mut first_at = None;
+        loop {
+            while self.spans.len() < records_max {
+                let Some((line, rec, after)) = stdin.pop() else {
+                    break;
+                };
+                let start = self.buf.len();
+                self.buf.extend_from_slice(rec);
+                self.spans.push((line, start, self.buf.len()));
+                last = Some(after);
+                first_at.get_or_insert_with(Instant::now);
+            }
+            if self.spans.len() >= records_max {
+                break;
+            }
+            if stdin.at_end() {
+                last = stdin.eof;
+                break;
+            }
+            let until = first_at.map(|t| t + self.linger);
+            if !stdin.receive(until).map_err(read_err)? && !stdin.at_end() {
+                break; // lingered long enough
+            }
+        }
+        let Some(after) = last else {
+            return Ok(None);
+        };
+        self.bytes_read += after.offset - self.read[i].offset;
+        self.set_read(i, after);
+        if self.spans.is_empty() {
+            return Ok(None);
+        }
+        let (batch, bad) = self.decode()?;
+        self.cursor = Cursor {
+            input: i,
+            offset: after.offset,
+            line: after.line,
+        };
+        Ok(Some(self.chunk(batch, bad)))
+    }
+
+    /// Skips the records of standard input the job already read, checking that they are the
+    /// same bytes, and checks a CSV header.
+    fn open_stdin(&mut self) -> CliResult {
+        let i = self.cursor.input;
+        let want = self.read[i];
+        let csv = self.format == InputFormat::Csv;
+        let stdin = self.stdin.as_mut().expect("started");
+        let read_err = |e: io::Error| CliError::context("cannot read standard input", e);
+        let mut at = Prefix::START;
+        while at.offset < want.offset {
+            if stdin.queued() == 0 && !stdin.at_end() {
+                stdin.receive(None).map_err(read_err)?;
+                continue;
+            }
+            match stdin.pop() {
+                Some((_, _, after)) => at = after,
+                None => {
+                    // The end: blank lines after the last record count too.
+                    at = stdin.eof.unwrap_or(at);
+                    break;
+                }
+            }
+        }
+        let same = at.offset == want.offset && want.crc32c.is_none_or(|c| at.crc32c == Some(c));
+        if !same {
+            return Err(CliError::new(
+                super::exit::INPUT_CHANGED,
+                format!(
+                    "standard input is not what the job read before: the job already read {} \
+                     bytes of it, and the first bytes now differ or end sooner; feed it the \
+                     same input again, or use another --job for this one",
+                    want.offset
+                ),
+            ));
+        }
+        self.set_read(i, at);
+        let stdin = self.stdin.as_mut().expect("started");
+        if csv && want.offset == 0 {
+            let mut header = Vec::new();
+            while stdin.queued() == 0 && !stdin.at_end() {
+                stdin.receive(None).map_err(read_err)?;
+            }
+            if let Some((_, rec, after)) = stdin.pop() {
+                header.extend_from_slice(rec);
+                self.check_header(&header)?;
+                self.bytes_read += after.offset;
+                self.set_read(i, after);
+            }
+        }
+        let p = self.read[i];
+        self.cursor = Cursor {
+            input: i,
+            offset: p.offset,
+            line: p.line,
+        };
+        Ok(())
+    }
+
+    /// Checks a CSV header against the schema.
+    fn check_header(&self, header: &[u8]) -> CliResult {
         let input = &self.inputs[self.cursor.input];
+        let names = csv_fields(header);
+        let expected: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        if names != expected {
+            return Err(CliError::msg(format!(
+                "the header of `{}` ({}) does not match the job's columns ({})",
+                input.display,
+                names.join(", "),
+                expected.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    fn open_reader(&mut self) -> CliResult<RecordReader> {
+        let i = self.cursor.input;
+        let input = self.inputs[i].clone();
         let csv = self.format == InputFormat::Csv;
         let open_err =
             |e: io::Error| CliError::context(format!("cannot open input `{}`", input.display), e);
-        let mut reader: Box<dyn BufRead + Send> = match &input.path {
-            Some(path) => {
-                let mut file = File::open(path).map_err(open_err)?;
-                let len = file.metadata().map_err(open_err)?.len();
-                if len < self.cursor.offset {
-                    return Err(CliError::msg(format!(
-                        "input `{}` has {len} bytes, but the job already read {} bytes of it: \
-                         it changed since the job started",
-                        input.display, self.cursor.offset
-                    )));
-                }
-                file.seek(SeekFrom::Start(self.cursor.offset))
-                    .map_err(open_err)?;
-                Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file))
+        let path = input
+            .path
+            .as_ref()
+            .expect("standard input is read elsewhere");
+        let mut file = File::open(path).map_err(open_err)?;
+        let meta = file.metadata().map_err(open_err)?;
+        let mut p = self.read[i];
+        if input.file_id != Some((meta.dev(), meta.ino())) || meta.len() < p.offset {
+            return Err(CliError::new(
+                super::exit::INPUT_CHANGED,
+                format!(
+                    "input `{}` changed while the job ran: it was replaced or cut short",
+                    input.display
+                ),
+            ));
+        }
+        match p.crc32c {
+            Some(_) => {
+                // Checked against the file by `check_read` before the run.
+                file.seek(SeekFrom::Start(p.offset)).map_err(open_err)?;
             }
             None => {
-                let mut r: Box<dyn BufRead + Send> = match self.stdin_prefix.take() {
-                    Some(p) => Box::new(IoCursor::new(p.bytes).chain(p.rest)),
-                    None => Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin())),
-                };
-                let skipped = io::copy(&mut (&mut r).take(self.cursor.offset), &mut io::sink())
-                    .map_err(open_err)?;
-                if skipped < self.cursor.offset {
-                    return Err(CliError::msg(format!(
-                        "standard input ended after {skipped} bytes, but the job already read {} \
-                         bytes of it: resume with the same input",
-                        self.cursor.offset
-                    )));
+                // A position that did not record a checksum: read the bytes to compute it.
+                let (crc, newlines, n) = crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
+                if n < p.offset {
+                    return Err(CliError::new(
+                        super::exit::INPUT_CHANGED,
+                        format!(
+                            "input `{}` changed while the job ran: it was cut short",
+                            input.display
+                        ),
+                    ));
                 }
-                r
+                p = Prefix {
+                    offset: p.offset,
+                    line: 1 + newlines,
+                    crc32c: Some(crc),
+                };
+                self.set_read(i, p);
             }
-        };
-        if csv && self.cursor.offset == 0 {
+        }
+        let mut reader: Box<dyn BufRead + Send> =
+            Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file));
+        if csv && p.offset == 0 {
             // The header: check it against the schema.
             let mut header = Vec::new();
             let mut rr = RecordReader {
                 reader,
                 offset: 0,
                 line: 1,
+                crc: 0,
                 csv,
             };
             if rr.next_record(&mut header).map_err(open_err)?.is_some() {
-                let names = csv_fields(&header);
-                let expected: Vec<&str> = self
-                    .schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .collect();
-                if names != expected {
-                    return Err(CliError::msg(format!(
-                        "the header of `{}` ({}) does not match the job's columns ({})",
-                        input.display,
-                        names.join(", "),
-                        expected.join(", ")
-                    )));
-                }
+                self.check_header(&header)?;
             }
             self.bytes_read += rr.offset;
-            self.cursor.offset = rr.offset;
-            self.cursor.line = rr.line;
+            p = rr.prefix();
+            self.set_read(i, p);
             reader = rr.reader;
         }
+        self.cursor.offset = p.offset;
+        self.cursor.line = p.line;
         Ok(RecordReader {
             reader,
-            offset: self.cursor.offset,
-            line: self.cursor.line,
+            offset: p.offset,
+            line: p.line,
+            crc: p.crc32c.expect("computed above"),
             csv,
         })
     }
@@ -839,6 +1317,88 @@ impl Source {
     }
 }
 
+/// Device and inode of the file standard input is redirected from, if it is a file.
+fn stdin_file_id() -> Option<(u64, u64)> {
+    use std::os::fd::AsFd;
+    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let meta = File::from(fd).metadata().ok()?;
+    meta.is_file().then(|| (meta.dev(), meta.ino()))
+}
+
+/// CRC-32C and number of line ends of the first `len` bytes of `r`, and how many bytes there
+/// were (fewer than `len` if it ends sooner).
+fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64)> {
+    let mut buf = vec![0u8; READ_BUFFER_BYTES];
+    let (mut crc, mut newlines, mut n) = (0u32, 0u64, 0u64);
+    while n < len {
+        let want = (len - n).min(buf.len() as u64) as usize;
+        let got = match r.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        crc = crc32c::crc32c_append(crc, &buf[..got]);
+        newlines += buf[..got].iter().filter(|&&b| b == b'\n').count() as u64;
+        n += got as u64;
+    }
+    Ok((crc, newlines, n))
+}
+
+/// Checks that every input file still begins with the bytes `job` read of it (`read`, one
+/// prefix per input): at least as long, and the same CRC-32C over those bytes. Returns, per
+/// input, whether it grew beyond them (always `false` for standard input, which is checked
+/// as it is read again, and for a prefix without a checksum).
+///
+/// An input that changed is refused with [`super::exit::INPUT_CHANGED`], naming it.
+pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> CliResult<Vec<bool>> {
+    let mut grew = Vec::with_capacity(inputs.len());
+    for (input, p) in inputs.iter().zip(read) {
+        let Some(path) = &input.path else {
+            grew.push(false);
+            continue;
+        };
+        let open_err =
+            |e: io::Error| CliError::context(format!("cannot read input `{}`", input.display), e);
+        let changed = |how: String| {
+            CliError::new(
+                super::exit::INPUT_CHANGED,
+                format!(
+                    "input `{}` changed since job `{job}` read it: {how}; nothing was written. \
+                     Put the original back to resume the job, or ingest the new file as another \
+                     job (--job)",
+                    input.display
+                ),
+            )
+        };
+        let mut file = File::open(path).map_err(open_err)?;
+        let len = file.metadata().map_err(open_err)?.len();
+        if len < p.offset {
+            return Err(changed(format!(
+                "it has {len} bytes, and the job already read {}",
+                p.offset
+            )));
+        }
+        if let Some(want) = p.crc32c {
+            let (crc, _, n) = crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
+            if n < p.offset {
+                return Err(changed(format!(
+                    "it has {n} bytes, and the job already read {}",
+                    p.offset
+                )));
+            }
+            if crc != want {
+                return Err(changed(format!(
+                    "its first {} bytes, which the job already read, are not the same",
+                    p.offset
+                )));
+            }
+        }
+        grew.push(len > p.offset && p.crc32c.is_some());
+    }
+    Ok(grew)
+}
+
 /// Reads a `--schema` file: the serde JSON of an arrow schema.
 pub fn read_schema_file(path: &Path) -> CliResult<Schema> {
     let bytes = std::fs::read(path).map_err(|e| {
@@ -866,6 +1426,7 @@ mod tests {
             reader: Box::new(IoCursor::new(data.as_bytes().to_vec())),
             offset: 0,
             line: 1,
+            crc: 0,
             csv,
         }
     }
@@ -905,6 +1466,7 @@ mod tests {
             &Input::resolve(input.to_str().unwrap()).unwrap(),
             InputFormat::Jsonl,
             true,
+            None,
         )
         .unwrap();
         std::fs::remove_file(&input).unwrap();
@@ -945,6 +1507,11 @@ mod tests {
                 offset: 123,
                 line: 4,
             },
+            read: vec![Prefix {
+                offset: 123,
+                line: 4,
+                crc32c: Some(7),
+            }],
             records: 3,
             bad_records: 0,
             bad_records_len: None,

@@ -1,0 +1,648 @@
+//! `filesink ingest` and its inputs across runs, through the real binary: inputs replaced,
+//! edited, truncated or grown between runs, one file given twice under two names, the
+//! `--bad-records` file shared by several jobs, and records trickling in on standard input.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use filesink::FileFormat;
+use serde_json::Value;
+
+mod common;
+
+use common::cli::*;
+
+const EXIT_ERROR: i32 = 1;
+const EXIT_USAGE: i32 = 2;
+const EXIT_INPUT_CHANGED: i32 = 7;
+
+/// One JSON record; its length depends only on the number of digits of `id`.
+fn rec(id: i64) -> String {
+    format!(
+        "{{\"id\":{id},\"day\":\"2026-11-{:02}\",\"note\":\"n{}\"}}\n",
+        25 + id % 5,
+        id % 10
+    )
+}
+
+fn recs(ids: impl IntoIterator<Item = i64>) -> String {
+    ids.into_iter().map(rec).collect()
+}
+
+/// A line that is not JSON: it stops a run without `--bad-records`.
+const BAD: &str = "{\"id\": oops}\n";
+
+fn append(path: &Path, text: &str) {
+    let mut f = fs::OpenOptions::new().append(true).open(path).unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+/// Replaces `path` by a new file (a new inode) holding `text`, as `cp other path` or an editor
+/// saving would.
+fn replace(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, path).unwrap();
+}
+
+/// Every visible id under `lake` (Parquet: a file per checkpoint), sorted.
+fn ids(lake: &Path) -> Vec<i64> {
+    if !lake.exists() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for p in common::visible_files(lake) {
+        out.extend(common::read_ids(&p, &FileFormat::parquet()));
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Every visible file under `lake` with its content.
+fn visible(lake: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    common::visible_files(lake)
+        .into_iter()
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+fn ingest_args<'a>(inputs: &[&'a str], lake: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["ingest"];
+    args.extend_from_slice(inputs);
+    args.extend_from_slice(&["--to", lake]);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Runs `filesink args` with standard input read from `stdin_file`.
+fn filesink_with_stdin(args: &[&str], stdin_file: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .stdin(fs::File::open(stdin_file).unwrap())
+        .output()
+        .expect("run filesink")
+}
+
+#[track_caller]
+fn assert_code(o: &Output, code: i32, what: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{what}\n--- stdout\n{}\n--- stderr\n{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// Ids 1000..2200, a bad line, then 2201..2300: a run with a checkpoint every 100 rows stops
+/// at the bad line (after the 1,000 lines schema inference reads) with ids 1000..2200
+/// visible and a resumable checkpoint at byte `1200 * len(rec)`.
+fn stopping_input() -> String {
+    format!("{}{BAD}{}", recs(1000..2200), recs(2201..2300))
+}
+
+fn fixed_input() -> String {
+    recs(1000..2300)
+}
+
+#[test]
+fn a_replaced_input_is_refused_on_resume() {
+    let one_line = rec(1000).len();
+    let edited_in_the_middle = {
+        let mut text = fixed_input();
+        let at = 250 * one_line + one_line - 4; // the digit of line 251's `note`
+        assert_eq!(&text[at..at + 1], "0");
+        text.replace_range(at..at + 1, "9");
+        text
+    };
+    let cases: Vec<(&str, String, bool)> = vec![
+        ("same length, other records", recs(3000..4300), false),
+        ("longer, other records", recs(3000..4900), false),
+        ("shorter: cut inside what was read", recs(1000..1200), false),
+        ("edited inside what was read", edited_in_the_middle, false),
+        (
+            "other records up to the cut, the same after it",
+            format!("{}{}", recs(3000..4200), recs(2200..2300)),
+            false,
+        ),
+        (
+            "a copy of the same bytes, fixed after the cut",
+            fixed_input(),
+            true,
+        ),
+    ];
+    for (what, new_text, accepted) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = dir.path().join("lake");
+        let input = dir.path().join("events.jsonl");
+        fs::write(&input, stopping_input()).unwrap();
+        let args = ingest_args(&[s(&input)], s(&lake), &["--checkpoint-every", "100rows"]);
+        assert_code(
+            &filesink(&args),
+            EXIT_ERROR,
+            "the bad line stops the first run",
+        );
+        assert_eq!(ids(&lake), (1000..2200).collect::<Vec<_>>());
+        let before = visible(&lake);
+
+        replace(&input, &new_text);
+        let o = filesink(&args);
+        if accepted {
+            assert_code(&o, 0, what);
+            assert_eq!(ids(&lake), (1000..2300).collect::<Vec<_>>(), "{what}");
+        } else {
+            assert_code(&o, EXIT_INPUT_CHANGED, what);
+            let err = stderr(&o);
+            assert!(
+                err.contains(&format!("`{}`", s(&input))) && err.contains("changed"),
+                "{what}: {err}"
+            );
+            assert_eq!(visible(&lake), before, "{what}: visible output changed");
+            // Refused again, not resumed by a second try.
+            assert_code(&filesink(&args), EXIT_INPUT_CHANGED, what);
+            assert_eq!(visible(&lake), before, "{what}");
+        }
+    }
+}
+
+#[test]
+fn a_replaced_input_is_refused_on_resume_also_on_stdin_and_in_a_finished_job() {
+    // Standard input: a resumed job skips what it already read of the new stream, and that
+    // part must be the same bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let feed = dir.path().join("feed.jsonl");
+    fs::write(&feed, stopping_input()).unwrap();
+    let args = ingest_args(
+        &["-"],
+        s(&lake),
+        &["--job", "piped", "--checkpoint-every", "100rows"],
+    );
+    assert_code(
+        &filesink_with_stdin(&args, &feed),
+        EXIT_ERROR,
+        "stdin stops at the bad line",
+    );
+    let before = visible(&lake);
+    fs::write(&feed, recs(3000..4300)).unwrap();
+    let o = filesink_with_stdin(&args, &feed);
+    assert_code(&o, EXIT_INPUT_CHANGED, "another stream on stdin");
+    assert!(stderr(&o).contains("standard input"), "{}", stderr(&o));
+    assert_eq!(visible(&lake), before);
+    fs::write(&feed, fixed_input()).unwrap();
+    assert_code(
+        &filesink_with_stdin(&args, &feed),
+        0,
+        "the same stream, fixed",
+    );
+    assert_eq!(ids(&lake), (1000..2300).collect::<Vec<_>>());
+
+    // A finished job whose input was replaced is refused, not "nothing to do" over other data.
+    let lake = dir.path().join("lake2");
+    let input = dir.path().join("done.jsonl");
+    fs::write(&input, recs(0..300)).unwrap();
+    let args = ingest_args(&[s(&input)], s(&lake), &[]);
+    run_ok(&args);
+    let before = visible(&lake);
+    replace(&input, &recs(500..900));
+    let o = filesink(&args);
+    assert_code(&o, EXIT_INPUT_CHANGED, "a finished job's input replaced");
+    assert_eq!(visible(&lake), before);
+}
+
+#[test]
+fn an_input_that_grew_is_ingested_further_exactly_once() {
+    // A finished job: what was appended is ingested by the next run, once.
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let log = dir.path().join("app.jsonl");
+    fs::write(&log, recs(0..1000)).unwrap();
+    let args = ingest_args(&[s(&log)], s(&lake), &["--checkpoint-every", "300rows"]);
+    run_ok(&args);
+    assert_eq!(ids(&lake), (0..1000).collect::<Vec<_>>());
+    append(&log, &recs(1000..1500));
+    let o = run_ok(&args);
+    assert!(!stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert_eq!(ids(&lake), (0..1500).collect::<Vec<_>>());
+    // Unchanged: nothing to do.
+    let o = run_ok(&args);
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert_eq!(ids(&lake), (0..1500).collect::<Vec<_>>());
+    // Grown again, by a last line without its newline, then completed.
+    append(&log, recs(1500..1510).trim_end());
+    run_ok(&args);
+    append(&log, &format!("\n{}", recs(1510..1520)));
+    run_ok(&args);
+    assert_eq!(ids(&lake), (0..1520).collect::<Vec<_>>());
+
+    // A job stopped in its second input while the first grew: both are read on.
+    let lake = dir.path().join("lake2");
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    fs::write(&a, recs(0..500)).unwrap();
+    fs::write(&b, format!("{}{BAD}{}", recs(500..800), recs(801..1000))).unwrap();
+    let args = ingest_args(
+        &[s(&a), s(&b)],
+        s(&lake),
+        &["--checkpoint-every", "100rows"],
+    );
+    assert_code(
+        &filesink(&args),
+        EXIT_ERROR,
+        "the bad line in b stops the run",
+    );
+    assert_eq!(ids(&lake), (0..800).collect::<Vec<_>>());
+    append(&a, &recs(1000..1100));
+    fs::write(&b, format!("{}{}", recs(500..1000), recs(1100..1200))).unwrap();
+    run_ok(&args);
+    assert_eq!(ids(&lake), (0..1200).collect::<Vec<_>>());
+    run_ok(&args);
+    assert_eq!(ids(&lake), (0..1200).collect::<Vec<_>>());
+
+    // CSV: the header is read once, the appended rows are ingested.
+    let lake = dir.path().join("lake3");
+    let csv = dir.path().join("rows.csv");
+    let rows = |r: std::ops::Range<i64>| -> String {
+        r.map(|i| format!("{i},2026-11-{:02}\n", 25 + i % 5))
+            .collect()
+    };
+    fs::write(&csv, format!("id,day\n{}", rows(0..200))).unwrap();
+    let args = ingest_args(&[s(&csv)], s(&lake), &[]);
+    run_ok(&args);
+    append(&csv, &rows(200..260));
+    run_ok(&args);
+    assert_eq!(ids(&lake), (0..260).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_same_input_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("a.jsonl"), recs(0..10)).unwrap();
+    fs::create_dir(d.join("sub")).unwrap();
+    fs::hard_link(d.join("a.jsonl"), d.join("hard.jsonl")).unwrap();
+    std::os::unix::fs::symlink(d.join("a.jsonl"), d.join("soft.jsonl")).unwrap();
+    std::os::unix::fs::symlink("a.jsonl", d.join("relsoft.jsonl")).unwrap();
+    std::os::unix::fs::symlink(d.join("sub"), d.join("subdir")).unwrap();
+    fs::hard_link(d.join("a.jsonl"), d.join("sub/deep.jsonl")).unwrap();
+    let pairs = [
+        ["a.jsonl", "a.jsonl"],
+        ["a.jsonl", "./a.jsonl"],
+        ["a.jsonl", "sub/../a.jsonl"],
+        ["a.jsonl", "hard.jsonl"],
+        ["hard.jsonl", "soft.jsonl"],
+        ["relsoft.jsonl", "a.jsonl"],
+        ["subdir/deep.jsonl", "a.jsonl"],
+    ];
+    for (i, pair) in pairs.iter().enumerate() {
+        let lake = format!("./lake{i}");
+        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .current_dir(d)
+            .args(["ingest", pair[0], pair[1], "--to", &lake])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_code(&o, EXIT_USAGE, &format!("{pair:?}"));
+        assert!(
+            stderr(&o).contains(&format!("`{}`", pair[1])),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!d.join(&lake).exists(), "{pair:?}: the lake was created");
+    }
+    // Standard input that is the same file as another input.
+    let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .current_dir(d)
+        .args([
+            "ingest",
+            "a.jsonl",
+            "-",
+            "--job",
+            "j",
+            "--to",
+            "./lake-stdin",
+        ])
+        .stdin(fs::File::open(d.join("hard.jsonl")).unwrap())
+        .output()
+        .unwrap();
+    assert_code(&o, EXIT_USAGE, "stdin is a.jsonl");
+    assert!(!d.join("./lake-stdin").exists());
+    // Two different files with the same content are two inputs.
+    fs::copy(d.join("a.jsonl"), d.join("copy.jsonl")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .current_dir(d)
+        .args(["ingest", "a.jsonl", "copy.jsonl", "--to", "./lake-copy"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_code(&o, 0, "a copy is another input");
+}
+
+/// The lines of a `--bad-records` file, by their `source`.
+fn bad_sources(path: &Path) -> Vec<String> {
+    let mut out: Vec<String> = fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            v["source"].as_str().unwrap().to_string()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn bad_records_of_one_job_survive_another_jobs_resume() {
+    // Job A stops in its second input (a header that does not match) after a bad row that
+    // came after its last checkpoint; job B then adds its own bad records to the same file;
+    // A is fixed and resumed.
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let bad = dir.path().join("bad.jsonl");
+    let a1 = dir.path().join("a1.csv");
+    let a2 = dir.path().join("a2.csv");
+    let mut text = String::from("id,day\n");
+    for i in 0..300 {
+        match i {
+            48 | 248 => text.push_str("oops\n"), // lines 50 and 250
+            _ => text.push_str(&format!("{i},2026-11-25\n")),
+        }
+    }
+    fs::write(&a1, &text).unwrap();
+    fs::write(&a2, "x,y\n300,2026-11-26\n").unwrap();
+    let args_a = [
+        "ingest",
+        s(&a1),
+        s(&a2),
+        "--to",
+        s(&lake),
+        "--checkpoint-every",
+        "100rows",
+        "--bad-records",
+        s(&bad),
+    ];
+    assert_code(&filesink(&args_a), EXIT_ERROR, "a2's header stops job A");
+    let mut a_bad = vec![format!("{}:50", s(&a1)), format!("{}:250", s(&a1))];
+    a_bad.sort();
+    assert_eq!(bad_sources(&bad), a_bad);
+
+    let b = dir.path().join("b.jsonl");
+    fs::write(
+        &b,
+        format!("{}{BAD}{}{BAD}", recs(1000..1010), recs(1011..1020)),
+    )
+    .unwrap();
+    run_ok(&ingest_args(
+        &[s(&b)],
+        s(&lake),
+        &["--bad-records", s(&bad)],
+    ));
+    let b_bad = [format!("{}:11", s(&b)), format!("{}:21", s(&b))];
+
+    fs::write(&a2, "id,day\n300,2026-11-26\n").unwrap();
+    run_ok(&args_a);
+    let mut expected: Vec<String> = a_bad.iter().chain(&b_bad).cloned().collect();
+    expected.sort();
+    assert_eq!(bad_sources(&bad), expected, "every bad record once");
+
+    // A finished job whose input grew writes its new bad records after B's.
+    let c = dir.path().join("c.jsonl");
+    fs::write(&c, format!("{}{BAD}", recs(2000..2005))).unwrap();
+    let args_c = ingest_args(&[s(&c)], s(&lake), &["--bad-records", s(&bad)]);
+    run_ok(&args_c);
+    run_ok(&ingest_args(
+        &[s(&b)],
+        s(&lake),
+        &["--job", "b_again", "--bad-records", s(&bad)],
+    ));
+    append(&c, &format!("{}{BAD}", recs(2006..2008)));
+    run_ok(&args_c);
+    expected.extend([
+        format!("{}:6", s(&c)),
+        format!("{}:9", s(&c)),
+        format!("{}:11", s(&b)),
+        format!("{}:21", s(&b)),
+    ]);
+    expected.sort();
+    assert_eq!(bad_sources(&bad), expected);
+}
+
+#[test]
+fn a_bad_records_file_inside_the_lake_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = d.join("events.jsonl");
+    fs::write(&input, format!("{}{BAD}", recs(0..10))).unwrap();
+    // An existing lake, and a link to it.
+    let lake = d.join("lake");
+    let first_bad = d.join("bad.jsonl");
+    run_ok(&ingest_args(
+        &[s(&input)],
+        s(&lake),
+        &["--job", "first", "--bad-records", s(&first_bad)],
+    ));
+    std::os::unix::fs::symlink(d.join("lake"), d.join("link")).unwrap();
+    let listed = |lake: &str| -> Value {
+        json_of(&run_ok(&["ls", s(&d.join(lake)), "--json"]))["committed"].clone()
+    };
+    let before = listed("lake");
+    for (lake, bad) in [
+        ("lake", "lake/bad.jsonl"),
+        ("lake", "lake/day=2026-11-25/bad.jsonl"),
+        ("lake", "lake/.bad.jsonl"),
+        ("lake", "lake/_filesink/bad.jsonl"),
+        ("lake", "link/bad.jsonl"),
+        ("link", "lake/bad.jsonl"),
+        ("./lake/", "./lake/../lake/bad.jsonl"),
+        ("new", "new/bad.jsonl"),
+        ("new/", "new/sub/bad.jsonl"),
+        (".", "other-bad.jsonl"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .current_dir(d)
+            .args([
+                "ingest",
+                s(&input),
+                "--to",
+                lake,
+                "--job",
+                "second",
+                "--bad-records",
+                bad,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_code(&o, EXIT_USAGE, &format!("--to {lake} --bad-records {bad}"));
+        assert!(stderr(&o).contains(&format!("`{bad}`")), "{}", stderr(&o));
+        assert!(!d.join(bad).exists(), "{bad} was created");
+    }
+    assert!(!d.join("new").exists());
+    assert_eq!(listed("lake"), before);
+}
+
+#[test]
+fn a_slow_input_becomes_visible_within_an_interval() {
+    // Records trickle into standard input, which stays open: each must become visible within
+    // about an interval, not at the end of the input.
+    for (name, extra, header) in [
+        ("inferred", vec![], None),
+        ("schema", vec!["--schema"], None),
+        ("csv", vec!["--input-format", "csv"], Some("id,day\n")),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = dir.path().join("lake");
+        let schema_file = dir.path().join("schema.json");
+        fs::write(
+            &schema_file,
+            r#"{"fields":[{"name":"id","data_type":"Int64","nullable":true,"dict_id":0,"dict_is_ordered":false,"metadata":{}},{"name":"day","data_type":"Utf8","nullable":true,"dict_id":0,"dict_is_ordered":false,"metadata":{}},{"name":"note","data_type":"Utf8","nullable":true,"dict_id":0,"dict_is_ordered":false,"metadata":{}}],"metadata":{}}"#,
+        )
+        .unwrap();
+        let mut args: Vec<&str> = vec![
+            "ingest",
+            "-",
+            "--job",
+            "slow",
+            "--to",
+            s(&lake),
+            "--checkpoint-every",
+            "1s",
+        ];
+        for e in &extra {
+            args.push(e);
+            if *e == "--schema" {
+                args.push(s(&schema_file));
+            }
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(h) = header {
+            stdin.write_all(h.as_bytes()).unwrap();
+        }
+        for id in 0..3i64 {
+            let line = match header {
+                Some(_) => format!("{id},2026-11-25\n"),
+                None => rec(id),
+            };
+            stdin.write_all(line.as_bytes()).unwrap();
+            stdin.flush().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if ids(&lake) == (0..=id).collect::<Vec<_>>() {
+                    break;
+                }
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("{name}: ingest ended while its input was open: {status}");
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: record {id} not visible 30 s after it was sent (checkpoint every 1 s); \
+                     visible: {:?}",
+                    ids(&lake)
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(ids(&lake), vec![0, 1, 2], "{name}");
+    }
+}
+
+/// Rewrites the latest manifest of the only job in `lake` as a build that recorded no
+/// checksums (source position version 1) would have written it.
+fn rewrite_as_version_1(lake: &Path) {
+    let jobs = lake.join("_filesink/jobs");
+    let job = fs::read_dir(&jobs).unwrap().next().unwrap().unwrap().path();
+    let mut manifests: Vec<PathBuf> = fs::read_dir(job.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    manifests.sort();
+    let latest = manifests.pop().unwrap();
+    let bytes = fs::read(&latest).unwrap();
+    let mut m = filesink::checkpoint::Manifest::decode(s(&latest), &bytes, None).unwrap();
+    let p = m.source_position.as_object_mut().unwrap();
+    assert!(p.remove("read").is_some(), "{p:?}");
+    p.insert("version".into(), 1.into());
+    fs::write(&latest, m.encode()).unwrap();
+}
+
+#[test]
+fn a_position_without_checksums_resumes_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    fs::write(&a, recs(0..1100)).unwrap();
+    fs::write(&b, format!("{}{BAD}{}", recs(1100..1300), recs(1301..1400))).unwrap();
+    let args = ingest_args(
+        &[s(&a), s(&b)],
+        s(&lake),
+        &["--checkpoint-every", "100rows"],
+    );
+    assert_code(
+        &filesink(&args),
+        EXIT_ERROR,
+        "the bad line in b stops the run",
+    );
+    assert_eq!(ids(&lake), (0..1300).collect::<Vec<_>>());
+    rewrite_as_version_1(&lake);
+    fs::write(&b, format!("{}{}", recs(1100..1400), recs(1400..1450))).unwrap();
+    let o = run_ok(&args);
+    assert!(stderr(&o).contains("older filesink"), "{}", stderr(&o));
+    assert_eq!(ids(&lake), (0..1450).collect::<Vec<_>>());
+    // The position it wrote has checksums: a later change is caught.
+    replace(&b, &recs(5000..5400));
+    assert_code(
+        &filesink(&args),
+        EXIT_INPUT_CHANGED,
+        "b replaced after the upgrade",
+    );
+}
+
+#[test]
+fn a_bad_records_file_that_is_an_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let input = dir.path().join("events.jsonl");
+    let text = format!("{}{BAD}", recs(0..10));
+    fs::write(&input, &text).unwrap();
+    let link = dir.path().join("link.jsonl");
+    fs::hard_link(&input, &link).unwrap();
+    for bad in [&input, &link] {
+        let o = filesink(&ingest_args(
+            &[s(&input)],
+            s(&lake),
+            &["--bad-records", s(bad)],
+        ));
+        assert_code(&o, EXIT_USAGE, s(bad));
+        assert_eq!(
+            fs::read_to_string(&input).unwrap(),
+            text,
+            "the input was written to"
+        );
+        assert!(!lake.exists());
+    }
+}
