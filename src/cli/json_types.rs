@@ -296,7 +296,7 @@ impl<T: ArrowTimestampType> Timestamp<T> {
         })
     }
 
-    fn from_string(&self, s: &str) -> Result<i64, String> {
+    fn parse_string(&self, s: &str) -> Result<i64, String> {
         let dt = &self.data_type;
         let t = string_to_datetime(&self.tz, s)
             .map_err(|_| format!("\"{s}\" is not a timestamp (column type {dt})"))?;
@@ -330,7 +330,7 @@ impl<T: ArrowTimestampType> ArrayDecoder for Timestamp<T> {
                     b.append_null();
                     continue;
                 }
-                TapeElement::String(idx) => self.from_string(tape.get_string(idx)),
+                TapeElement::String(idx) => self.parse_string(tape.get_string(idx)),
                 TapeElement::Number(idx) => parse_int::<i64>(tape.get_string(idx), &self.data_type),
                 _ => return Err(mismatch(tape, p, &self.data_type)),
             };
