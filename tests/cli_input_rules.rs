@@ -294,6 +294,10 @@ fn a_json_value_that_does_not_fit_its_column_is_a_bad_record() {
         EXIT_ERROR,
     );
     assert!(stderr(&o).contains("column `n`"), "{}", stderr(&o));
+    assert!(
+        !dir.path().join("lake-neg").exists(),
+        "a failed new job creates nothing"
+    );
 }
 
 #[test]

@@ -170,10 +170,18 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             Err(e) => (Err(e), None),
         },
     };
-    if let Ok(schema) = &fresh_schema {
+    match &fresh_schema {
         // A schema without columns comes from inputs without records: nothing to partition.
-        if explicit.is_some() || !schema.fields().is_empty() {
+        Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
             check_partition_columns(&args.partition_by, schema)?;
+        }
+        Ok(_) | Err(_) => {}
+    }
+    if location.local_path().is_some_and(|p| !p.exists()) {
+        // No lake, so no job to resume: the job is new, and an inference error stops it now,
+        // before anything is created.
+        if let Err(e) = fresh_schema {
+            return Err(e);
         }
     }
 
