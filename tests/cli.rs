@@ -24,7 +24,12 @@ const EXIT_CORRUPT: i32 = 6;
 /// (`_filesink/jobs/<job>/owner.lock`): a command that takes a job writes who holds it there.
 fn snapshot(base: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
     let mut out = BTreeMap::new();
-    let mut stack = vec![base.to_path_buf()];
+    // A run refused before it created the lake leaves no directory: nothing in it.
+    let mut stack: Vec<PathBuf> = base
+        .exists()
+        .then(|| base.to_path_buf())
+        .into_iter()
+        .collect();
     while let Some(dir) = stack.pop() {
         for e in fs::read_dir(&dir).unwrap() {
             let e = e.unwrap();

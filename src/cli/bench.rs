@@ -125,7 +125,7 @@ pub async fn run(args: &BenchArgs) -> Result<(), BoxError> {
         Some(dir) => PathBuf::from(dir),
         None => std::env::current_dir()?,
     };
-    if !parent.is_dir() {
+    if parent.exists() && !parent.is_dir() {
         return Err(format!("`{}` is not a directory", parent.display()).into());
     }
     let work = WorkDir::create(&parent)?;
@@ -754,20 +754,45 @@ fn file_system_name(path: &Path) -> String {
 }
 
 /// The fresh working directory, removed when dropped (also on errors).
-struct WorkDir(PathBuf);
+/// The fresh directory the benchmark works in, and the directories above it that the
+/// benchmark had to create (deepest first); all are removed at the end, nothing else.
+struct WorkDir(PathBuf, Vec<PathBuf>);
 
 impl WorkDir {
     fn create(parent: &Path) -> Result<WorkDir, BoxError> {
+        let mut made = Vec::new();
+        let mut missing = Some(parent);
+        while let Some(p) = missing.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+            made.push(p.to_path_buf());
+            missing = p.parent();
+        }
+        // Created outermost first, so that a failure leaves only what is listed to remove.
+        let mut work = WorkDir(PathBuf::new(), Vec::new());
+        for p in made.iter().rev() {
+            std::fs::create_dir(p).map_err(|e| format!("cannot create `{}`: {e}", p.display()))?;
+            work.1.insert(0, p.clone());
+        }
         let dir = parent.join(format!("filesink-bench-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
-        Ok(WorkDir(dir))
+        work.0 = dir;
+        Ok(work)
     }
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            note(&format!("could not remove `{}`: {e}", self.0.display()));
+        if !self.0.as_os_str().is_empty() {
+            if let Err(e) = std::fs::remove_dir_all(&self.0) {
+                note(&format!("could not remove `{}`: {e}", self.0.display()));
+                return;
+            }
+        }
+        // Only if still empty: anything another process put there stays.
+        for dir in &self.1 {
+            if let Err(e) = std::fs::remove_dir(dir) {
+                note(&format!("could not remove `{}`: {e}", dir.display()));
+                return;
+            }
         }
     }
 }

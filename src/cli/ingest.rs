@@ -18,16 +18,19 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use filesink::bucket::HivePartitioner;
+use arrow::datatypes::Schema;
+use arrow::record_batch::RecordBatch;
+use filesink::bucket::{BucketAssigner, HivePartitioner};
 use filesink::storage::LeaseOptions;
 use filesink::{Coordinator, FileFormat, Ownership, RollingPolicy, Sink};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::exit::{CliError, CliResult};
+use super::json_types::check_schema;
 use super::lake::open_storage;
 use super::source::{
     check_read, infer_schema, read_schema_file, schema_ref, BadRecord, Chunk, Cursor, Input,
-    InputFormat, Prefix, Source, SourcePosition,
+    InputFormat, Prefix, RowCheck, Source, SourcePosition, StdinRecords,
 };
 use super::url::Location;
 use super::util::{human_bytes, parse_checkpoint_every, parse_job, parse_size, CheckpointEvery};
@@ -160,9 +163,25 @@ enum Msg {
 /// Runs `filesink ingest`.
 pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     let started = Instant::now();
+    // Every argument is checked before anything is created: an invalid one exits 2 and
+    // leaves no lake, no `sink.json`, no job behind.
+    let location = Location::parse(&args.to)?;
+    let partitioner = match args.partition_by.as_slice() {
+        [] => None,
+        cols => Some(
+            HivePartitioner::new(cols.to_vec())
+                .map_err(|e| CliError::usage(format!("invalid --partition-by: {e}")))?,
+        ),
+    };
+    let explicit = match args.schema.as_deref() {
+        Some(path) => {
+            let schema = read_schema_file(path)?;
+            Some(schema)
+        }
+        None => None,
+    };
     let inputs = resolve_inputs(&args.inputs)?;
     let input_format = resolve_input_format(&inputs, args.input_format)?;
-    let location = Location::parse(&args.to)?;
     let job = match &args.job {
         Some(j) => j.clone(),
         None => default_job(&inputs)?,
@@ -172,6 +191,43 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         Some(p) => Some(check_bad_records_path(p, &location, &inputs)?),
         None => None,
     };
+    if let (Some(schema), InputFormat::Jsonl) = (&explicit, input_format) {
+        check_schema(schema).map_err(|e| {
+            CliError::usage(format!(
+                "--schema `{}`: {e}",
+                args.schema.as_ref().expect("set").display()
+            ))
+        })?;
+    }
+    // Standard input takes what arrived by the first checkpoint's deadline for inference.
+    let inference_deadline = match args.checkpoint_every {
+        CheckpointEvery::Interval(d) => Some(Instant::now() + d),
+        CheckpointEvery::Rows(_) => None,
+    };
+    // The schema a new job would take: --schema, else inferred from the inputs (the first
+    // with records). A job that is resumed keeps its own; an inference error counts only for
+    // a new job.
+    let (fresh_schema, stdin_prefix) = match explicit.clone() {
+        Some(s) => (Ok(s), None),
+        None => match infer_from_inputs(&inputs, input_format, strict, inference_deadline) {
+            Ok((s, prefix)) => (Ok(s), prefix),
+            Err(e) => (Err(e), None),
+        },
+    };
+    match &fresh_schema {
+        // A schema without columns comes from inputs without records: nothing to partition.
+        Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
+            check_partition_columns(&args.partition_by, schema)?;
+        }
+        Ok(_) | Err(_) => {}
+    }
+    if location.local_path().is_some_and(|p| !p.exists()) {
+        // No lake, so no job to resume: the job is new, and an inference error stops it now,
+        // before anything is created.
+        if let Err(e) = fresh_schema {
+            return Err(e);
+        }
+    }
 
     let (storage, _) = open_storage(&location)
         .map_err(|e| CliError::context(format!("cannot use `{location}` as output"), e))?;
@@ -180,8 +236,8 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         OutputFormat::Jsonl => FileFormat::json_lines(),
         OutputFormat::Csv => FileFormat::csv(),
     });
-    if !args.partition_by.is_empty() {
-        builder = builder.bucket_assigner(HivePartitioner::new(args.partition_by.clone())?);
+    if let Some(p) = &partitioner {
+        builder = builder.bucket_assigner(p.clone());
     }
     if let Some(bytes) = args.max_part_size {
         builder = builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
@@ -268,32 +324,16 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     }
 
     // The schema: the job's own when resuming, else --schema, else inferred.
-    let explicit = args.schema.as_deref().map(read_schema_file).transpose()?;
-    let (schema, stdin_prefix) = match (&restored, explicit) {
+    let schema = match (&restored, explicit) {
         (Some(p), Some(s)) if s.fields() != p.schema.fields() => {
             return Err(CliError::msg(format!(
                 "job `{job}` was started with another schema ({}); use another --job for this one",
                 describe_schema(&p.schema)
             )));
         }
-        (Some(p), _) => (p.schema.clone(), None),
-        (None, Some(s)) => (s, None),
-        (None, None) => {
-            let deadline = match args.checkpoint_every {
-                CheckpointEvery::Interval(d) => Some(Instant::now() + d),
-                CheckpointEvery::Rows(_) => None,
-            };
-            infer_schema(&inputs[0], input_format, strict, deadline)?
-        }
+        (Some(p), _) => p.schema.clone(),
+        (None, _) => fresh_schema?,
     };
-    for col in &args.partition_by {
-        if schema.field_with_name(col).is_err() {
-            return Err(CliError::msg(format!(
-                "partition column `{col}` is not in the input (columns: {})",
-                describe_schema(&schema)
-            )));
-        }
-    }
 
     let sink_id = filesink::checkpoint::manifest::sink_identity(sink.storage().as_ref(), false)
         .await?
@@ -357,6 +397,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         finished_before,
         linger,
     );
+    if let Some(p) = &partitioner {
+        source = source.with_row_check(partition_check(p.clone()));
+    }
     let reader = std::thread::Builder::new()
         .name("filesink-source".into())
         .spawn(move || {
@@ -549,6 +592,112 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// Infers the schema from the first input that has records (an input without records says
+/// nothing about the columns); a schema without columns if none has any.
+fn infer_from_inputs(
+    inputs: &[Input],
+    format: InputFormat,
+    strict: bool,
+    stdin_deadline: Option<Instant>,
+) -> CliResult<(Schema, Option<StdinRecords>)> {
+    let mut first = None;
+    for input in inputs {
+        let (schema, prefix) = infer_schema(input, format, strict, stdin_deadline)?;
+        // Standard input cannot be read twice: what it gave is what there is.
+        if !schema.fields().is_empty() || input.is_stdin() {
+            return Ok((schema, prefix));
+        }
+        first.get_or_insert((schema, prefix));
+    }
+    Ok(first.expect("at least one input"))
+}
+
+/// Each partition column must be a column of the schema: an argument error otherwise.
+fn check_partition_columns(partition_by: &[String], schema: &Schema) -> CliResult {
+    for col in partition_by {
+        if schema.field_with_name(col).is_err() {
+            return Err(CliError::usage(format!(
+                "partition column `{col}` is not in the input (columns: {})",
+                describe_schema(schema)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The writer's partition check, made per record before the records reach it: a record whose
+/// partition value cannot name a directory (longer than 255 bytes once escaped) is a bad
+/// record of its own line, not an error of its whole chunk.
+fn partition_check(partitioner: HivePartitioner) -> RowCheck {
+    let partitioner = partitioner.keep_partition_columns(true);
+    Box::new(move |batch: &RecordBatch| {
+        let schema = batch.schema();
+        let Ok(cols) = partitioner
+            .columns()
+            .iter()
+            .map(|c| schema.index_of(c))
+            .collect::<Result<Vec<_>, _>>()
+        else {
+            return Vec::new(); // the writer reports a missing column
+        };
+        let Ok(part) = batch.project(&cols) else {
+            return Vec::new();
+        };
+        if names_are_short(&part) {
+            return Vec::new();
+        }
+        let now = chrono::Utc::now();
+        if partitioner.assign(&part, now).is_ok() {
+            return Vec::new();
+        }
+        (0..part.num_rows())
+            .filter_map(|row| {
+                let e = partitioner.assign(&part.slice(row, 1), now).err()?;
+                let msg = match e {
+                    filesink::Error::InvalidInput(m) => m,
+                    other => other.to_string(),
+                };
+                Some((
+                    row,
+                    msg.replacen("the value in row 0 of", "the value of", 1),
+                ))
+            })
+            .collect()
+    })
+}
+
+/// Whether every value of these partition columns surely makes a directory name within the
+/// limit (a value escapes to at most 3 bytes per byte); `false` means "check each one".
+fn names_are_short(part: &RecordBatch) -> bool {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::DataType;
+    part.schema()
+        .fields()
+        .iter()
+        .zip(part.columns())
+        .all(|(f, col)| {
+            let longest_value_bytes = match col.data_type() {
+                DataType::Utf8 => {
+                    let a = col.as_string::<i32>();
+                    (0..a.len())
+                        .map(|i| a.value_length(i) as usize)
+                        .max()
+                        .unwrap_or(0)
+                }
+                DataType::LargeUtf8 => {
+                    let a = col.as_string::<i64>();
+                    (0..a.len())
+                        .map(|i| a.value_length(i) as usize)
+                        .max()
+                        .unwrap_or(0)
+                }
+                t if t.is_primitive() || *t == DataType::Boolean => 64,
+                _ => return false,
+            };
+            3 * (f.name().len() + 1 + longest_value_bytes) <= 255
+        })
 }
 
 /// Resolves the inputs; one file given twice, under any two names (`./a` and `a`, a symbolic

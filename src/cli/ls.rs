@@ -60,10 +60,17 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
             }
         }
     }
-    let unreferenced: Vec<_> = leftovers
+    // A job whose latest manifest cannot be read may need any hidden file: none of them is a
+    // leftover then, their state is unknown (and `abort` refuses to touch them).
+    let unreadable: Vec<&str> = jobs
+        .iter()
+        .filter(|j| j.latest.is_err())
+        .map(|j| j.job.as_str())
+        .collect();
+    let (unknown, unreferenced): (Vec<_>, Vec<_>) = leftovers
         .iter()
         .filter(|l| !refs.contains_key(&l.path))
-        .collect();
+        .partition(|_| !unreadable.is_empty());
     // Incomplete multipart uploads (S3) are shown apart from hidden files.
     let (uploads, hidden): (Vec<&Leftover>, Vec<&Leftover>) = unreferenced
         .iter()
@@ -121,6 +128,10 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
                 "age_ms": now - l.modified_ms, "job": r.job, "checkpoint_id": r.checkpoint_id,
                 "kind": r.kind.name(), "upload_id": lake.upload_id(l),
+            })).collect::<Vec<_>>(),
+            "unknown": unknown.iter().map(|l| json!({
+                "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
+                "age_ms": now - l.modified_ms, "upload_id": lake.upload_id(l),
             })).collect::<Vec<_>>(),
             "leftovers": unreferenced.iter().map(|l| json!({
                 "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
@@ -227,6 +238,24 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                     r.kind.name(),
                     r.job,
                     r.checkpoint_id
+                );
+            }
+        }
+        if !unknown.is_empty() {
+            outln!(
+                out,
+                "hidden files of unknown state (the latest manifest of job `{}` cannot be read, \
+                 so whether they are needed is unknown; do not remove them): {}",
+                unreadable.join("`, `"),
+                unknown.len()
+            );
+            for l in &unknown {
+                outln!(
+                    out,
+                    "  {}  {}  modified {} ago",
+                    l.path,
+                    human_bytes(l.size_bytes),
+                    human_age(now - l.modified_ms)
                 );
             }
         }

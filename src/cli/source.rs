@@ -29,12 +29,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use arrow::array::BooleanArray;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use super::exit::{CliError, CliResult};
+use super::json_types::{refine_inferred, StrictJson};
 
 /// Records read to infer a schema.
 pub const INFER_RECORDS: usize = 1000;
@@ -46,6 +48,13 @@ const READ_BUFFER_BYTES: usize = 1 << 20;
 const STDIN_BATCH_RECORDS: usize = 1024;
 /// Batches standard input's reader thread reads ahead.
 const STDIN_BATCHES_AHEAD: usize = 16;
+/// The UTF-8 byte order mark some tools write at the start of a file.
+const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
+
+/// A check of decoded records for what would fail later, in the writer (a partition value
+/// too long for a directory name): the row index and the reason of each record it rejects.
+/// Rejected records are bad records of their own line, like records that do not decode.
+pub type RowCheck = Box<dyn Fn(&RecordBatch) -> Vec<(usize, String)> + Send>;
 
 /// The format of the input files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -296,6 +305,7 @@ impl<R: BufRead> RecordReader<R> {
         loop {
             let start = buf.len();
             let first_line = self.line;
+            let at_start = self.offset == 0;
             let mut quotes = 0usize;
             loop {
                 let piece_start = buf.len();
@@ -329,6 +339,10 @@ impl<R: BufRead> RecordReader<R> {
             }
             if buf.len() == start {
                 return Ok(None);
+            }
+            if at_start && buf[start..].starts_with(BYTE_ORDER_MARK) {
+                // A UTF-8 byte order mark opens the input, not its first record.
+                buf.drain(start..start + BYTE_ORDER_MARK.len());
             }
             if buf[start..].iter().all(|b| b.is_ascii_whitespace()) {
                 buf.truncate(start);
@@ -425,7 +439,26 @@ fn json_error(e: &serde_json::Error) -> String {
 }
 
 fn tidy_json_error(msg: &str) -> String {
-    msg.strip_prefix("Json error: ").unwrap_or(msg).to_string()
+    let msg = msg.strip_prefix("Json error: ").unwrap_or(msg);
+    // Strict mode's words for a field outside the schema (at the end, after any
+    // `whilst decoding field '…': ` of the structs around it).
+    let msg = match (
+        msg.rfind("column '"),
+        msg.strip_suffix("' missing from schema"),
+    ) {
+        (Some(i), Some(head)) if i + 8 <= head.len() => {
+            format!(
+                "{}field `{}` is not in the schema",
+                &msg[..i],
+                &head[i + 8..]
+            )
+        }
+        _ => msg.to_string(),
+    };
+    msg.replace(
+        "Encountered unmasked nulls in non-nullable StructArray child:",
+        "null or missing value for non-nullable",
+    )
 }
 
 /// One record read by standard input's reader thread.
@@ -709,10 +742,8 @@ pub fn infer_schema(
                 }
             }
             if values.is_empty() {
-                return Err(CliError::msg(format!(
-                    "`{}` has no records to infer a schema from; pass --schema FILE",
-                    input.display
-                )));
+                // No records, no columns: an empty input is not an error.
+                return Ok((Schema::empty(), prefix));
             }
             let schema = arrow::json::reader::infer_json_schema_from_iterator(
                 values.iter().map(Ok::<_, ArrowError>),
@@ -720,14 +751,18 @@ pub fn infer_schema(
             .map_err(|e| {
                 CliError::context(format!("cannot infer a schema from `{}`", input.display), e)
             })?;
+            let schema = refine_inferred(schema, &values).map_err(|e| {
+                CliError::msg(format!(
+                    "cannot infer a schema from `{}`: {e}",
+                    input.display
+                ))
+            })?;
             Ok((in_key_order(schema, &key_order), prefix))
         }
         InputFormat::Csv => {
             let Some(_) = reader.next_record(&mut buf).map_err(read_err)? else {
-                return Err(CliError::msg(format!(
-                    "`{}` has no header line to infer a schema from",
-                    input.display
-                )));
+                // No header, no records: an empty input is not an error.
+                return Ok((Schema::empty(), prefix));
             };
             let columns = csv_fields(&buf).len();
             let mut records = 0;
@@ -831,6 +866,8 @@ pub struct Source {
     spans: Vec<(u64, usize, usize)>,
     /// Input bytes consumed so far (headers and blank lines included).
     bytes_read: u64,
+    /// Checks of the decoded records beyond their types.
+    row_check: Option<RowCheck>,
 }
 
 impl Source {
@@ -876,7 +913,14 @@ impl Source {
             buf: Vec::new(),
             spans: Vec::new(),
             bytes_read: 0,
+            row_check: None,
         }
+    }
+
+    /// Also rejects the decoded records that `check` rejects.
+    pub fn with_row_check(mut self, check: RowCheck) -> Source {
+        self.row_check = Some(check);
+        self
     }
 
     /// Input bytes consumed by this source so far.
@@ -1223,15 +1267,19 @@ impl Source {
     fn decode(&mut self) -> CliResult<(Option<RecordBatch>, Vec<BadRecord>)> {
         let n = self.spans.len();
         if let Ok(batch) = self.decode_all(&self.buf, n) {
-            return Ok((Some(batch), Vec::new()));
+            return self.check_rows(Some(batch), None, Vec::new());
         }
         let input = &self.inputs[self.cursor.input];
         let mut batches = Vec::new();
         let mut bad = Vec::new();
-        for &(line, start, end) in &self.spans {
+        let mut decoded = Vec::new();
+        for (i, &(line, start, end)) in self.spans.iter().enumerate() {
             let rec = &self.buf[start..end];
             match self.decode_all(rec, 1) {
-                Ok(b) => batches.push(b),
+                Ok(b) => {
+                    batches.push(b);
+                    decoded.push(i);
+                }
                 Err(e) => {
                     let msg = match self.format {
                         InputFormat::Jsonl => tidy_json_error(&e.to_string()),
@@ -1256,7 +1304,52 @@ impl Source {
                     .map_err(|e| CliError::context("cannot assemble decoded records", e))?,
             )
         };
-        Ok((batch, bad))
+        self.check_rows(batch, Some(&decoded), bad)
+    }
+
+    /// Applies the checks beyond decoding to `batch`, whose row `i` is the record of span
+    /// `decoded[i]` (of span `i` when `decoded` is `None`): a rejected record is an error
+    /// naming its line, or goes to `bad`.
+    fn check_rows(
+        &self,
+        batch: Option<RecordBatch>,
+        decoded: Option<&[usize]>,
+        mut bad: Vec<BadRecord>,
+    ) -> CliResult<(Option<RecordBatch>, Vec<BadRecord>)> {
+        let Some(b) = &batch else {
+            return Ok((batch, bad));
+        };
+        let mut rejected = Vec::new();
+        if self.format == InputFormat::Csv {
+            rejected.extend(non_finite_floats(b));
+        }
+        if let Some(check) = &self.row_check {
+            rejected.extend(check(b));
+        }
+        if rejected.is_empty() {
+            return Ok((batch, bad));
+        }
+        rejected.sort_by_key(|(row, _)| *row);
+        let input = &self.inputs[self.cursor.input];
+        let mut keep = vec![true; b.num_rows()];
+        for (row, msg) in rejected {
+            if !keep[row] {
+                continue; // one reason per record
+            }
+            let (line, start, end) = self.spans[decoded.map_or(row, |d| d[row])];
+            if self.strict {
+                return Err(malformed(input, line, &msg));
+            }
+            keep[row] = false;
+            bad.push(BadRecord {
+                source: format!("{}:{line}", input.display),
+                line: record_text(&self.buf[start..end]),
+                error: msg,
+            });
+        }
+        let kept = arrow::compute::filter_record_batch(b, &BooleanArray::from(keep))
+            .map_err(|e| CliError::context("cannot set aside rejected records", e))?;
+        Ok(((kept.num_rows() > 0).then_some(kept), bad))
     }
 
     /// Decodes `buf`, which must hold exactly `n` records.
@@ -1264,7 +1357,8 @@ impl Source {
         let batch = match self.format {
             InputFormat::Jsonl => {
                 let mut d = arrow::json::ReaderBuilder::new(self.schema.clone())
-                    .with_coerce_primitive(true)
+                    .with_strict_mode(true)
+                    .with_decoder_factory(Arc::new(StrictJson))
                     .with_batch_size(n + 1)
                     .build_decoder()?;
                 let mut pos = 0;
@@ -1399,16 +1493,63 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> CliResult<Vec
     Ok(grew)
 }
 
+/// The rows of `batch` with a NaN or an infinity in a float column (CSV reads `NaN` and
+/// `inf`; JSON has no such numbers): such a value is a bad record in either format, since
+/// JSON lines output cannot hold it and would write `null`.
+fn non_finite_floats(batch: &RecordBatch) -> Vec<(usize, String)> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{DataType, Float32Type, Float64Type};
+    let mut out = Vec::new();
+    for (f, col) in batch.schema().fields().iter().zip(batch.columns()) {
+        let mut push = |row: usize, v: f64| {
+            out.push((
+                row,
+                format!(
+                    "{v} in column `{}`: NaN and infinities are not accepted",
+                    f.name()
+                ),
+            ))
+        };
+        match col.data_type() {
+            DataType::Float64 => {
+                let a = col.as_primitive::<Float64Type>();
+                if a.values().iter().any(|v| !v.is_finite()) {
+                    for (row, v) in a.iter().enumerate() {
+                        match v {
+                            Some(v) if !v.is_finite() => push(row, v),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            DataType::Float32 => {
+                let a = col.as_primitive::<Float32Type>();
+                if a.values().iter().any(|v| !v.is_finite()) {
+                    for (row, v) in a.iter().enumerate() {
+                        match v {
+                            Some(v) if !v.is_finite() => push(row, f64::from(v)),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Reads a `--schema` file: the serde JSON of an arrow schema.
 pub fn read_schema_file(path: &Path) -> CliResult<Schema> {
     let bytes = std::fs::read(path).map_err(|e| {
-        CliError::context(format!("cannot read schema file `{}`", path.display()), e)
+        CliError::usage(format!("cannot read schema file `{}`", path.display())).caused_by(e)
     })?;
     serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::context(
-            format!("`{}` is not an arrow schema in JSON", path.display()),
-            e,
-        )
+        CliError::usage(format!(
+            "`{}` is not an arrow schema in JSON",
+            path.display()
+        ))
+        .caused_by(e)
     })
 }
 

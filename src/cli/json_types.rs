@@ -1,0 +1,341 @@
+//! The typing rule for JSON input: a value lands in its column only if it fits exactly.
+//!
+//! arrow's JSON decoder is lenient by default: it truncates `1.75` into an integer column,
+//! reads `"5"` into one, rounds integers beyond `i64` through a float, and drops fields the
+//! schema does not have. `ingest` decodes with [`StrictJson`] instead, whose decoders accept:
+//!
+//! | column type | accepts | rejects (a bad record) |
+//! |---|---|---|
+//! | `Int8`…`Int64`, `UInt8`…`UInt64` | a JSON integer written without fraction or exponent, in range | `1.0`, `1e3`, `1.75`, out of range, `"5"`, `true` |
+//! | `Float32`, `Float64` | any JSON number, rounded to the nearest float (as every JSON reader does) | a number beyond the type's range, `"1.5"`, `true` |
+//! | `Boolean` | `true`, `false` | `"true"`, `1` |
+//! | `Utf8`, `LargeUtf8` | a JSON string | numbers, booleans, objects, arrays |
+//! | `Date32` | a string `YYYY-MM-DD` | a date with a time, numbers |
+//! | `Timestamp(unit, tz)` | an RFC 3339 / ISO 8601 string with no digits below the unit; an integer count of units since the epoch | finer precision than the unit, fractions, out of range |
+//! | `List`, `LargeList`, `Struct` | an array / object whose elements / fields fit | anything else; a field the struct does not have |
+//! | `Null` | `null` | any value |
+//!
+//! `null` (or a missing field) fits a nullable column only. A field that is not in the schema
+//! is a bad record, at the top level and inside structs ([`arrow::json::ReaderBuilder::with_strict_mode`],
+//! which covers only that). Every other type is refused when the schema is given
+//! ([`check_schema`]), rather than decoded by a rule nobody wrote down.
+//!
+//! The checks are the decoders: each value is parsed once, as arrow's own decoders would.
+
+use std::marker::PhantomData;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::array::builder::PrimitiveBuilder;
+use arrow::array::timezone::Tz;
+use arrow::array::ArrayRef;
+use arrow::compute::kernels::cast_utils::string_to_datetime;
+use arrow::datatypes::{
+    ArrowPrimitiveType, ArrowTimestampType, DataType, Date32Type, FieldRef, Float32Type,
+    Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, Schema, TimeUnit,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow::error::ArrowError;
+use arrow::json::reader::{ArrayDecoder, DecoderContext, DecoderFactory, Tape, TapeElement};
+use serde_json::Value;
+
+/// The decoders of the JSON typing rule (see the module doc); register with
+/// [`arrow::json::ReaderBuilder::with_decoder_factory`], together with strict mode.
+#[derive(Debug, Default)]
+pub struct StrictJson;
+
+impl DecoderFactory for StrictJson {
+    fn make_default_decoder(
+        &self,
+        _ctx: &DecoderContext,
+        field: &FieldRef,
+        _is_nullable: bool,
+    ) -> Result<Option<Box<dyn ArrayDecoder>>, ArrowError> {
+        let dt = field.data_type();
+        let d: Box<dyn ArrayDecoder> = match dt {
+            DataType::Int8 => Number::<Int8Type>::boxed(dt, parse_int::<i8>),
+            DataType::Int16 => Number::<Int16Type>::boxed(dt, parse_int::<i16>),
+            DataType::Int32 => Number::<Int32Type>::boxed(dt, parse_int::<i32>),
+            DataType::Int64 => Number::<Int64Type>::boxed(dt, parse_int::<i64>),
+            DataType::UInt8 => Number::<UInt8Type>::boxed(dt, parse_int::<u8>),
+            DataType::UInt16 => Number::<UInt16Type>::boxed(dt, parse_int::<u16>),
+            DataType::UInt32 => Number::<UInt32Type>::boxed(dt, parse_int::<u32>),
+            DataType::UInt64 => Number::<UInt64Type>::boxed(dt, parse_int::<u64>),
+            DataType::Float32 => Number::<Float32Type>::boxed(dt, parse_f32),
+            DataType::Float64 => Number::<Float64Type>::boxed(dt, parse_f64),
+            DataType::Date32 => Box::new(Date32Decoder),
+            DataType::Timestamp(unit, tz) => {
+                let tz: Tz = tz.as_deref().unwrap_or("+00:00").parse()?;
+                match unit {
+                    TimeUnit::Second => Timestamp::<TimestampSecondType>::boxed(dt, tz),
+                    TimeUnit::Millisecond => Timestamp::<TimestampMillisecondType>::boxed(dt, tz),
+                    TimeUnit::Microsecond => Timestamp::<TimestampMicrosecondType>::boxed(dt, tz),
+                    TimeUnit::Nanosecond => Timestamp::<TimestampNanosecondType>::boxed(dt, tz),
+                }
+            }
+            // Null, Boolean, Utf8, LargeUtf8 (without primitive coercion), List, LargeList
+            // and Struct (in strict mode): arrow's own decoders already follow the rule.
+            _ => return Ok(None),
+        };
+        Ok(Some(d))
+    }
+}
+
+/// Checks that every column of `schema` has a type the JSON typing rule covers; the error
+/// names the first that does not.
+pub fn check_schema(schema: &Schema) -> Result<(), String> {
+    fn check(path: &str, dt: &DataType) -> Result<(), String> {
+        match dt {
+            DataType::Null
+            | DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Date32
+            | DataType::Timestamp(_, _) => Ok(()),
+            DataType::List(f) | DataType::LargeList(f) => {
+                check(&format!("{path}[]"), f.data_type())
+            }
+            DataType::Struct(fields) => fields
+                .iter()
+                .try_for_each(|f| check(&format!("{path}.{}", f.name()), f.data_type())),
+            other => Err(format!(
+                "column `{path}` has type {other}, which JSON input does not support (supported: \
+                 Boolean, Int8..Int64, UInt8..UInt64, Float32, Float64, Utf8, LargeUtf8, Date32, \
+                 Timestamp, List, LargeList, Struct, Null)"
+            )),
+        }
+    }
+    for f in schema.fields() {
+        check(f.name(), f.data_type())?;
+        if let DataType::Timestamp(_, Some(tz)) = f.data_type() {
+            tz.parse::<Tz>()
+                .map_err(|e| format!("column `{}` has an unknown time zone: {e}", f.name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Where arrow's inference widened integers beyond `Int64` to `Float64` (which would round
+/// them), makes the column `UInt64` when every sampled value is a non-negative integer; a
+/// column holding both negative integers and integers beyond `Int64` fits no integer type and
+/// is an error. A column whose sample has a fraction or an exponent stays `Float64`.
+pub fn refine_inferred(schema: Schema, values: &[Value]) -> Result<Schema, String> {
+    let all: Vec<&Value> = values.iter().collect();
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let vals: Vec<&Value> = all.iter().filter_map(|v| v.get(f.name())).collect();
+            let dt = refine(f.name(), f.data_type(), &vals)?;
+            Ok(Arc::new(f.as_ref().clone().with_data_type(dt)))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+fn refine(path: &str, dt: &DataType, vals: &[&Value]) -> Result<DataType, String> {
+    Ok(match dt {
+        DataType::Float64 => {
+            let nums: Vec<&serde_json::Number> =
+                vals.iter().filter_map(|v| v.as_number()).collect();
+            let integers = nums.iter().all(|n| n.is_i64() || n.is_u64());
+            let beyond = nums.iter().any(|n| !n.is_i64() && n.is_u64());
+            let negative = nums.iter().any(|n| n.as_i64().is_some_and(|i| i < 0));
+            match (integers && beyond, negative) {
+                (true, false) => DataType::UInt64,
+                (true, true) => {
+                    return Err(format!(
+                        "column `{path}` holds negative integers and integers beyond Int64, which \
+                         no integer type holds both of; pass --schema FILE (Float64 rounds them)"
+                    ))
+                }
+                _ => DataType::Float64,
+            }
+        }
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| {
+                    let child: Vec<&Value> = vals.iter().filter_map(|v| v.get(f.name())).collect();
+                    let dt = refine(&format!("{path}.{}", f.name()), f.data_type(), &child)?;
+                    Ok(Arc::new(f.as_ref().clone().with_data_type(dt)))
+                })
+                .collect::<Result<Vec<_>, String>>()?
+                .into(),
+        ),
+        DataType::List(f) => {
+            let child: Vec<&Value> = vals.iter().filter_map(|v| v.as_array()).flatten().collect();
+            let dt = refine(&format!("{path}[]"), f.data_type(), &child)?;
+            DataType::List(Arc::new(f.as_ref().clone().with_data_type(dt)))
+        }
+        other => other.clone(),
+    })
+}
+
+fn parse_int<T: FromStr>(s: &str, dt: &DataType) -> Result<T, String> {
+    s.parse().map_err(|_| {
+        if s.contains(['.', 'e', 'E']) {
+            format!("{s} is not an integer, and column type {dt} takes integers only")
+        } else {
+            format!("{s} is out of range for {dt}")
+        }
+    })
+}
+
+fn parse_f64(s: &str, dt: &DataType) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("{s} is out of range for {dt}")),
+    }
+}
+
+fn parse_f32(s: &str, dt: &DataType) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("{s} is out of range for {dt}")),
+    }
+}
+
+type ParseNumber<N> = fn(&str, &DataType) -> Result<N, String>;
+
+/// A column of JSON numbers (never strings), each parsed by `parse`.
+struct Number<T: ArrowPrimitiveType> {
+    data_type: DataType,
+    parse: ParseNumber<T::Native>,
+    _type: PhantomData<fn(T) -> T>,
+}
+
+impl<T: ArrowPrimitiveType> Number<T> {
+    fn boxed(dt: &DataType, parse: ParseNumber<T::Native>) -> Box<dyn ArrayDecoder> {
+        Box::new(Number::<T> {
+            data_type: dt.clone(),
+            parse,
+            _type: PhantomData,
+        })
+    }
+}
+
+impl<T: ArrowPrimitiveType> ArrayDecoder for Number<T> {
+    fn decode(&mut self, tape: &Tape<'_>, pos: &[u32]) -> Result<ArrayRef, ArrowError> {
+        let mut b = PrimitiveBuilder::<T>::with_capacity(pos.len());
+        for &p in pos {
+            match tape.get(p) {
+                TapeElement::Null => b.append_null(),
+                TapeElement::Number(idx) => {
+                    let v = (self.parse)(tape.get_string(idx), &self.data_type)
+                        .map_err(ArrowError::JsonError)?;
+                    b.append_value(v);
+                }
+                _ => return Err(mismatch(tape, p, &self.data_type)),
+            }
+        }
+        Ok(Arc::new(b.finish()))
+    }
+}
+
+/// The error for a JSON value of the wrong kind: `expected <type> got <value>`.
+fn mismatch(tape: &Tape<'_>, p: u32, dt: &DataType) -> ArrowError {
+    tape.error(p, &dt.to_string())
+}
+
+/// `Date32` from strings `YYYY-MM-DD`.
+struct Date32Decoder;
+
+impl ArrayDecoder for Date32Decoder {
+    fn decode(&mut self, tape: &Tape<'_>, pos: &[u32]) -> Result<ArrayRef, ArrowError> {
+        let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date");
+        let mut b = PrimitiveBuilder::<Date32Type>::with_capacity(pos.len());
+        for &p in pos {
+            match tape.get(p) {
+                TapeElement::Null => b.append_null(),
+                TapeElement::String(idx) => {
+                    let s = tape.get_string(idx);
+                    let days = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                        .ok()
+                        .filter(|_| s.len() >= 10)
+                        .and_then(|d| i32::try_from((d - epoch).num_days()).ok())
+                        .ok_or_else(|| {
+                            ArrowError::JsonError(format!(
+                                "\"{s}\" is not a date YYYY-MM-DD (column type Date32)"
+                            ))
+                        })?;
+                    b.append_value(days);
+                }
+                _ => return Err(mismatch(tape, p, &DataType::Date32)),
+            }
+        }
+        Ok(Arc::new(b.finish()))
+    }
+}
+
+/// A timestamp column: strings as arrow parses them, exact in the column's unit, or integer
+/// counts of the unit.
+struct Timestamp<T: ArrowTimestampType> {
+    data_type: DataType,
+    tz: Tz,
+    _type: PhantomData<fn(T) -> T>,
+}
+
+impl<T: ArrowTimestampType> Timestamp<T> {
+    fn boxed(dt: &DataType, tz: Tz) -> Box<dyn ArrayDecoder> {
+        Box::new(Timestamp::<T> {
+            data_type: dt.clone(),
+            tz,
+            _type: PhantomData,
+        })
+    }
+
+    fn parse_string(&self, s: &str) -> Result<i64, String> {
+        let dt = &self.data_type;
+        let t = string_to_datetime(&self.tz, s)
+            .map_err(|_| format!("\"{s}\" is not a timestamp (column type {dt})"))?;
+        let per_second: i64 = match T::UNIT {
+            TimeUnit::Second => 1,
+            TimeUnit::Millisecond => 1_000,
+            TimeUnit::Microsecond => 1_000_000,
+            TimeUnit::Nanosecond => 1_000_000_000,
+        };
+        let step = 1_000_000_000 / per_second;
+        let nanos = i64::from(t.timestamp_subsec_nanos());
+        if nanos % step != 0 {
+            return Err(format!(
+                "\"{s}\" is more precise than column type {dt}, and would be truncated"
+            ));
+        }
+        t.timestamp()
+            .checked_mul(per_second)
+            .and_then(|v| v.checked_add(nanos / step))
+            .ok_or_else(|| format!("\"{s}\" is out of range for {dt}"))
+    }
+}
+
+impl<T: ArrowTimestampType> ArrayDecoder for Timestamp<T> {
+    fn decode(&mut self, tape: &Tape<'_>, pos: &[u32]) -> Result<ArrayRef, ArrowError> {
+        let mut b =
+            PrimitiveBuilder::<T>::with_capacity(pos.len()).with_data_type(self.data_type.clone());
+        for &p in pos {
+            let v = match tape.get(p) {
+                TapeElement::Null => {
+                    b.append_null();
+                    continue;
+                }
+                TapeElement::String(idx) => self.parse_string(tape.get_string(idx)),
+                TapeElement::Number(idx) => parse_int::<i64>(tape.get_string(idx), &self.data_type),
+                _ => return Err(mismatch(tape, p, &self.data_type)),
+            };
+            b.append_value(v.map_err(ArrowError::JsonError)?);
+        }
+        Ok(Arc::new(b.finish()))
+    }
+}

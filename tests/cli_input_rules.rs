@@ -1,0 +1,815 @@
+//! The input rules of `filesink ingest`, through the real binary: how JSON values are typed,
+//! what a bad record is and where it goes, empty inputs, byte order marks, invalid arguments;
+//! and the small contracts of `ls` and `bench` around them.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+
+use common::cli::*;
+
+const EXIT_ERROR: i32 = 1;
+const EXIT_USAGE: i32 = 2;
+const EXIT_CORRUPT: i32 = 6;
+
+/// Every visible JSON-lines record under `lake` (no path component starting with `.`/`_`).
+fn visible_records(lake: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for f in common::visible_files(lake) {
+        for line in fs::read_to_string(&f).unwrap().lines() {
+            out.push(serde_json::from_str(line).unwrap());
+        }
+    }
+    out
+}
+
+/// The `source` (`file:line`) of every line of a `--bad-records` file.
+fn bad_sources(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["source"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn write_schema(path: &Path, fields: Value) {
+    fs::write(
+        path,
+        serde_json::to_vec(&serde_json::json!({ "fields": fields, "metadata": {} })).unwrap(),
+    )
+    .unwrap();
+}
+
+fn field(name: &str, data_type: Value, nullable: bool) -> Value {
+    serde_json::json!({
+        "name": name, "data_type": data_type, "nullable": nullable,
+        "dict_id": 0, "dict_is_ordered": false, "metadata": {}
+    })
+}
+
+/// Ingests `lines` (as `name`) with `extra` arguments into a fresh JSON-lines lake, with
+/// `--bad-records`; returns the lake, the visible records and the bad records' lines.
+fn ingest_collecting(
+    dir: &Path,
+    name: &str,
+    lines: &[String],
+    extra: &[&str],
+) -> (PathBuf, Vec<Value>, Vec<u64>) {
+    let input = dir.join(name);
+    fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let lake = dir.join(format!("lake-{name}"));
+    let bad = dir.join(format!("bad-{name}"));
+    let mut args = vec![
+        "ingest",
+        s(&input),
+        "--to",
+        s(&lake),
+        "--format",
+        "jsonl",
+        "--bad-records",
+        s(&bad),
+    ];
+    args.extend_from_slice(extra);
+    run_ok(&args);
+    let bad_lines = bad_sources(&bad)
+        .iter()
+        .map(|src| {
+            let (file, line) = src.rsplit_once(':').unwrap();
+            assert_eq!(file, s(&input));
+            line.parse().unwrap()
+        })
+        .collect();
+    (lake.clone(), visible_records(&lake), bad_lines)
+}
+
+#[test]
+fn a_json_value_that_does_not_fit_its_column_is_a_bad_record() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every type the typing rule covers; a good value and values that do not fit each.
+    let columns: Vec<(&str, Value, &str, Vec<&str>)> = vec![
+        (
+            "i8",
+            "Int8".into(),
+            "-128",
+            vec!["128", "1.0", "1.5", "\"1\"", "true"],
+        ),
+        ("i16", "Int16".into(), "32767", vec!["32768", "1e3"]),
+        (
+            "i32",
+            "Int32".into(),
+            "-2147483648",
+            vec!["-2147483649", "2.9"],
+        ),
+        (
+            "i64",
+            "Int64".into(),
+            "9223372036854775807",
+            vec![
+                "9223372036854775808",
+                "1.75",
+                "1e3",
+                "1.0",
+                "\"5\"",
+                "[1]",
+                "{\"a\":1}",
+            ],
+        ),
+        ("u8", "UInt8".into(), "255", vec!["256", "-1"]),
+        ("u16", "UInt16".into(), "65535", vec!["65536"]),
+        ("u32", "UInt32".into(), "4294967295", vec!["4294967296"]),
+        (
+            "u64",
+            "UInt64".into(),
+            "18446744073709551615",
+            vec!["18446744073709551616", "-1"],
+        ),
+        (
+            "f32",
+            "Float32".into(),
+            "1.5",
+            vec!["1e39", "\"1.5\"", "false"],
+        ),
+        (
+            "f64",
+            "Float64".into(),
+            "-2.5e-3",
+            vec!["1e309", "\"NaN\"", "true"],
+        ),
+        ("b", "Boolean".into(), "true", vec!["\"true\"", "1"]),
+        (
+            "s",
+            "Utf8".into(),
+            "\"x\"",
+            vec!["5", "true", "[\"x\"]", "{\"x\":1}"],
+        ),
+        (
+            "d",
+            "Date32".into(),
+            "\"2026-11-30\"",
+            vec!["\"2026-11-30T10:00:00\"", "\"2026-13-01\"", "20000"],
+        ),
+        (
+            "ts",
+            serde_json::json!({"Timestamp": ["Millisecond", null]}),
+            "\"2026-11-30T10:00:00.123Z\"",
+            vec!["\"2026-11-30T10:00:00.1234Z\"", "1.5", "\"yesterday\""],
+        ),
+        (
+            "l",
+            serde_json::json!({"List": field("item", "Int64".into(), true)}),
+            "[1,2]",
+            vec!["1", "[1.5]", "[\"1\"]"],
+        ),
+        (
+            "st",
+            serde_json::json!({"Struct": [field("a", "Int64".into(), true)]}),
+            "{\"a\":1}",
+            vec!["1", "{\"a\":1.5}"],
+        ),
+        ("req", "Int64".into(), "7", vec!["null"]),
+    ];
+    let schema_file = dir.path().join("schema.json");
+    write_schema(
+        &schema_file,
+        Value::Array(
+            columns
+                .iter()
+                .map(|(n, t, _, _)| field(n, t.clone(), *n != "req"))
+                .collect(),
+        ),
+    );
+    // Records are written as text: the values must reach filesink as written (`1e309`,
+    // `18446744073709551616`), not as a JSON library would rewrite them.
+    let record = |replace: Option<(&str, &str)>, drop: Option<&str>| -> String {
+        let fields: Vec<String> = columns
+            .iter()
+            .filter(|(n, ..)| Some(*n) != drop)
+            .map(|(n, _, good, _)| match replace {
+                Some((r, v)) if r == *n => format!("\"{n}\":{v}"),
+                _ => format!("\"{n}\":{good}"),
+            })
+            .collect();
+        format!("{{{}}}", fields.join(","))
+    };
+    let mut lines = vec![record(None, None)];
+    let mut expected_bad = Vec::new();
+    for (name, _, _, bads) in &columns {
+        for bad in bads {
+            lines.push(record(Some((name, bad)), None));
+            expected_bad.push(lines.len() as u64);
+        }
+    }
+    // A record without the non-nullable column does not fit either.
+    lines.push(record(None, Some("req")));
+    expected_bad.push(lines.len() as u64);
+    lines.push(record(None, None));
+
+    let (_, visible, bad) = ingest_collecting(
+        dir.path(),
+        "typed.jsonl",
+        &lines,
+        &["--schema", s(&schema_file)],
+    );
+    assert_eq!(bad, expected_bad, "bad records");
+    assert_eq!(visible.len(), 2, "{visible:?}");
+    for v in &visible {
+        for (name, _, value, _) in &columns {
+            let expected: Value = match *name {
+                "ts" => "2026-11-30T10:00:00.123".into(),
+                _ => serde_json::from_str(value).unwrap(),
+            };
+            let got = &v[*name];
+            let same = match (got.as_f64(), expected.as_f64()) {
+                (Some(a), Some(b)) if got.is_f64() || expected.is_f64() => a == b,
+                _ => *got == expected,
+            };
+            assert!(same, "column {name}: {got} != {expected}");
+        }
+    }
+
+    // Without --bad-records the first value that does not fit stops the run, naming its line,
+    // with nothing visible.
+    let input = dir.path().join("strict.jsonl");
+    fs::write(&input, format!("{}\n{}\n", lines[0], lines[3])).unwrap();
+    let lake = dir.path().join("lake-strict");
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&input),
+            "--to",
+            s(&lake),
+            "--schema",
+            s(&schema_file),
+        ],
+        EXIT_ERROR,
+    );
+    assert!(
+        stderr(&o).contains(&format!("{}:2: ", s(&input))),
+        "{}",
+        stderr(&o)
+    );
+    assert!(common::visible_files(&lake).is_empty());
+
+    // Inferred types follow the same rule: a column inferred as Int64 from the sample keeps
+    // later fractions out; mixed ints and floats in the sample make a Float64 column; ints
+    // beyond Int64 (all non-negative) make a UInt64 column, exact.
+    let mut lines: Vec<String> = (0..1100).map(|i| format!("{{\"n\":{i}}}")).collect();
+    lines.push("{\"n\":1.75}".into());
+    lines.push("{\"n\":2}".into());
+    let (_, visible, bad) = ingest_collecting(dir.path(), "late.jsonl", &lines, &[]);
+    assert_eq!(bad, vec![1101]);
+    assert_eq!(visible.len(), 1101);
+    assert!(visible.iter().all(|v| v["n"].is_i64()), "nothing truncated");
+
+    let lines = vec!["{\"x\":1}".to_string(), "{\"x\":1.5}".to_string()];
+    let (_, visible, bad) = ingest_collecting(dir.path(), "mixed.jsonl", &lines, &[]);
+    assert!(bad.is_empty());
+    assert_eq!(visible[1]["x"].as_f64(), Some(1.5));
+
+    let lines = vec![
+        "{\"big\":5}".to_string(),
+        "{\"big\":9223372036854775808}".to_string(),
+        "{\"big\":18446744073709551615}".to_string(),
+    ];
+    let (_, visible, bad) = ingest_collecting(dir.path(), "big.jsonl", &lines, &[]);
+    assert!(bad.is_empty());
+    let got: Vec<u64> = visible.iter().map(|v| v["big"].as_u64().unwrap()).collect();
+    assert_eq!(got, vec![5, 9223372036854775808, 18446744073709551615]);
+
+    // Negative integers and integers beyond Int64 fit no integer type: no silent float.
+    let input = dir.path().join("neg.jsonl");
+    fs::write(&input, "{\"n\":-5}\n{\"n\":9223372036854775808}\n").unwrap();
+    let o = run_expect(
+        &["ingest", s(&input), "--to", s(&dir.path().join("lake-neg"))],
+        EXIT_ERROR,
+    );
+    assert!(stderr(&o).contains("column `n`"), "{}", stderr(&o));
+    assert!(
+        !dir.path().join("lake-neg").exists(),
+        "a failed new job creates nothing"
+    );
+}
+
+#[test]
+fn a_field_outside_the_schema_is_a_bad_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema_file = dir.path().join("schema.json");
+    write_schema(
+        &schema_file,
+        serde_json::json!([
+            field("id", "Int64".into(), false),
+            field(
+                "st",
+                serde_json::json!({"Struct": [field("a", "Int64".into(), true)]}),
+                true
+            ),
+        ]),
+    );
+    let lines: Vec<String> = vec![
+        r#"{"id":1,"st":{"a":1}}"#.into(),
+        r#"{"id":2,"extra":1}"#.into(),
+        r#"{"id":3,"st":{"a":1,"b":2}}"#.into(),
+        r#"{"id":4,"extra":null}"#.into(),
+        r#"{"id":5}"#.into(),
+    ];
+    let (_, visible, bad) = ingest_collecting(
+        dir.path(),
+        "fields.jsonl",
+        &lines,
+        &["--schema", s(&schema_file)],
+    );
+    assert_eq!(bad, vec![2, 3, 4]);
+    let ids: Vec<i64> = visible.iter().map(|v| v["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, vec![1, 5]);
+
+    // A field that first appears after the records the schema was inferred from.
+    let mut lines: Vec<String> = (0..1001).map(|i| format!("{{\"id\":{i}}}")).collect();
+    lines.push(r#"{"id":1001,"late":true}"#.into());
+    lines.push(r#"{"id":1002}"#.into());
+    let (_, visible, bad) = ingest_collecting(dir.path(), "late.jsonl", &lines, &[]);
+    assert_eq!(bad, vec![1002]);
+    assert_eq!(visible.len(), 1002);
+    assert!(visible.iter().all(|v| v.get("late").is_none()));
+
+    // Without --bad-records: the run stops naming the field and the line.
+    let input = dir.path().join("strict.jsonl");
+    fs::write(&input, "{\"id\":1}\n{\"id\":2,\"extra\":1}\n").unwrap();
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&input),
+            "--to",
+            s(&dir.path().join("lake-strict")),
+            "--schema",
+            s(&schema_file),
+        ],
+        EXIT_ERROR,
+    );
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{}:2: ", s(&input))), "{err}");
+    assert!(err.contains("`extra`"), "{err}");
+}
+
+#[test]
+fn invalid_arguments_exit_2_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let jsonl = d.join("in.jsonl");
+    fs::write(&jsonl, "{\"id\":1,\"day\":\"x\"}\n").unwrap();
+    let csv = d.join("in.csv");
+    fs::write(&csv, "id,day\n1,x\n").unwrap();
+    let txt = d.join("in.txt");
+    fs::write(&txt, "{\"id\":1}\n").unwrap();
+    let schema = d.join("schema.json");
+    write_schema(
+        &schema,
+        serde_json::json!([field("id", "Int64".into(), true)]),
+    );
+    let decimal = d.join("decimal.json");
+    write_schema(
+        &decimal,
+        serde_json::json!([field(
+            "id",
+            serde_json::json!({"Decimal128": [10, 2]}),
+            true
+        )]),
+    );
+    let not_schema = d.join("not-schema.json");
+    fs::write(&not_schema, "{\"x\":1}").unwrap();
+    let lake = d.join("lake");
+    let missing = d.join("missing.json");
+    let (j, c, t, l) = (s(&jsonl), s(&csv), s(&txt), s(&lake));
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["ingest", j, "--to", l, "--partition-by", "_x"],
+        vec!["ingest", j, "--to", l, "--partition-by", ".x"],
+        vec!["ingest", j, "--to", l, "--partition-by", ""],
+        vec!["ingest", j, "--to", l, "--partition-by", "day,day"],
+        vec!["ingest", j, "--to", l, "--partition-by", "day,"],
+        vec!["ingest", j, "--to", l, "--partition-by", "nope"],
+        vec![
+            "ingest",
+            j,
+            "--to",
+            l,
+            "--partition-by",
+            "day",
+            "--schema",
+            s(&schema),
+        ],
+        vec!["ingest", j, "--to", l, "--schema", s(&missing)],
+        vec!["ingest", j, "--to", l, "--schema", s(&not_schema)],
+        vec!["ingest", j, "--to", l, "--schema", s(&decimal)],
+        vec!["ingest", j, "--to", l, "--checkpoint-every", "0rows"],
+        vec!["ingest", j, "--to", l, "--checkpoint-every", "often"],
+        vec!["ingest", j, "--to", l, "--max-part-size", "0"],
+        vec!["ingest", j, "--to", l, "--job", "bad-name"],
+        vec!["ingest", j, "--to", l, "--format", "xml"],
+        vec!["ingest", j, "--to", "gs://bucket/lake"],
+        vec!["ingest", j, c, "--to", l],
+        vec!["ingest", t, "--to", l],
+        vec!["ingest", j, j, "--to", l],
+        vec!["ingest", "-", "--to", l],
+        vec!["ingest", j],
+        vec!["ls", l, "--bogus"],
+        vec!["commit", l, "--checkpoint", "soon"],
+        vec!["abort", l, "--older-than", "soon"],
+        vec!["inspect"],
+        vec!["bench", "--to", l, "--files", "0"],
+        vec!["bench", "--to", l, "--file-size", "0"],
+        vec!["bench", "--to", l, "--format", "xml"],
+    ];
+    for args in &cases {
+        let o = filesink(args);
+        assert_eq!(
+            o.status.code(),
+            Some(EXIT_USAGE),
+            "filesink {args:?}\n{}",
+            stderr(&o)
+        );
+        assert!(!lake.exists(), "filesink {args:?} created `{l}`");
+    }
+}
+
+#[test]
+fn a_csv_with_a_byte_order_mark_is_ingested() {
+    let dir = tempfile::tempdir().unwrap();
+    let bom = "\u{feff}";
+    let csv = dir.path().join("bom.csv");
+    fs::write(&csv, format!("{bom}id,day\n1,a\n2,b\n")).unwrap();
+    let jsonl = dir.path().join("bom.jsonl");
+    fs::write(
+        &jsonl,
+        format!("{bom}{{\"id\":1,\"day\":\"a\"}}\n{{\"id\":2,\"day\":\"b\"}}\n"),
+    )
+    .unwrap();
+    let schema = dir.path().join("schema.json");
+    write_schema(
+        &schema,
+        serde_json::json!([
+            field("id", "Int64".into(), true),
+            field("day", "Utf8".into(), true)
+        ]),
+    );
+    for (input, extra) in [
+        (&csv, None),
+        (&csv, Some(&schema)),
+        (&jsonl, None),
+        (&jsonl, Some(&schema)),
+    ] {
+        let lake = dir.path().join(format!("lake-{}", extra.is_some()));
+        let _ = fs::remove_dir_all(&lake);
+        let mut args = vec!["ingest", s(input), "--to", s(&lake), "--format", "jsonl"];
+        if let Some(schema) = extra {
+            args.extend(["--schema", s(schema)]);
+        }
+        run_ok(&args);
+        let mut records = visible_records(&lake);
+        records.sort_by_key(|v| v["id"].as_i64());
+        assert_eq!(
+            records,
+            vec![
+                serde_json::json!({"id": 1, "day": "a"}),
+                serde_json::json!({"id": 2, "day": "b"})
+            ],
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn empty_inputs_follow_one_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("empty.jsonl", ""),
+        ("blank.jsonl", "\n  \n\t\n"),
+        ("empty.csv", ""),
+        ("blank.csv", "\n\n"),
+        ("header.csv", "id,day\n"),
+    ];
+    for (name, content) in cases {
+        let input = dir.path().join(name);
+        fs::write(&input, content).unwrap();
+        for extra in [&[][..], &["--partition-by", "day"][..]] {
+            let lake = dir.path().join(format!("lake-{name}-{}", extra.len()));
+            let mut args = vec!["ingest", s(&input), "--to", s(&lake), "--json"];
+            args.extend_from_slice(extra);
+            let v = json_of(&run_ok(&args));
+            assert_eq!(v["records"], 0, "{name}: {v}");
+            assert!(common::visible_files(&lake).is_empty(), "{name}");
+            // And a rerun is the finished job's no-op.
+            let v = json_of(&run_ok(&args));
+            assert_eq!(v["status"], "already_finished", "{name}: {v}");
+        }
+    }
+    // Standard input without records.
+    let lake = dir.path().join("lake-stdin");
+    let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(["ingest", "-", "--job", "stdin", "--to", s(&lake), "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json_of(&o)["records"], 0);
+
+    // An empty first input says nothing about the columns: they come from the next one.
+    let empty = dir.path().join("empty.jsonl");
+    let full = dir.path().join("full.jsonl");
+    fs::write(
+        &full,
+        "{\"id\":1,\"day\":\"a\"}\n{\"id\":2,\"day\":\"b\"}\n",
+    )
+    .unwrap();
+    let lake = dir.path().join("lake-two");
+    run_ok(&[
+        "ingest",
+        s(&empty),
+        s(&full),
+        "--to",
+        s(&lake),
+        "--format",
+        "jsonl",
+        "--partition-by",
+        "day",
+    ]);
+    assert_eq!(visible_records(&lake).len(), 2);
+}
+
+#[test]
+fn a_record_level_error_names_its_line_and_goes_to_bad_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("h.jsonl");
+    let long = "v".repeat(300);
+    let mut lines = Vec::new();
+    for i in 1..=40 {
+        let h = match i {
+            24 => long.clone(),
+            31 => "é".repeat(130), // 260 bytes, 1560 once escaped
+            _ => format!("h{}", i % 3),
+        };
+        lines.push(serde_json::json!({"id": i, "h": h}).to_string());
+    }
+    fs::write(&input, lines.join("\n") + "\n").unwrap();
+
+    // Without --bad-records: the run stops at the first, naming its line; nothing visible.
+    let lake = dir.path().join("lake");
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&input),
+            "--to",
+            s(&lake),
+            "--partition-by",
+            "h",
+            "--checkpoint-every",
+            "10rows",
+        ],
+        EXIT_ERROR,
+    );
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{}:24: ", s(&input))), "{err}");
+    assert!(!err.contains("row "), "names the line, not a row: {err}");
+    // Checkpoints before the chunk holding line 24 may have committed lines before it, never
+    // line 24 or after.
+    let visible: BTreeSet<i64> = common::visible_files(&lake)
+        .iter()
+        .flat_map(|f| common::read_ids(f, &filesink::FileFormat::parquet()))
+        .collect();
+    assert!(visible.iter().all(|id| *id < 24), "{visible:?}");
+
+    // With --bad-records: both go there, every other record is written.
+    let lake = dir.path().join("lake-bad");
+    let bad = dir.path().join("bad.jsonl");
+    run_ok(&[
+        "ingest",
+        s(&input),
+        "--to",
+        s(&lake),
+        "--partition-by",
+        "h",
+        "--checkpoint-every",
+        "10rows",
+        "--bad-records",
+        s(&bad),
+    ]);
+    assert_eq!(
+        bad_sources(&bad),
+        vec![format!("{}:24", s(&input)), format!("{}:31", s(&input))]
+    );
+    let mut ids: Vec<i64> = common::visible_files(&lake)
+        .iter()
+        .flat_map(|f| common::read_ids(f, &filesink::FileFormat::parquet()))
+        .collect();
+    ids.sort_unstable();
+    let expected: Vec<i64> = (1..=40).filter(|i| *i != 24 && *i != 31).collect();
+    assert_eq!(ids, expected);
+}
+
+#[test]
+fn non_finite_floats_are_bad_records_in_every_input_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("f.csv");
+    fs::write(&input, "id,x\n1,1.5\n2,NaN\n3,inf\n4,-inf\n5,2.5\n").unwrap();
+    let lake = dir.path().join("lake");
+    let bad = dir.path().join("bad.jsonl");
+    run_ok(&[
+        "ingest",
+        s(&input),
+        "--to",
+        s(&lake),
+        "--format",
+        "jsonl",
+        "--bad-records",
+        s(&bad),
+    ]);
+    let src = |l: u32| format!("{}:{l}", s(&input));
+    assert_eq!(bad_sources(&bad), vec![src(3), src(4), src(5)]);
+    let mut records = visible_records(&lake);
+    records.sort_by_key(|v| v["id"].as_i64());
+    assert_eq!(
+        records,
+        vec![
+            serde_json::json!({"id": 1, "x": 1.5}),
+            serde_json::json!({"id": 5, "x": 2.5})
+        ]
+    );
+    // Strict: the run stops at line 3.
+    let o = run_expect(
+        &["ingest", s(&input), "--to", s(&dir.path().join("lake2"))],
+        EXIT_ERROR,
+    );
+    assert!(
+        stderr(&o).contains(&format!("{}: ", src(3))),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn ls_says_unknown_for_files_of_a_job_with_a_corrupt_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let schema = dir.path().join("schema.json");
+    write_schema(
+        &schema,
+        serde_json::json!([field("id", "Int64".into(), true)]),
+    );
+    // A job on standard input checkpoints after 2 records and waits for more, its JSON-lines
+    // part file open (resumable); killed there, the file is promised by its latest manifest.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args([
+            "ingest",
+            "-",
+            "--job",
+            "live",
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+        ])
+        .args(["--schema", s(&schema), "--checkpoint-every", "2rows"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n")
+        .unwrap();
+    let checkpoints = lake.join("_filesink/jobs/live/checkpoints");
+    let manifest = checkpoints.join(format!("{:020}.json", 2));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let resumable = loop {
+        // The checkpoint after the first 2 records (checkpoint 1 holds none), with the file.
+        let hidden = if lake.is_dir() {
+            common::hidden_files(&lake)
+        } else {
+            Vec::new()
+        };
+        let data: Vec<_> = hidden
+            .iter()
+            .filter(|p| p.to_str().unwrap().contains(".inprogress."))
+            .collect();
+        if manifest_with_records(&checkpoints) && !data.is_empty() {
+            break data[0].clone();
+        }
+        assert!(child.try_wait().unwrap().is_none(), "ingest ended early");
+        assert!(Instant::now() < deadline, "no checkpoint within 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = manifest;
+
+    // Corrupt the latest manifest.
+    let latest = latest_manifest(&checkpoints);
+    let bytes = fs::read(&latest).unwrap();
+    fs::write(&latest, &bytes[..bytes.len() / 2]).unwrap();
+
+    let rel = resumable
+        .strip_prefix(&lake)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let o = run_expect(&["ls", s(&lake), "--json"], EXIT_CORRUPT);
+    let v = json_of(&o);
+    let paths = |key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(paths("leftovers").is_empty(), "{v}");
+    assert_eq!(paths("unknown"), vec![rel.clone()], "{v}");
+    let o = run_expect(&["ls", s(&lake)], EXIT_CORRUPT);
+    let text = stdout(&o);
+    assert!(text.contains("unknown state"), "{text}");
+    assert!(
+        text.contains("needed by no manifest): 0"),
+        "not listed as a leftover: {text}"
+    );
+    // abort does not remove it either, --force or not.
+    for args in [vec!["abort", s(&lake)], vec!["abort", s(&lake), "--force"]] {
+        run_expect(&args, EXIT_CORRUPT);
+        assert!(resumable.is_file(), "{args:?} removed `{rel}`");
+    }
+}
+
+/// Whether a manifest after checkpoint 1 (which holds no records) is there.
+fn manifest_with_records(checkpoints: &Path) -> bool {
+    fs::read_dir(checkpoints).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|e| {
+            let n = e.file_name().to_str().unwrap().to_string();
+            !n.starts_with('.')
+                && n.ends_with(".json")
+                && n.trim_end_matches(".json")
+                    .parse::<u64>()
+                    .is_ok_and(|id| id >= 2)
+        })
+    })
+}
+
+fn latest_manifest(checkpoints: &Path) -> PathBuf {
+    let mut all: Vec<PathBuf> = fs::read_dir(checkpoints)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_str().unwrap();
+            !n.starts_with('.') && n.ends_with(".json")
+        })
+        .collect();
+    all.sort();
+    all.pop().unwrap()
+}
+
+#[test]
+fn bench_creates_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |to: &Path| {
+        vec![
+            "bench".to_string(),
+            "--to".into(),
+            to.to_str().unwrap().into(),
+            "--files".into(),
+            "2".into(),
+            "--files-per-checkpoint".into(),
+            "1".into(),
+            "--file-size".into(),
+            "4KiB".into(),
+            "--json".into(),
+        ]
+    };
+    // A directory that does not exist yet, two levels deep: made, then removed.
+    let to = dir.path().join("new/sub");
+    let a = args(&to);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    run_ok(&a);
+    assert!(!dir.path().join("new").exists(), "bench left what it made");
+    // An existing one stays, with what was in it.
+    let to = dir.path().join("mine");
+    fs::create_dir(&to).unwrap();
+    fs::write(to.join("keep.txt"), "x").unwrap();
+    let a = args(&to);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    run_ok(&a);
+    let left: Vec<_> = fs::read_dir(&to)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("keep.txt")]);
+}
