@@ -201,6 +201,34 @@ fn a_run_that_overlaps_a_live_run_of_its_job_is_refused_and_changes_nothing() {
         assert_eq!(snapshot(&lake), before, "{args:?} changed the lake");
     }
 
+    // A second run reading a standard input that never ends is refused at once too: it does
+    // not wait for input to infer a schema first.
+    let (mut second, second_stdin) = {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args(["ingest", "-", "--to", s(&lake), "--job", "cron"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        (child, stdin)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            second.kill().unwrap();
+            panic!("a second run with an open standard input was not refused");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(second_stdin);
+    assert_eq!(status.code(), Some(EXIT_REFUSED));
+    assert_eq!(snapshot(&lake), before, "the second run changed the lake");
+
     // abort leaves the live job alone (its files, its manifests), and says so.
     let a = json_of(&run_ok(&["abort", s(&lake), "--json"]));
     assert_eq!(a["live_jobs"][0]["job"], "cron", "{a}");

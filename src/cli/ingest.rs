@@ -199,6 +199,18 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             ))
         })?;
     }
+    // A run that overlaps a live run of its job is refused at once, before inference reads any
+    // input (standard input may never end); opening the job below decides for certain.
+    if location.local_path().is_none_or(|p| p.exists()) {
+        let (storage, _) = open_storage(&location)
+            .map_err(|e| CliError::context(format!("cannot use `{location}` as output"), e))?;
+        if let Some(holder) = storage.job_holder(&job).await? {
+            return Err(CliError::refused(format!(
+                "job `{job}` is owned by another run: a live run holds it ({holder}); nothing \
+                 was changed"
+            )));
+        }
+    }
     // Standard input takes what arrived by the first checkpoint's deadline for inference.
     let inference_deadline = match args.checkpoint_every {
         CheckpointEvery::Interval(d) => Some(Instant::now() + d),
