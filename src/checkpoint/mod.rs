@@ -329,6 +329,11 @@ impl Coordinator {
                 self.job
             )));
         }
+        // A run that lost its job learns it here, before its vote touches files the new owner
+        // may have removed (and again before the manifest, below).
+        if let Some(lease) = &self.lease {
+            lease.check().await?;
+        }
         let id = self.last_checkpoint + 1;
         let mut committables = std::mem::take(&mut self.uncommitted);
         let mut states = Vec::with_capacity(self.writers.len());
