@@ -71,12 +71,16 @@ impl LocalStorage {
             .canonicalize(&base)
             .map_err(|e| Error::io("resolve", &base, e))?;
         // The base's own entry, and those of any directory created above, become durable with
-        // the first group flush.
-        let unsynced = created
-            .iter()
-            .chain([&base])
-            .filter_map(|d| d.parent().map(Path::to_path_buf))
-            .collect();
+        // the first group flush. Each parent is taken from the resolved path: the lexical
+        // parent of `lake` is the empty path, that of `a/../b` or of a path through a symbolic
+        // link is not the directory holding the entry.
+        let mut unsynced = BTreeSet::new();
+        for dir in created.iter().chain([&base]) {
+            let resolved = fs
+                .canonicalize(dir)
+                .map_err(|e| Error::io("resolve", dir, e))?;
+            unsynced.extend(resolved.parent().map(Path::to_path_buf));
+        }
         Ok(LocalStorage {
             inner: Arc::new(Inner {
                 fs,
