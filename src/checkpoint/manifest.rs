@@ -193,6 +193,21 @@ pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option
         if !create {
             return Ok(None);
         }
+        // Each sink owns its whole tree: no sink inside another's, none around another.
+        let others = storage.other_sinks().await?;
+        if !others.is_empty() {
+            return Err(Error::NestedSink {
+                reason: format!(
+                    "the location is inside the tree of another sink, or holds one: {}; a sink \
+                     owns its whole tree, so choose a location outside every other sink",
+                    others
+                        .iter()
+                        .map(|o| format!("`{o}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
         let id = SinkIdentity {
             version: FORMAT_VERSION,
             sink_id: uuid::Uuid::now_v7().to_string(),

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use crate::sink::Sink;
-use crate::storage::Storage;
+use crate::storage::{Leftover, Storage};
 use crate::{CommitOutcome, Committable, Error, Result, SinkWriter};
 
 pub mod manifest;
@@ -278,6 +278,31 @@ impl Coordinator {
         }
         Ok(())
     }
+}
+
+/// The job a coordinator's writer id `<job>_<i>` belongs to; `None` for an id of another form.
+pub fn job_of_writer(writer_id: &str) -> Option<&str> {
+    let (job, index) = writer_id.rsplit_once('_')?;
+    let canonical = !index.is_empty()
+        && index.bytes().all(|b| b.is_ascii_digit())
+        && (index == "0" || !index.starts_with('0'));
+    (canonical && validate_job(job).is_ok()).then_some(job)
+}
+
+/// Whether a leftover is this sink's own, for cleanup that is not a writer's restore
+/// (`filesink abort`): a name of the exact shape filesink writes
+/// ([`crate::sink::state::PartName`]), with one of `prefixes` (the sink's
+/// [`crate::OutputFileConfig::prefix`]es), by a writer `<job>_<i>` of one of `jobs`, the jobs
+/// that have a directory under `_filesink/jobs/` ([`manifest::list_jobs`]). Anything else is
+/// foreign, to be reported and never removed: another tool's file or upload, a name that only
+/// looks like a part name, a writer no job of this sink knows. (A library user without a
+/// [`Coordinator`] cleans up by restoring its writer, which removes only that writer id's
+/// names.)
+pub fn is_own_leftover(leftover: &Leftover, jobs: &[String], prefixes: &[String]) -> bool {
+    leftover.name.as_ref().is_some_and(|n| {
+        prefixes.contains(&n.prefix)
+            && job_of_writer(&n.writer_id).is_some_and(|job| jobs.iter().any(|j| j == job))
+    })
 }
 
 /// Job names become part of writer ids (`<job>_<i>`), which only allow letters, digits and `_`.

@@ -2,8 +2,10 @@
 //!
 //! First it commits the pending files that each job's latest manifest names (a complete
 //! checkpoint's files are never deleted), then it removes the hidden leftovers that no job's
-//! latest manifest references. It touches nothing else: [`filesink::storage::Storage::remove_leftover`]
-//! refuses any name that is not a hidden part name. It refuses to run on a location that is
+//! latest manifest references. It touches nothing else: only names of the exact shape filesink
+//! writes, by writers of this sink's jobs, are its own ([`filesink::checkpoint::is_own_leftover`]);
+//! other names are reported as foreign and left alone, and
+//! [`filesink::storage::Storage::remove_leftover`] refuses any name that is not a part name. It refuses to run on a location that is
 //! not a filesink output, and while a writer looks alive (a leftover modified in the last
 //! [`ALIVE_WINDOW`]) unless `--force`.
 //!
@@ -60,6 +62,9 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
     let now = now_ms();
     let jobs = lake.jobs().await?;
+    // Only names of the shape filesink writes, of writers of this sink's jobs, are ours;
+    // foreign ones are reported and left alone, `--force` or not.
+    let (leftovers, foreign) = lake.leftovers(&jobs).await?;
     let mut latest = Vec::new();
     for j in jobs {
         match j.latest {
@@ -79,7 +84,6 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
         }
     }
     let refs = references(&latest);
-    let leftovers = lake.leftovers().await?;
     // Last modification of a hidden file, initiation of a multipart upload.
     let age = |l: &Leftover| now - l.modified_ms;
     let touched = |l: &Leftover| match lake.upload_id(l) {
@@ -207,6 +211,7 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 "error": e,
             })).collect::<Vec<_>>(),
             "kept_younger": kept.iter().map(|l| &l.path).collect::<Vec<_>>(),
+            "foreign": foreign.iter().map(|l| &l.path).collect::<Vec<_>>(),
             "committed": n_committed,
             "removed": n_removed,
         });
@@ -268,6 +273,16 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 "kept {} leftover(s) younger than --older-than",
                 kept.len()
             );
+        }
+        if !foreign.is_empty() {
+            outln!(
+                out,
+                "left alone, not this sink's (foreign names or uploads): {}",
+                foreign.len()
+            );
+            for l in &foreign {
+                outln!(out, "  {}", l.path);
+            }
         }
         outln!(out, "total: {c_verb} {n_committed}, {r_verb} {n_removed}");
     }

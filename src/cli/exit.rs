@@ -18,7 +18,8 @@ pub const USAGE: u8 = 2;
 pub const CONFLICT: u8 = 3;
 /// Data lost ([`filesink::Error::DataLost`]): a file a checkpoint promised to keep is gone.
 pub const DATA_LOST: u8 = 4;
-/// Refused: the location is not a filesink output, or a writer looks alive.
+/// Refused: the location is not a filesink output, or a writer looks alive, or a new sink
+/// would be inside another sink's tree or hold one ([`filesink::Error::NestedSink`]).
 pub const REFUSED: u8 = 5;
 /// Corrupt state ([`filesink::Error::Corrupt`], [`filesink::Error::UnsupportedVersion`]): a
 /// manifest or the sink identity cannot be read.
@@ -70,6 +71,7 @@ pub fn code_of(e: &filesink::Error) -> u8 {
         filesink::Error::Conflict { .. } => CONFLICT,
         filesink::Error::DataLost { .. } => DATA_LOST,
         filesink::Error::Corrupt { .. } | filesink::Error::UnsupportedVersion { .. } => CORRUPT,
+        filesink::Error::NestedSink { .. } => REFUSED,
         _ => ERROR,
     }
 }

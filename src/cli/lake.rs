@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use filesink::checkpoint::manifest::{self, Manifest, SinkIdentity};
+use filesink::sink::state::{split_rel, PartName};
 use filesink::storage::{CommitState, Leftover, LocalStorage, ObjectStorage, Storage};
 use filesink::{Committable, Sink};
 
@@ -290,8 +291,11 @@ impl Lake {
             })
     }
 
-    /// The hidden part files under the base, sorted by path.
-    pub async fn leftovers(&self) -> CliResult<Vec<Leftover>> {
+    /// The hidden part files under the base, sorted by path, split into this sink's own and
+    /// foreign ones ([`filesink::checkpoint::is_own_leftover`]), which are reported and never
+    /// removed. Its own are of writers of `jobs`, with the prefix `ingest` writes or one that
+    /// a latest manifest of `jobs` shows.
+    pub async fn leftovers(&self, jobs: &[JobInfo]) -> CliResult<(Vec<Leftover>, Vec<Leftover>)> {
         let mut l = self.storage.list_leftovers().await.map_err(|e| {
             CliError::context(
                 format!("cannot list the hidden files of `{}`", self.location),
@@ -299,7 +303,27 @@ impl Lake {
             )
         })?;
         l.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(l)
+        let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
+        let mut prefixes: Vec<String> = vec![filesink::OutputFileConfig::DEFAULT_PREFIX.into()];
+        for m in jobs
+            .iter()
+            .filter_map(|j| j.latest.as_ref().ok().and_then(Option::as_ref))
+        {
+            let finals = m.committables.iter().map(|c| c.final_path.as_str()).chain(
+                m.writers
+                    .iter()
+                    .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
+            );
+            for f in finals {
+                if let Some(n) = PartName::parse_final(split_rel(f).1) {
+                    if !prefixes.contains(&n.prefix) {
+                        prefixes.push(n.prefix);
+                    }
+                }
+            }
+        }
+        Ok(l.into_iter()
+            .partition(|l| filesink::checkpoint::is_own_leftover(l, &names, &prefixes)))
     }
 
     /// The visible data files (every name readers see), with their sizes.

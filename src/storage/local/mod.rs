@@ -29,7 +29,8 @@ use async_trait::async_trait;
 
 use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
 use crate::sink::state::{
-    parse_hidden_name, split_rel, validate_rel_path, Committable, PendingHandle,
+    looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, Committable, PartName,
+    PendingHandle,
 };
 use crate::{CommitOutcome, Error, Result};
 
@@ -259,7 +260,8 @@ impl Inner {
 
     /// Calls `visit(rel_dir, name, metadata)` for every file under the base whose directories
     /// are all visible (buckets are never hidden; `_filesink` and other hidden directories are
-    /// not walked).
+    /// not walked). A directory below the base that holds `_filesink/` is another sink's base:
+    /// the walk does not enter it, that sink owns its tree.
     fn walk_files(&self, mut visit: impl FnMut(&str, &str, &FsStat)) -> Result<()> {
         let mut stack = vec![String::new()];
         while let Some(rel_dir) = stack.pop() {
@@ -269,6 +271,9 @@ impl Inner {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io("list", dir, e)),
             };
+            if !rel_dir.is_empty() && entries.iter().any(|(n, s)| is_sink_marker(n, s)) {
+                continue;
+            }
             for (name, stat) in entries {
                 if stat.is_dir {
                     if !name.starts_with(['.', '_']) {
@@ -285,15 +290,52 @@ impl Inner {
     fn list_leftovers(&self) -> Result<Vec<Leftover>> {
         let mut out = Vec::new();
         self.walk_files(|dir, name, meta| {
-            if let Some(final_name) = parse_hidden_name(name) {
+            let parsed = PartName::parse_in_progress(name);
+            if parsed.is_some() || looks_in_progress(name) {
+                let final_name = match &parsed {
+                    Some(p) => p.final_name.as_str(),
+                    None => name,
+                };
                 out.push(Leftover {
-                    path: join_rel(dir, name),
                     final_path: join_rel(dir, final_name),
+                    name: parsed,
+                    path: join_rel(dir, name),
                     size_bytes: meta.len,
                     modified_ms: meta.modified_ms,
                 });
             }
         })?;
+        Ok(out)
+    }
+
+    /// Directories above the base, and below it (outside hidden directories), that hold
+    /// `_filesink/`.
+    fn other_sinks(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for above in self.base.ancestors().skip(1) {
+            let marker = above.join(crate::checkpoint::METADATA_DIR);
+            if self.fs.stat(&marker).is_ok_and(|s| s.is_dir) {
+                out.push(above.display().to_string());
+            }
+        }
+        let mut stack = vec![String::new()];
+        while let Some(rel_dir) = stack.pop() {
+            let dir = self.abs(&rel_dir);
+            let entries = match self.fs.read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("list", dir, e)),
+            };
+            if !rel_dir.is_empty() && entries.iter().any(|(n, s)| is_sink_marker(n, s)) {
+                out.push(dir.display().to_string());
+                continue;
+            }
+            for (name, stat) in entries {
+                if stat.is_dir && !name.starts_with(['.', '_']) {
+                    stack.push(join_rel(&rel_dir, &name));
+                }
+            }
+        }
         Ok(out)
     }
 
@@ -322,6 +364,11 @@ fn first_failure(paths: &[PathBuf], answers: Vec<io::Result<()>>) -> Result<()> 
         None => Ok(()),
         Some((path, e)) => Err(Error::fsync(path, e)),
     }
+}
+
+/// Whether a directory entry marks its directory as a sink's base: `_filesink/`.
+fn is_sink_marker(name: &str, stat: &FsStat) -> bool {
+    stat.is_dir && name == crate::checkpoint::METADATA_DIR
 }
 
 fn join_rel(dir: &str, name: &str) -> String {
@@ -449,7 +496,8 @@ impl Storage for LocalStorage {
         let (_, name) = split_rel(path);
         if parse_hidden_name(name).is_none() {
             return Err(Error::InvalidInput(format!(
-                "`{path}` is not an in-progress part name; filesink only removes its own hidden files"
+                "`{path}` is not an in-progress part name of the shape filesink writes; filesink \
+                 only removes its own hidden files"
             )));
         }
         self.inner.remove_hidden(&self.inner.abs(path))
@@ -518,6 +566,11 @@ impl Storage for LocalStorage {
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
         let inner = self.inner.clone();
         blocking(move || inner.list_visible()).await
+    }
+
+    async fn other_sinks(&self) -> Result<Vec<String>> {
+        let inner = self.inner.clone();
+        blocking(move || inner.other_sinks()).await
     }
 
     async fn probe(&self, c: &Committable) -> Result<CommitState> {
