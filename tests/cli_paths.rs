@@ -396,6 +396,7 @@ fn abort_leaves_names_that_only_look_like_in_progress_files() {
         format!("{day}/..part-events_0-{INC}-0.parquet.inprogress.{ID}"), // extra dot
         format!("{day}/.part-events_0-{INC}-0.parquet.inprogress.{ID}.bak"), // extra dot
         format!("{day}/.part.events_0.{INC}.0.parquet.inprogress.{ID}"), // dots for dashes
+        format!("{day}/.part-events_0-{INC}-0.parquet.bak.inprogress.{ID}"), // another suffix
     ];
     for rel in ours.iter().chain(&foreign) {
         let path = lake.join(rel);

@@ -289,20 +289,35 @@ pub fn job_of_writer(writer_id: &str) -> Option<&str> {
     (canonical && validate_job(job).is_ok()).then_some(job)
 }
 
-/// Whether a leftover is this sink's own, for cleanup that is not a writer's restore
-/// (`filesink abort`): a name of the exact shape filesink writes
-/// ([`crate::sink::state::PartName`]), with one of `prefixes` (the sink's
-/// [`crate::OutputFileConfig::prefix`]es), by a writer `<job>_<i>` of one of `jobs`, the jobs
-/// that have a directory under `_filesink/jobs/` ([`manifest::list_jobs`]). Anything else is
-/// foreign, to be reported and never removed: another tool's file or upload, a name that only
-/// looks like a part name, a writer no job of this sink knows. (A library user without a
-/// [`Coordinator`] cleans up by restoring its writer, which removes only that writer id's
-/// names.)
-pub fn is_own_leftover(leftover: &Leftover, jobs: &[String], prefixes: &[String]) -> bool {
-    leftover.name.as_ref().is_some_and(|n| {
-        prefixes.contains(&n.prefix)
-            && job_of_writer(&n.writer_id).is_some_and(|job| jobs.iter().any(|j| j == job))
-    })
+/// The names that are a sink's own, for cleanup that is not a writer's restore (`filesink
+/// abort`): names of the exact shape filesink writes ([`crate::sink::state::PartName`]), with
+/// one of the sink's prefixes and suffixes ([`crate::OutputFileConfig`]), by a writer
+/// `<job>_<i>` of one of its jobs, those with a directory under `_filesink/jobs/`
+/// ([`manifest::list_jobs`]).
+///
+/// Anything else is foreign, to be reported and never removed: another tool's file or
+/// upload, a name that only looks like a part name, a writer no job of this sink knows. (A
+/// library user without a [`Coordinator`] cleans up by restoring its writer, which removes
+/// only that writer id's names.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnNames {
+    /// The sink's jobs.
+    pub jobs: Vec<String>,
+    /// The part file prefixes its writers use.
+    pub prefixes: Vec<String>,
+    /// The part file suffixes its writers use.
+    pub suffixes: Vec<String>,
+}
+
+impl OwnNames {
+    /// Whether `leftover` is one of the sink's own.
+    pub fn owns(&self, leftover: &Leftover) -> bool {
+        leftover.name.as_ref().is_some_and(|n| {
+            self.prefixes.contains(&n.prefix)
+                && self.suffixes.contains(&n.suffix)
+                && job_of_writer(&n.writer_id).is_some_and(|job| self.jobs.iter().any(|j| j == job))
+        })
+    }
 }
 
 /// Job names become part of writer ids (`<job>_<i>`), which only allow letters, digits and `_`.

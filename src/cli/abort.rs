@@ -3,7 +3,7 @@
 //! First it commits the pending files that each job's latest manifest names (a complete
 //! checkpoint's files are never deleted), then it removes the hidden leftovers that no job's
 //! latest manifest references. It touches nothing else: only names of the exact shape filesink
-//! writes, by writers of this sink's jobs, are its own ([`filesink::checkpoint::is_own_leftover`]);
+//! writes, by writers of this sink's jobs, are its own ([`filesink::checkpoint::OwnNames`]);
 //! other names are reported as foreign and left alone, and
 //! [`filesink::storage::Storage::remove_leftover`] refuses any name that is not a part name. It refuses to run on a location that is
 //! not a filesink output, and while a writer looks alive (a leftover modified in the last

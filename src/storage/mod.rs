@@ -60,7 +60,7 @@ pub struct PartLocation {
 /// or a name there that only looks like one.
 ///
 /// Only a leftover whose [`Leftover::name`] parses is filesink's; which of those belong to
-/// this sink is decided by writer id ([`crate::checkpoint::is_own_leftover`]). The others are
+/// this sink is decided by writer id ([`crate::checkpoint::OwnNames`]). The others are
 /// foreign: listed so they can be reported, never removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leftover {
