@@ -45,7 +45,8 @@ pub const EXIT_CODES: &[(u8, &str, &str)] = &[
     (
         REFUSED,
         "refused",
-        "not a filesink output, or a writer looks alive (see `abort --force`)",
+        "not a filesink output, a writer looks alive (see `abort --force`), or a new lake \
+         would be inside another lake's tree or hold one",
     ),
     (
         CORRUPT,
@@ -62,7 +63,7 @@ Exit codes:
   2  usage          invalid arguments
   3  conflict       a file or manifest already exists with other content; nothing was overwritten
   4  data lost      a file that a checkpoint promised to keep is gone
-  5  refused        not a filesink output, or a writer looks alive (see `abort --force`)
+  5  refused        not a filesink output, a writer looks alive (see `abort --force`), or a new lake would be inside another lake's tree or hold one
   6  corrupt state  a manifest or the sink identity is damaged or of a newer version";
 
 /// The exit code for a library error.
