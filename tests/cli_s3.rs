@@ -544,7 +544,7 @@ fn bench_measures_on_s3_against_the_put_floor_and_cleans_up() {
 }
 
 #[test]
-fn abort_leaves_foreign_and_nested_sink_uploads_on_s3() {
+fn abort_leaves_foreign_and_nested_sink_uploads_on_s3_and_no_lake_nests_in_another() {
     use object_store::multipart::MultipartStore;
     const INC: &str = "019ad2f1c0c87b2a9d6f3b8e5a1c2d3e";
     let Some(bucket) = bucket() else { return };
@@ -624,6 +624,36 @@ fn abort_leaves_foreign_and_nested_sink_uploads_on_s3() {
         BTreeSet::from(["part-events_0-019ad2f1c0c87b2a9d6f3b8e5a1c2d3e-1.parquet".to_string()]),
         "{inner}"
     );
+
+    // No lake is created inside another's tree, nor around one: refused, nothing written.
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&fixture("events.jsonl")),
+            "--to",
+            &format!("{out}/archive/deeper"),
+        ],
+        EXIT_REFUSED,
+    );
+    assert!(stderr(&o).contains("another sink"), "{}", stderr(&o));
+    let (_, base2) = fresh(&bucket);
+    run_ok(&[
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        &url(&bucket, &format!("{base2}/wrap/inner")),
+    ]);
+    let wrap = url(&bucket, &format!("{base2}/wrap"));
+    let o = run_expect(
+        &["ingest", s(&fixture("events.jsonl")), "--to", &wrap],
+        EXIT_REFUSED,
+    );
+    assert!(stderr(&o).contains("another sink"), "{}", stderr(&o));
+    assert!(
+        ls_json(&wrap)["sink"].is_null(),
+        "a lake was created around another"
+    );
+    assert!(ls_json(&format!("{out}/archive/deeper"))["sink"].is_null());
 
     // Clean up after ourselves.
     runtime().block_on(async {
