@@ -250,20 +250,22 @@ fn a_lake_inside_a_lake_is_never_touched_by_the_outer_one() {
         )
     };
 
-    // Creating a lake inside another's tree, or around one, is refused and creates nothing,
-    // whichever of the two came first.
+    // Creating a lake inside another's tree, or around one, is refused and writes nothing
+    // (the directory named is created, empty, before the check), whichever came first.
     let outer = root.join("outer");
     ingest(&outer, 0);
     let outer_before = snapshot(&outer);
     let o = ingest(&outer.join("archive"), EXIT_REFUSED);
-    assert!(stderr(&o).contains("another sink"), "{}", stderr(&o));
+    let inside = format!("it is inside the sink `{}`", outer.display());
+    assert!(stderr(&o).contains(&inside), "{}", stderr(&o));
     assert!(!outer.join("archive/_filesink").exists());
     assert_eq!(snapshot(&outer), outer_before);
     let wrap = root.join("wrap");
     crashed_library_lake(&wrap.join("archive"), "nightly");
     let inner_before = snapshot(&wrap.join("archive"));
     let o = ingest(&wrap, EXIT_REFUSED);
-    assert!(stderr(&o).contains("another sink"), "{}", stderr(&o));
+    let holds = format!("it holds the sink `{}`", wrap.join("archive").display());
+    assert!(stderr(&o).contains(&holds), "{}", stderr(&o));
     assert!(!wrap.join("_filesink").exists());
     assert_eq!(snapshot(&wrap.join("archive")), inner_before);
 

@@ -635,7 +635,11 @@ fn abort_leaves_foreign_and_nested_sink_uploads_on_s3_and_no_lake_nests_in_anoth
         ],
         EXIT_REFUSED,
     );
-    assert!(stderr(&o).contains("another sink"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("it is inside the sink `s3://"),
+        "{}",
+        stderr(&o)
+    );
     let (_, base2) = fresh(&bucket);
     run_ok(&[
         "ingest",
@@ -648,7 +652,11 @@ fn abort_leaves_foreign_and_nested_sink_uploads_on_s3_and_no_lake_nests_in_anoth
         &["ingest", s(&fixture("events.jsonl")), "--to", &wrap],
         EXIT_REFUSED,
     );
-    assert!(stderr(&o).contains("another sink"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("it holds the sink `s3://"),
+        "{}",
+        stderr(&o)
+    );
     assert!(
         ls_json(&wrap)["sink"].is_null(),
         "a lake was created around another"

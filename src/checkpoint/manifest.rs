@@ -196,15 +196,24 @@ pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option
         // Each sink owns its whole tree: no sink inside another's, none around another.
         let others = storage.other_sinks().await?;
         if !others.is_empty() {
+            let list = |v: &[String]| {
+                v.iter()
+                    .map(|o| format!("`{o}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut why = Vec::new();
+            if !others.around.is_empty() {
+                why.push(format!("it is inside the sink {}", list(&others.around)));
+            }
+            if !others.inside.is_empty() {
+                why.push(format!("it holds the sink {}", list(&others.inside)));
+            }
             return Err(Error::NestedSink {
                 reason: format!(
-                    "the location is inside the tree of another sink, or holds one: {}; a sink \
-                     owns its whole tree, so choose a location outside every other sink",
-                    others
-                        .iter()
-                        .map(|o| format!("`{o}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "{}; a sink owns its whole tree, so choose a location outside every other \
+                     sink",
+                    why.join(" and ")
                 ),
             });
         }

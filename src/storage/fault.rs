@@ -333,7 +333,7 @@ impl Storage for FaultyStorage {
         self.inner.list_visible().await
     }
 
-    async fn other_sinks(&self) -> Result<Vec<String>> {
+    async fn other_sinks(&self) -> Result<super::OtherSinks> {
         self.state.check_alive(FaultPoint::ListLeftovers)?;
         self.inner.other_sinks().await
     }

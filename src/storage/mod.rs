@@ -178,12 +178,29 @@ pub trait Storage: Send + Sync + Debug + 'static {
     async fn probe(&self, committable: &Committable) -> Result<CommitState>;
 
     /// The bases of other sinks that this base is inside of (a directory above holding
-    /// `_filesink/`, a prefix above holding `_filesink/sink.json`) or that are inside it, as
-    /// paths or URLs for messages. A sink is not created there
-    /// ([`crate::checkpoint::manifest::sink_identity`]): each sink owns its whole tree. The
-    /// default finds none (a backend that cannot look above its base).
-    async fn other_sinks(&self) -> Result<Vec<String>> {
-        Ok(Vec::new())
+    /// `_filesink/`, a prefix above holding `_filesink/sink.json`) or that are inside it. A
+    /// sink is not created where there is one ([`crate::checkpoint::manifest::sink_identity`]):
+    /// each sink owns its whole tree. The default finds none (a backend that cannot look
+    /// above its base).
+    async fn other_sinks(&self) -> Result<OtherSinks> {
+        Ok(OtherSinks::default())
+    }
+}
+
+/// Other sinks around or inside a base ([`Storage::other_sinks`]), as paths or URLs for
+/// messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OtherSinks {
+    /// Bases above this one: it is inside their trees.
+    pub around: Vec<String>,
+    /// Bases below this one: they are inside its tree.
+    pub inside: Vec<String>,
+}
+
+impl OtherSinks {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.around.is_empty() && self.inside.is_empty()
     }
 }
 

@@ -53,7 +53,10 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use tokio::task::JoinSet;
 
 use super::sigv4::{hex, BucketClient};
-use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
+use super::{
+    CommitState, Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage,
+    VisibleFile,
+};
 use crate::sink::state::{
     looks_in_progress, parse_hidden_name, split_rel, upload_leftover_id, validate_rel_path,
     Committable, PartName, PendingHandle, UploadedPart,
@@ -788,9 +791,9 @@ impl Storage for ObjectStorage {
         Ok(out)
     }
 
-    async fn other_sinks(&self) -> Result<Vec<String>> {
+    async fn other_sinks(&self) -> Result<OtherSinks> {
         let inner = &self.inner;
-        let mut out = Vec::new();
+        let mut out = OtherSinks::default();
         // Above: every shorter prefix, the bucket's root included.
         let mut above: Vec<&str> = inner
             .prefix
@@ -809,14 +812,15 @@ impl Storage for ObjectStorage {
             let key = Path::parse(&marker)
                 .map_err(|e| Error::InvalidInput(format!("`{marker}` is not a valid key: {e}")))?;
             match inner.store.head(&key).await {
-                Ok(_) if dir.is_empty() => out.push(inner.url_root()),
-                Ok(_) => out.push(format!("{}/{dir}", inner.url_root())),
+                Ok(_) if dir.is_empty() => out.around.push(inner.url_root()),
+                Ok(_) => out.around.push(format!("{}/{dir}", inner.url_root())),
                 Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(inner.store_error("check", &marker, e)),
             }
         }
         let all = inner.list_all().await?;
-        out.extend(nested_bases(inner, &all).iter().map(|d| inner.where_(d)));
+        out.inside
+            .extend(nested_bases(inner, &all).iter().map(|d| inner.where_(d)));
         Ok(out)
     }
 

@@ -27,7 +27,10 @@ pub use fs::{Fs, FsFile, FsRead, FsStat, RealFs};
 
 use async_trait::async_trait;
 
-use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
+use super::{
+    CommitState, Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage,
+    VisibleFile,
+};
 use crate::sink::state::{
     looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, Committable, PartName,
     PendingHandle,
@@ -310,12 +313,12 @@ impl Inner {
 
     /// Directories above the base, and below it (outside hidden directories), that hold
     /// `_filesink/`.
-    fn other_sinks(&self) -> Result<Vec<String>> {
-        let mut out = Vec::new();
+    fn other_sinks(&self) -> Result<OtherSinks> {
+        let mut out = OtherSinks::default();
         for above in self.base.ancestors().skip(1) {
             let marker = above.join(crate::checkpoint::METADATA_DIR);
             if self.fs.stat(&marker).is_ok_and(|s| s.is_dir) {
-                out.push(above.display().to_string());
+                out.around.push(above.display().to_string());
             }
         }
         let mut stack = vec![String::new()];
@@ -327,7 +330,7 @@ impl Inner {
                 Err(e) => return Err(Error::io("list", dir, e)),
             };
             if !rel_dir.is_empty() && entries.iter().any(|(n, s)| is_sink_marker(n, s)) {
-                out.push(dir.display().to_string());
+                out.inside.push(dir.display().to_string());
                 continue;
             }
             for (name, stat) in entries {
@@ -568,7 +571,7 @@ impl Storage for LocalStorage {
         blocking(move || inner.list_visible()).await
     }
 
-    async fn other_sinks(&self) -> Result<Vec<String>> {
+    async fn other_sinks(&self) -> Result<OtherSinks> {
         let inner = self.inner.clone();
         blocking(move || inner.other_sinks()).await
     }
