@@ -107,6 +107,14 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
 
+    /// The base would be inside another sink's tree, or hold another sink in its own: each
+    /// sink owns its whole tree, so a sink is never created there. Nothing was written.
+    #[error("no sink is created here: {reason}")]
+    NestedSink {
+        /// Which other sinks are in the way.
+        reason: String,
+    },
+
     /// Arrow failed to encode or convert a batch.
     #[error("arrow")]
     Arrow(#[from] arrow::error::ArrowError),

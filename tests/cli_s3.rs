@@ -592,3 +592,131 @@ fn bench_measures_on_s3_against_the_put_floor_and_cleans_up() {
         );
     }
 }
+
+#[test]
+fn abort_leaves_foreign_and_nested_sink_uploads_on_s3_and_no_lake_nests_in_another() {
+    use object_store::multipart::MultipartStore;
+    const INC: &str = "019ad2f1c0c87b2a9d6f3b8e5a1c2d3e";
+    let Some(bucket) = bucket() else { return };
+    let (bucket, base) = fresh(&bucket);
+    let out = url(&bucket, &base);
+    run_ok(&[
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        &out,
+        "--job",
+        "events",
+    ]);
+    let store = object_store::aws::AmazonS3Builder::from_env()
+        .with_bucket_name(&bucket)
+        .build()
+        .unwrap();
+    let key = |rel: &str| object_store::path::Path::from(format!("{base}/{rel}"));
+    // Ours: the shape filesink writes, by a writer of the lake's job.
+    let ours = format!("day=2026-11-25/part-events_0-{INC}-0.parquet");
+    // Not ours: another tool's upload, an unknown writer, and a nested sink's upload of a
+    // writer whose job name is the same as ours.
+    let foreign = [
+        "backups/dump.tar".to_string(),
+        format!("day=2026-11-25/part-ghost_0-{INC}-0.parquet"),
+        format!("day=2026-11-25/part-events_0-{INC}-5.parquet.bak"),
+    ];
+    let nested = format!("archive/part-events_0-{INC}-1.parquet");
+    let identity =
+        r#"{"version":1,"sink_id":"0190aaaa-0000-7000-8000-000000000000","created_at_ms":0}"#;
+    let uploads: Vec<(String, String)> = runtime().block_on(async {
+        store
+            .put(
+                &key("archive/_filesink/sink.json"),
+                identity.as_bytes().to_vec().into(),
+            )
+            .await
+            .unwrap();
+        let mut uploads = Vec::new();
+        for rel in [&ours].into_iter().chain(&foreign).chain([&nested]) {
+            let id = store.create_multipart(&key(rel)).await.unwrap();
+            uploads.push((rel.clone(), id));
+        }
+        uploads
+    });
+    let finals = |v: &Value, key: &str| -> BTreeSet<String> {
+        paths(v, key)
+            .into_iter()
+            .map(|p| p.split('#').next().unwrap().to_string())
+            .collect()
+    };
+
+    let ls = ls_json(&out);
+    assert_eq!(
+        finals(&ls, "leftovers"),
+        BTreeSet::from([ours.clone()]),
+        "{ls}"
+    );
+    assert_eq!(
+        finals(&ls, "foreign"),
+        foreign.iter().cloned().collect(),
+        "{ls}"
+    );
+    let a = json_of(&run_ok(&["abort", &out, "--force", "--json"]));
+    assert_eq!(finals(&a, "remove"), BTreeSet::from([ours.clone()]), "{a}");
+    // The foreign uploads are still there, and so is the nested sink's.
+    let after = ls_json(&out);
+    assert!(finals(&after, "leftovers").is_empty(), "{after}");
+    assert_eq!(
+        finals(&after, "foreign"),
+        foreign.iter().cloned().collect(),
+        "{after}"
+    );
+    let inner = ls_json(&url(&bucket, &format!("{base}/archive")));
+    assert_eq!(
+        finals(&inner, "foreign"),
+        BTreeSet::from(["part-events_0-019ad2f1c0c87b2a9d6f3b8e5a1c2d3e-1.parquet".to_string()]),
+        "{inner}"
+    );
+
+    // No lake is created inside another's tree, nor around one: refused, nothing written.
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&fixture("events.jsonl")),
+            "--to",
+            &format!("{out}/archive/deeper"),
+        ],
+        EXIT_REFUSED,
+    );
+    assert!(
+        stderr(&o).contains("it is inside the sink `s3://"),
+        "{}",
+        stderr(&o)
+    );
+    let (_, base2) = fresh(&bucket);
+    run_ok(&[
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        &url(&bucket, &format!("{base2}/wrap/inner")),
+    ]);
+    let wrap = url(&bucket, &format!("{base2}/wrap"));
+    let o = run_expect(
+        &["ingest", s(&fixture("events.jsonl")), "--to", &wrap],
+        EXIT_REFUSED,
+    );
+    assert!(
+        stderr(&o).contains("it holds the sink `s3://"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        ls_json(&wrap)["sink"].is_null(),
+        "a lake was created around another"
+    );
+    assert!(ls_json(&format!("{out}/archive/deeper"))["sink"].is_null());
+
+    // Clean up after ourselves.
+    runtime().block_on(async {
+        for (rel, id) in &uploads[1..] {
+            let _ = store.abort_multipart(&key(rel), id).await;
+        }
+    });
+}

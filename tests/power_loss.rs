@@ -188,3 +188,34 @@ async fn a_process_crash_then_a_power_loss_keeps_every_acknowledged_record() {
     }
     eprintln!("process crash then power loss: {cases} cases");
 }
+
+#[tokio::test]
+async fn every_path_form_of_the_base_is_durable_after_the_first_checkpoint() {
+    // The simulated disk's working directory is `/`: each form names `/<dir>`.
+    for (form, dir) in [
+        ("lake", "/lake"),
+        ("sub/deeper/lake", "/sub/deeper/lake"),
+        ("./lake", "/lake"),
+        ("/abs/lake", "/abs/lake"),
+        ("lake/", "/lake"),
+        ("gone/../lake", "/lake"),
+    ] {
+        let disk = PowerLossDisk::new();
+        let storage: Arc<dyn Storage> =
+            Arc::new(LocalStorage::on(Arc::new(disk.clone()), form).unwrap());
+        let ctx = format!("base `{form}`");
+        run(storage, 0, &mut 0)
+            .await
+            .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        // Everything a finished job made visible must survive the power going.
+        let after = disk.power_loss(PowerLoss::DropUnflushed);
+        let storage = LocalStorage::on(Arc::new(after.clone()), dir).unwrap();
+        let mut ids = Vec::new();
+        for file in storage.list_visible().await.unwrap() {
+            let bytes = after.read(&Path::new(dir).join(&file.path)).unwrap();
+            ids.extend(common::ids_in_bytes(bytes, &format_of(0)));
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (0..RECORDS).collect::<Vec<_>>(), "{ctx}");
+    }
+}

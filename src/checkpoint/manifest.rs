@@ -193,6 +193,30 @@ pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option
         if !create {
             return Ok(None);
         }
+        // Each sink owns its whole tree: no sink inside another's, none around another.
+        let others = storage.other_sinks().await?;
+        if !others.is_empty() {
+            let list = |v: &[String]| {
+                v.iter()
+                    .map(|o| format!("`{o}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut why = Vec::new();
+            if !others.around.is_empty() {
+                why.push(format!("it is inside the sink {}", list(&others.around)));
+            }
+            if !others.inside.is_empty() {
+                why.push(format!("it holds the sink {}", list(&others.inside)));
+            }
+            return Err(Error::NestedSink {
+                reason: format!(
+                    "{}; a sink owns its whole tree, so choose a location outside every other \
+                     sink",
+                    why.join(" and ")
+                ),
+            });
+        }
         let id = SinkIdentity {
             version: FORMAT_VERSION,
             sink_id: uuid::Uuid::now_v7().to_string(),

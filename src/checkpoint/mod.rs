@@ -34,7 +34,7 @@
 use std::sync::Arc;
 
 use crate::sink::Sink;
-use crate::storage::{JobLease, LeaseOptions, Storage};
+use crate::storage::{JobLease, LeaseOptions, Leftover, Storage};
 use crate::{CommitOutcome, Committable, Error, Result, SinkWriter};
 
 pub mod manifest;
@@ -120,6 +120,9 @@ impl CoordinatorBuilder {
                 self.parallelism
             )));
         }
+        // The sink's identity first: where a sink may not be created (inside another's tree,
+        // or around one) nothing of the job may be written either.
+        manifest::sink_identity(self.sink.storage().as_ref(), true).await?;
         let lease: Box<dyn JobLease> = match self.ownership {
             Ownership::Lease(options) => {
                 self.sink.storage().acquire_job(&self.job, &options).await?
@@ -408,6 +411,46 @@ impl Coordinator {
             }
         }
         Ok(())
+    }
+}
+
+/// The job a coordinator's writer id `<job>_<i>` belongs to; `None` for an id of another form.
+pub fn job_of_writer(writer_id: &str) -> Option<&str> {
+    let (job, index) = writer_id.rsplit_once('_')?;
+    let canonical = !index.is_empty()
+        && index.bytes().all(|b| b.is_ascii_digit())
+        && (index == "0" || !index.starts_with('0'));
+    (canonical && validate_job(job).is_ok()).then_some(job)
+}
+
+/// The names that are a sink's own, for cleanup that is not a writer's restore (`filesink
+/// abort`): names of the exact shape filesink writes ([`crate::sink::state::PartName`]), with
+/// one of the sink's prefixes and suffixes ([`crate::OutputFileConfig`]), by a writer
+/// `<job>_<i>` of one of its jobs, those with a directory under `_filesink/jobs/`
+/// ([`manifest::list_jobs`]).
+///
+/// Anything else is foreign, to be reported and never removed: another tool's file or
+/// upload, a name that only looks like a part name, a writer no job of this sink knows. (A
+/// library user without a [`Coordinator`] cleans up by restoring its writer, which removes
+/// only that writer id's names.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnNames {
+    /// The sink's jobs.
+    pub jobs: Vec<String>,
+    /// The part file prefixes its writers use.
+    pub prefixes: Vec<String>,
+    /// The part file suffixes its writers use.
+    pub suffixes: Vec<String>,
+}
+
+impl OwnNames {
+    /// Whether `leftover` is one of the sink's own.
+    pub fn owns(&self, leftover: &Leftover) -> bool {
+        leftover.name.as_ref().is_some_and(|n| {
+            self.prefixes.contains(&n.prefix)
+                && self.suffixes.contains(&n.suffix)
+                && job_of_writer(&n.writer_id).is_some_and(|job| self.jobs.iter().any(|j| j == job))
+        })
     }
 }
 

@@ -2,16 +2,18 @@
 //!
 //! First it commits the pending files that each job's latest manifest names (a complete
 //! checkpoint's files are never deleted), then it removes the hidden leftovers that no job's
-//! latest manifest references. It touches nothing else: [`filesink::storage::Storage::remove_leftover`]
-//! refuses any name that is not a hidden part name. It refuses to run on a location that is
-//! not a filesink output.
+//! latest manifest references. It touches nothing else: only names of the exact shape filesink
+//! writes, by writers of this sink's jobs, are its own ([`filesink::checkpoint::OwnNames`]);
+//! other names are reported as foreign and left alone, and
+//! [`filesink::storage::Storage::remove_leftover`] refuses any name that is not a part name.
+//! It refuses to run on a location that is not a filesink output.
 //!
 //! It takes each job's ownership, as a running `ingest` holds it
-//! ([`filesink::storage::ownership`]), before it acts on the job: a job owned by a live run is
-//! left alone (its manifests and its leftovers), and no run of another job can start while
-//! abort cleans up after it. A leftover of no job the lake knows (a library writer without a
-//! coordinator) is judged by its age: one modified in the last [`ALIVE_WINDOW`] makes abort
-//! refuse, unless `--force`.
+//! ([`filesink::storage::ownership`]), before it reads the job's manifests: a job owned by a
+//! live run is left alone (its manifests and its leftovers), and no run of another job can
+//! start while abort cleans up after it. So abort tells a dead job from a live one for
+//! certain, and needs no guess from the age of files. (A deployment that runs its jobs with
+//! `Ownership::External` holds no lease: it must not run abort while such a job runs.)
 //!
 //! On S3 the leftovers are incomplete multipart uploads under the prefix (listed as
 //! `<final path>#<upload id>`; their age is the upload's initiation time): removing one aborts
@@ -28,9 +30,6 @@ use super::exit::{CliError, CliResult};
 use super::lake::{references, written_by_job, Lake};
 use super::url::Location;
 use super::util::{human_age, human_bytes, now_ms, parse_duration};
-
-/// A leftover modified this recently may belong to a writer that is still running.
-pub const ALIVE_WINDOW: Duration = Duration::from_secs(60);
 
 /// Arguments of `filesink abort`.
 #[derive(Debug, clap::Args)]
@@ -49,10 +48,9 @@ pub struct AbortArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Go on even though a leftover of no job this lake knows (a writer without a
-    /// coordinator) was modified in the last minute. Removing a live writer's files makes its
-    /// next checkpoint fail. Jobs owned by a live run are left alone whatever the flags.
-    #[arg(long)]
+    /// Has no effect, kept for scripts: abort knows which jobs a live run owns and leaves
+    /// them alone whatever the flags, and needs no leave to clean up after dead ones.
+    #[arg(long, hide = true)]
     pub force: bool,
 
     /// Print JSON instead of text.
@@ -64,11 +62,22 @@ pub struct AbortArgs {
 pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
     let now = now_ms();
-    let jobs = lake.jobs().await?;
-    let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
+    let names: Vec<String> = lake.jobs().await?.into_iter().map(|j| j.job).collect();
     // Jobs owned by a live run are left alone: their owner commits and cleans up. The others
-    // are held while we act, so that no run of them starts under us.
-    let held = lake.hold_jobs(&names, args.dry_run).await?;
+    // are held while we act, so that no run of them starts under us, and only then are their
+    // manifests read (a run that ended a moment ago may have written a newer one).
+    let mut held = lake.hold_jobs(&names, args.dry_run).await?;
+    let jobs = lake.jobs().await?;
+    for j in &jobs {
+        if !names.contains(&j.job) {
+            // Started after we listed the jobs: not held by us, so its run may be live.
+            held.live
+                .push((j.job.clone(), "a run that started while abort ran".into()));
+        }
+    }
+    // Only names of the shape filesink writes, of writers of this sink's jobs, are ours;
+    // foreign ones are reported and left alone.
+    let (leftovers, foreign) = lake.leftovers(&jobs).await?;
     let mut latest = Vec::new();
     for j in jobs {
         match j.latest {
@@ -88,59 +97,19 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
         }
     }
     let refs = references(&latest);
-    let leftovers = lake.leftovers().await?;
     // Last modification of a hidden file, initiation of a multipart upload.
     let age = |l: &Leftover| now - l.modified_ms;
-    let touched = |l: &Leftover| match lake.upload_id(l) {
-        Some(_) => "started",
-        None => "modified",
-    };
     let live_job = |l: &Leftover| {
         held.live
             .iter()
             .find(|(job, _)| written_by_job(&l.final_path, job))
             .map(|(job, _)| job.as_str())
     };
-    let of_a_job = |l: &Leftover| names.iter().any(|job| written_by_job(&l.final_path, job));
     let min_age_ms = args.older_than.map_or(0, |d| d.as_millis() as i64);
     let candidates: Vec<&Leftover> = leftovers
         .iter()
         .filter(|l| !refs.contains_key(&l.path) && age(l) >= min_age_ms && live_job(l).is_none())
         .collect();
-    // A job's liveness is known (its owner holds it); only a leftover of no job the lake knows
-    // (a library writer without a coordinator) is judged by its age.
-    let alive_ms = ALIVE_WINDOW.as_millis() as i64;
-    let young: Vec<&Leftover> = candidates
-        .iter()
-        .copied()
-        .filter(|l| !of_a_job(l) && age(l) < alive_ms)
-        .collect();
-    if !young.is_empty() && !args.force {
-        let list: Vec<String> = young
-            .iter()
-            .take(10)
-            .map(|l| format!("`{}` ({} {} ago)", l.path, touched(l), human_age(age(l))))
-            .collect();
-        let more = if young.len() > 10 {
-            format!(" and {} more", young.len() - 10)
-        } else {
-            String::new()
-        };
-        return Err(CliError::refused(format!(
-            "a writer looks alive in `{}`: {} of no job of this lake {} modified in the last \
-             {} s: {}{more}; nothing was changed (stop the writer, or pass --older-than or \
-             --force)",
-            lake.location,
-            if young.len() == 1 {
-                "a leftover"
-            } else {
-                "leftovers"
-            },
-            if young.len() == 1 { "was" } else { "were" },
-            ALIVE_WINDOW.as_secs(),
-            list.join(", ")
-        )));
-    }
     let kept_live: Vec<(&Leftover, &str)> = leftovers
         .iter()
         .filter_map(|l| live_job(l).map(|job| (l, job)))
@@ -213,6 +182,7 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 "job": job,
                 "holder": holder,
             })).collect::<Vec<_>>(),
+            "foreign": foreign.iter().map(|l| &l.path).collect::<Vec<_>>(),
             "committed": n_committed,
             "removed": n_removed,
         });
@@ -281,6 +251,16 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 out,
                 "job `{job}` is owned by a live run ({holder}): left alone, {n} leftover(s) kept"
             );
+        }
+        if !foreign.is_empty() {
+            outln!(
+                out,
+                "left alone, not this sink's (foreign names or uploads): {}",
+                foreign.len()
+            );
+            for l in &foreign {
+                outln!(out, "  {}", l.path);
+            }
         }
         outln!(out, "total: {c_verb} {n_committed}, {r_verb} {n_removed}");
     }

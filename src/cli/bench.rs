@@ -122,7 +122,11 @@ pub async fn run(args: &BenchArgs) -> Result<(), BoxError> {
         return s3::run(args, url).await;
     }
     let parent = match &args.to {
-        Some(dir) => PathBuf::from(dir),
+        // Every local form `ingest --to` takes: `dir`, `./dir`, `/abs/dir`, `file:///abs/dir`.
+        Some(dir) => match super::url::Location::parse(dir).map_err(|e| e.to_string())? {
+            super::url::Location::Local(path) => path,
+            other => return Err(format!("`{other}` is not a directory").into()),
+        },
         None => std::env::current_dir()?,
     };
     if parent.exists() && !parent.is_dir() {

@@ -19,7 +19,8 @@ pub const CONFLICT: u8 = 3;
 /// Data lost ([`filesink::Error::DataLost`]): a file a checkpoint promised to keep is gone.
 pub const DATA_LOST: u8 = 4;
 /// Refused: the location is not a filesink output, another live run owns the job
-/// ([`filesink::Error::JobBusy`]), or a writer looks alive.
+/// ([`filesink::Error::JobBusy`]), a writer looks alive, or a new sink would be inside another
+/// sink's tree or hold one ([`filesink::Error::NestedSink`]).
 pub const REFUSED: u8 = 5;
 /// Corrupt state ([`filesink::Error::Corrupt`], [`filesink::Error::UnsupportedVersion`]): a
 /// manifest or the sink identity cannot be read.
@@ -48,7 +49,8 @@ pub const EXIT_CODES: &[(u8, &str, &str)] = &[
     (
         REFUSED,
         "refused",
-        "not a filesink output, the job is owned by a live run, or a writer looks alive",
+        "not a filesink output, the job is owned by a live run, a writer looks alive, or a new \
+         lake would be inside another lake's tree or hold one",
     ),
     (
         CORRUPT,
@@ -70,7 +72,7 @@ Exit codes:
   2  usage          invalid arguments
   3  conflict       a file or manifest already exists with other content; nothing was overwritten
   4  data lost      a file that a checkpoint promised to keep is gone
-  5  refused        not a filesink output, the job is owned by a live run, or a writer looks alive
+  5  refused        not a filesink output, the job is owned by a live run, a writer looks alive, or a new lake would be inside another lake's tree or hold one
   6  corrupt state  a manifest or the sink identity is damaged or of a newer version
   7  input changed  an input of a resumed job differs from what the job already read of it";
 
@@ -80,7 +82,7 @@ pub fn code_of(e: &filesink::Error) -> u8 {
         filesink::Error::Conflict { .. } => CONFLICT,
         filesink::Error::DataLost { .. } => DATA_LOST,
         filesink::Error::Corrupt { .. } | filesink::Error::UnsupportedVersion { .. } => CORRUPT,
-        filesink::Error::JobBusy { .. } => REFUSED,
+        filesink::Error::JobBusy { .. } | filesink::Error::NestedSink { .. } => REFUSED,
         _ => ERROR,
     }
 }

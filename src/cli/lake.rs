@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use filesink::checkpoint::manifest::{self, Manifest, SinkIdentity};
+use filesink::checkpoint::OwnNames;
+use filesink::sink::state::{split_rel, PartName};
 use filesink::storage::{
     CommitState, JobLease, LeaseOptions, Leftover, LocalStorage, ObjectStorage, Storage,
 };
-use filesink::{Committable, Sink};
+use filesink::{Committable, FileFormat, Sink};
 
 use super::exit::{CliError, CliResult};
 use super::url::Location;
@@ -360,8 +362,11 @@ impl Lake {
             })
     }
 
-    /// The hidden part files under the base, sorted by path.
-    pub async fn leftovers(&self) -> CliResult<Vec<Leftover>> {
+    /// The hidden part files under the base, sorted by path, split into this sink's own and
+    /// foreign ones ([`OwnNames`]), which are reported and never removed. Its own are of
+    /// writers of `jobs`, with the prefix and a suffix `ingest` writes or ones that a latest
+    /// manifest of `jobs` shows.
+    pub async fn leftovers(&self, jobs: &[JobInfo]) -> CliResult<(Vec<Leftover>, Vec<Leftover>)> {
         let mut l = self.storage.list_leftovers().await.map_err(|e| {
             CliError::context(
                 format!("cannot list the hidden files of `{}`", self.location),
@@ -369,7 +374,39 @@ impl Lake {
             )
         })?;
         l.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(l)
+        let mut own = OwnNames {
+            jobs: jobs.iter().map(|j| j.job.clone()).collect(),
+            prefixes: vec![filesink::OutputFileConfig::DEFAULT_PREFIX.into()],
+            suffixes: [
+                FileFormat::parquet(),
+                FileFormat::json_lines(),
+                FileFormat::csv(),
+            ]
+            .iter()
+            .map(|f| f.default_suffix().to_string())
+            .collect(),
+        };
+        for m in jobs
+            .iter()
+            .filter_map(|j| j.latest.as_ref().ok().and_then(Option::as_ref))
+        {
+            let finals = m.committables.iter().map(|c| c.final_path.as_str()).chain(
+                m.writers
+                    .iter()
+                    .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
+            );
+            for f in finals {
+                if let Some(n) = PartName::parse_final(split_rel(f).1) {
+                    if !own.prefixes.contains(&n.prefix) {
+                        own.prefixes.push(n.prefix);
+                    }
+                    if !own.suffixes.contains(&n.suffix) {
+                        own.suffixes.push(n.suffix);
+                    }
+                }
+            }
+        }
+        Ok(l.into_iter().partition(|l| own.owns(l)))
     }
 
     /// The visible data files (every name readers see), with their sizes.

@@ -43,7 +43,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
             CliError::context(format!("cannot tell whether job `{}` runs", j.job), e)
         })?);
     }
-    let leftovers = lake.leftovers().await?;
+    let (leftovers, foreign) = lake.leftovers(&jobs).await?;
     let latest: Vec<_> = jobs
         .iter()
         .filter_map(|j| j.latest.as_ref().ok().and_then(|m| m.as_ref()))
@@ -136,6 +136,10 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
             "leftovers": unreferenced.iter().map(|l| json!({
                 "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
                 "age_ms": now - l.modified_ms, "upload_id": lake.upload_id(l),
+            })).collect::<Vec<_>>(),
+            "foreign": foreign.iter().map(|l| json!({
+                "path": l.path, "size_bytes": l.size_bytes, "age_ms": now - l.modified_ms,
+                "upload_id": lake.upload_id(l),
             })).collect::<Vec<_>>(),
             "orphan_uploads": uploads.iter().map(|l| json!({
                 "path": l.path, "final_path": l.final_path, "upload_id": lake.upload_id(l),
@@ -272,6 +276,16 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 human_bytes(l.size_bytes),
                 human_age(now - l.modified_ms)
             );
+        }
+        if !foreign.is_empty() {
+            outln!(
+                out,
+                "foreign (look like part files or uploads, not this sink's; never removed): {}",
+                foreign.len()
+            );
+            for l in &foreign {
+                outln!(out, "  {}", l.path);
+            }
         }
         if lake.is_s3() {
             outln!(

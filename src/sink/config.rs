@@ -240,10 +240,12 @@ impl SinkBuilder {
             || prefix.contains(['/', '\\', '\0'])
             || suffix.contains(['/', '\\', '\0'])
             || suffix.contains(crate::sink::state::IN_PROGRESS_MARKER)
+            || suffix.starts_with(|c: char| c.is_ascii_digit())
         {
             return Err(Error::Config(format!(
                 "part file prefix `{prefix}` and suffix `{suffix}` must make a visible file name: \
-                 a non-empty prefix not starting with `.` or `_`, and no `/`, `\\` or NUL"
+                 a non-empty prefix not starting with `.` or `_`, a suffix not starting with a \
+                 digit (it would read as the counter), and no `/`, `\\` or NUL"
             )));
         }
         Ok(Sink {

@@ -60,7 +60,10 @@
 //!    only after the new one is committed. A zombie still appending to the old file cannot
 //!    corrupt it.
 //! 7. **Cleanup removes only what no checkpoint needs**: hidden part names of this writer's id
-//!    that neither the restored state nor the restored committables reference.
+//!    that neither the restored state nor the restored committables reference. A name is a
+//!    part name only if it parses by the one grammar of
+//!    [`PartName`](crate::sink::state::PartName); and no listing enters another sink's base
+//!    below this one (a directory holding `_filesink/`).
 //! 8. **A failed write poisons the writer.** After an error while its files were being changed,
 //!    every further call fails; the only way on is to restore from the last complete
 //!    checkpoint, which discards whatever partial bytes the failure left.

@@ -323,16 +323,155 @@ fn validate_final_path(final_path: &str, bucket: &BucketId) -> Result<(), String
     Ok(())
 }
 
-/// Whether a file name is one of the sink's own hidden part names: `.<final>.inprogress.<id>`.
-/// Returns the final name it belongs to.
-pub fn parse_hidden_name(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix('.')?;
-    let i = rest.rfind(IN_PROGRESS_MARKER)?;
-    let (final_name, id) = (&rest[..i], &rest[i + IN_PROGRESS_MARKER.len()..]);
-    if final_name.is_empty() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
+/// The length of the incarnation id and of the in-progress id in a part name: a UUID in
+/// simple form (32 lowercase hex digits).
+const NAME_ID_LEN: usize = 32;
+
+/// A part file name of the exact shape filesink writes, parsed.
+///
+/// The grammar, the one place it is written down (the name builder of
+/// [`crate::SinkWriter`] and every cleanup path use it):
+///
+/// ```text
+/// final name:        <prefix>-<writer id>-<incarnation>-<counter><suffix>
+/// in-progress name:  .<final name>.inprogress.<in-progress id>
+/// ```
+///
+/// - `prefix`: [`crate::OutputFileConfig::prefix`]: not empty, not starting with `.` or `_`
+///   (it may contain `-`);
+/// - `writer id`: 1 to 64 ASCII letters, digits and `_` (a [`crate::Coordinator`]'s writers
+///   are `<job>_<i>`);
+/// - `incarnation` and `in-progress id`: 32 lowercase hex digits (a UUID);
+/// - `counter`: a decimal number without leading zeros;
+/// - `suffix`: [`crate::OutputFileConfig::suffix`], not starting with a digit.
+///
+/// A name that only looks like one (`.notes.inprogress.1`, another tool's
+/// `.backup.csv.inprogress.2024`) does not parse: it is foreign, and cleanup never removes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartName {
+    /// The final (visible) name.
+    pub final_name: String,
+    /// The file name prefix.
+    pub prefix: String,
+    /// The writer that wrote the file.
+    pub writer_id: String,
+    /// The writer incarnation that wrote the file.
+    pub incarnation: String,
+    /// The writer incarnation's counter.
+    pub counter: u64,
+    /// The file name suffix.
+    pub suffix: String,
+    /// The in-progress id, for an in-progress name; `None` for a final name.
+    pub in_progress_id: Option<String>,
+}
+
+impl PartName {
+    /// The final name of a part: `<prefix>-<writer id>-<incarnation>-<counter><suffix>`.
+    pub(crate) fn final_name_of(
+        prefix: &str,
+        writer_id: &str,
+        incarnation: &str,
+        counter: u64,
+        suffix: &str,
+    ) -> String {
+        format!("{prefix}-{writer_id}-{incarnation}-{counter}{suffix}")
     }
-    Some(final_name)
+
+    /// The in-progress name of the part named `final_name`: `.<final name>.inprogress.<id>`.
+    pub(crate) fn in_progress_name_of(final_name: &str, in_progress_id: &str) -> String {
+        format!(".{final_name}{IN_PROGRESS_MARKER}{in_progress_id}")
+    }
+
+    /// Parses a hidden in-progress name; `None` unless it has exactly the shape filesink
+    /// writes.
+    pub fn parse_in_progress(name: &str) -> Option<PartName> {
+        let rest = name.strip_prefix('.')?;
+        let i = rest.rfind(IN_PROGRESS_MARKER)?;
+        let (final_name, id) = (&rest[..i], &rest[i + IN_PROGRESS_MARKER.len()..]);
+        if !is_name_id(id) {
+            return None;
+        }
+        let mut parsed = PartName::parse_final(final_name)?;
+        parsed.in_progress_id = Some(id.to_string());
+        Some(parsed)
+    }
+
+    /// Parses a final name (the key of an S3 multipart upload); `None` unless it has exactly
+    /// the shape filesink writes.
+    pub fn parse_final(name: &str) -> Option<PartName> {
+        if name.contains(['/', '\\', '\0']) || name.contains(IN_PROGRESS_MARKER) {
+            return None;
+        }
+        let bytes = name.as_bytes();
+        // The incarnation is the first `-<32 hex>-<digit>` after a writer id.
+        for (at, _) in name.match_indices('-') {
+            let inc = at + 1;
+            let after = inc + NAME_ID_LEN;
+            if bytes.get(after) != Some(&b'-')
+                || !is_name_id(&name[inc..after])
+                || !bytes.get(after + 1).is_some_and(u8::is_ascii_digit)
+            {
+                continue;
+            }
+            let Some(w) = name[..at].rfind('-') else {
+                continue;
+            };
+            let (prefix, writer_id) = (&name[..w], &name[w + 1..at]);
+            if prefix.is_empty()
+                || prefix.starts_with(['.', '_'])
+                || validate_writer_id(writer_id).is_err()
+            {
+                continue;
+            }
+            let digits = name[after + 1..]
+                .bytes()
+                .take_while(u8::is_ascii_digit)
+                .count();
+            let (counter, suffix) = name[after + 1..].split_at(digits);
+            if counter.len() > 1 && counter.starts_with('0') {
+                continue;
+            }
+            let Ok(n) = counter.parse::<u64>() else {
+                continue;
+            };
+            return Some(PartName {
+                final_name: name.to_string(),
+                prefix: prefix.to_string(),
+                writer_id: writer_id.to_string(),
+                incarnation: name[inc..after].to_string(),
+                counter: n,
+                suffix: suffix.to_string(),
+                in_progress_id: None,
+            });
+        }
+        None
+    }
+}
+
+/// A UUID in simple form: 32 lowercase hex digits.
+fn is_name_id(s: &str) -> bool {
+    s.len() == NAME_ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Whether a file name merely looks like an in-progress name (`.<anything>.inprogress.<hex>`),
+/// the loose pattern of filesink's own names: what cleanup reports as foreign when
+/// [`PartName::parse_in_progress`] refuses it.
+pub fn looks_in_progress(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else {
+        return false;
+    };
+    rest.rfind(IN_PROGRESS_MARKER).is_some_and(|i| {
+        let id = &rest[i + IN_PROGRESS_MARKER.len()..];
+        i > 0 && !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+/// Whether a file name is one of filesink's hidden part names, of exactly the shape it writes
+/// ([`PartName::parse_in_progress`]). Returns the final name it belongs to.
+pub fn parse_hidden_name(name: &str) -> Option<&str> {
+    PartName::parse_in_progress(name)?;
+    let rest = &name[1..];
+    Some(&rest[..rest.rfind(IN_PROGRESS_MARKER)?])
 }
 
 fn validate_hidden_path(path: &str) -> Result<(), String> {
@@ -373,16 +512,72 @@ impl<'de> Deserialize<'de> for BucketId {
 mod tests {
     use super::*;
 
+    const INC: &str = "019ad2f1c0c87b2a9d6f3b8e5a1c2d3e";
+    const ID: &str = "5f2b9a0c4d1e4f7a8b6c3d2e1f0a9b8c";
+
     #[test]
-    fn hidden_names_parse_only_our_pattern() {
-        assert_eq!(
-            parse_hidden_name(".part-0-ab-1.parquet.inprogress.0af3"),
-            Some("part-0-ab-1.parquet")
-        );
-        assert_eq!(parse_hidden_name("part-0-1.parquet"), None);
-        assert_eq!(parse_hidden_name(".part.inprogress."), None);
-        assert_eq!(parse_hidden_name(".part.inprogress.xyz"), None);
-        assert_eq!(parse_hidden_name(".hidden"), None);
+    fn names_the_builder_makes_parse_back_to_their_parts() {
+        for (prefix, writer, counter, suffix) in [
+            ("part", "0", 0, ".parquet"),
+            ("part", "nightly_3", 17, ".jsonl"),
+            ("my-data", "job_with_under_0", u64::MAX, ".csv"),
+            ("part", "w", 5, ""),
+            ("p-1-2", "A9_", 10, "-x.parquet"),
+        ] {
+            let final_name = PartName::final_name_of(prefix, writer, INC, counter, suffix);
+            let hidden = PartName::in_progress_name_of(&final_name, ID);
+            let expected = PartName {
+                final_name: final_name.clone(),
+                prefix: prefix.into(),
+                writer_id: writer.into(),
+                incarnation: INC.into(),
+                counter,
+                suffix: suffix.into(),
+                in_progress_id: None,
+            };
+            assert_eq!(PartName::parse_final(&final_name), Some(expected.clone()));
+            let parsed = PartName::parse_in_progress(&hidden);
+            assert_eq!(
+                parsed,
+                Some(PartName {
+                    in_progress_id: Some(ID.into()),
+                    ..expected
+                })
+            );
+            assert_eq!(parse_hidden_name(&hidden), Some(final_name.as_str()));
+        }
+    }
+
+    #[test]
+    fn names_that_only_look_like_ours_do_not_parse() {
+        let ok = format!(".part-w_0-{INC}-3.parquet.inprogress.{ID}");
+        assert!(PartName::parse_in_progress(&ok).is_some());
+        for bad in [
+            ".notes.inprogress.1".to_string(),
+            ".backup.csv.inprogress.2024".to_string(),
+            ".part.inprogress.".to_string(),
+            ".part.inprogress.xyz".to_string(),
+            ".hidden".to_string(),
+            "part-0-1.parquet".to_string(),
+            format!("part-w_0-{INC}-3.parquet.inprogress.{ID}"),
+            format!(".part-w_0-{INC}-3.parquet.inprogress.{}", &ID[..31]),
+            format!(".part-w_0-{INC}-3.parquet.inprogress.{}", ID.to_uppercase()),
+            format!(".part-w_0-{INC}-3.parquet.inprogress.{ID}0"),
+            format!(".part-w_0-{}-3.parquet.inprogress.{ID}", &INC[..31]),
+            format!(".part-w_0-{INC}-03.parquet.inprogress.{ID}"),
+            format!(".part-w_0-{INC}-.parquet.inprogress.{ID}"),
+            format!(".part-w-0-{INC}x-3.parquet.inprogress.{ID}"),
+            format!(".-w_0-{INC}-3.parquet.inprogress.{ID}"),
+            format!("._p-w_0-{INC}-3.parquet.inprogress.{ID}"),
+            format!(".part--{INC}-3.parquet.inprogress.{ID}"),
+            format!(".part-w.0-{INC}-3.parquet.inprogress.{ID}"),
+            format!(".part-w_0-{INC}-3.parquet.inprogress.{ID}.inprogress.{ID}"),
+        ] {
+            assert_eq!(PartName::parse_in_progress(&bad), None, "{bad}");
+            assert_eq!(parse_hidden_name(&bad), None, "{bad}");
+        }
+        assert!(looks_in_progress(".notes.inprogress.1"));
+        assert!(!looks_in_progress(".notes"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::bucket::BucketId;
 use crate::format::Encoder;
 use crate::sink::config::SinkConfig;
 use crate::sink::state::{
-    split_rel, Committable, PendingHandle, ResumableFile, WriterState, FORMAT_VERSION,
+    Committable, PartName, PendingHandle, ResumableFile, WriterState, FORMAT_VERSION,
 };
 use crate::storage::{PartLocation, PartWriter};
 use crate::{CommitOutcome, Committer, Error, Result};
@@ -194,11 +194,15 @@ impl SinkWriter {
                 referenced.extend(f.supersedes.iter().map(String::as_str));
             }
         }
-        let own = format!("{}-{}-", config.prefix, config.writer_id);
+        // Only names of the exact shape this writer writes are its own: same prefix, same
+        // writer id. Foreign names (no parse) and other writers' files are never touched.
+        let own =
+            |name: &PartName| name.writer_id == config.writer_id && name.prefix == config.prefix;
         let mut removed_leftovers = Vec::new();
         for leftover in config.storage.list_leftovers().await? {
-            let (_, final_name) = split_rel(&leftover.final_path);
-            if final_name.starts_with(&own) && !referenced.contains(leftover.path.as_str()) {
+            if leftover.name.as_ref().is_some_and(own)
+                && !referenced.contains(leftover.path.as_str())
+            {
                 config.storage.remove_leftover(&leftover.path).await?;
                 removed_leftovers.push(leftover.path);
             }
@@ -430,19 +434,15 @@ impl SinkWriter {
     fn next_location(&mut self, bucket: &BucketId) -> PartLocation {
         let counter = self.next_counter;
         self.next_counter += 1;
-        let name = format!(
-            "{}-{}-{}-{}{}",
-            self.config.prefix,
-            self.config.writer_id,
-            self.incarnation,
+        let name = PartName::final_name_of(
+            &self.config.prefix,
+            &self.config.writer_id,
+            &self.incarnation,
             counter,
-            self.config.suffix
+            &self.config.suffix,
         );
-        let hidden = format!(
-            ".{name}{}{}",
-            crate::sink::state::IN_PROGRESS_MARKER,
-            uuid::Uuid::now_v7().simple()
-        );
+        let hidden =
+            PartName::in_progress_name_of(&name, &uuid::Uuid::now_v7().simple().to_string());
         let join = |n: &str| {
             if bucket.is_root() {
                 n.to_string()

@@ -345,6 +345,11 @@ impl Storage for FaultyStorage {
         self.inner.list_visible().await
     }
 
+    async fn other_sinks(&self) -> Result<super::OtherSinks> {
+        self.state.check_alive(FaultPoint::ListLeftovers)?;
+        self.inner.other_sinks().await
+    }
+
     async fn probe(&self, committable: &Committable) -> Result<CommitState> {
         self.state.check_alive(FaultPoint::Commit)?;
         self.inner.probe(committable).await

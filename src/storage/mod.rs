@@ -8,7 +8,7 @@ use std::fmt::Debug;
 
 use async_trait::async_trait;
 
-use crate::sink::state::{Committable, PendingHandle};
+use crate::sink::state::{Committable, PartName, PendingHandle};
 use crate::{CommitOutcome, Result};
 
 pub mod fault;
@@ -58,9 +58,17 @@ pub struct PartLocation {
     pub final_path: String,
 }
 
-/// A hidden part file found under the base location (in progress, or pending and uncommitted).
+/// A hidden part file found under the base location (in progress, or pending and uncommitted),
+/// or a name there that only looks like one.
+///
+/// Only a leftover whose [`Leftover::name`] parses is filesink's; which of those belong to
+/// this sink is decided by writer id ([`crate::checkpoint::OwnNames`]). The others are
+/// foreign: listed so they can be reported, never removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leftover {
+    /// Its name parsed by the one grammar of part names ([`PartName`]); `None` for a name that
+    /// only looks like one of filesink's (another tool's file or upload): foreign.
+    pub name: Option<PartName>,
     /// What identifies it: the hidden path relative to the base location, or
     /// `<final path>#<upload id>` for a multipart upload
     /// ([`crate::PendingHandle::leftover_id`]).
@@ -94,7 +102,10 @@ pub struct Leftover {
 ///    [`crate::Error::Conflict`]; neither pending nor final present is
 ///    [`crate::Error::DataLost`]. A backend that cannot tell answers with an error, never with
 ///    success.
-/// 5. **Cleanup touches only hidden part names** (`.<final>.inprogress.<id>`) under the base.
+/// 5. **Cleanup touches only the sink's own part names** under the base: names of the exact
+///    shape filesink writes ([`PartName`]), never a name that only looks like one, and never
+///    anything inside another sink's base below this one (a directory holding `_filesink/`, a
+///    prefix holding `_filesink/sink.json`): a listing stops there.
 #[async_trait]
 pub trait Storage: Send + Sync + Debug + 'static {
     /// A short name for messages (`local`, `s3`).
@@ -133,11 +144,13 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// failure of one does not stop the others.
     async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>>;
 
-    /// Lists the hidden part files under the base location (contract 5), in any order.
+    /// Lists the hidden part files under the base location, and the names that only look like
+    /// one ([`Leftover::name`] `None`), in any order; nothing inside another sink's base
+    /// (contract 5).
     async fn list_leftovers(&self) -> Result<Vec<Leftover>>;
 
-    /// Removes one hidden part file. Refuses any path that is not a hidden part name. Removing
-    /// a file that is already gone succeeds.
+    /// Removes one hidden part file. Refuses any path that is not a part name of the exact
+    /// shape filesink writes ([`PartName`]). Removing a file that is already gone succeeds.
     async fn remove_leftover(&self, path: &str) -> Result<()>;
 
     /// Writes a small metadata object (a checkpoint manifest) at `path` under the base:
@@ -159,7 +172,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     async fn delete_metadata(&self, path: &str) -> Result<()>;
 
     /// Lists the visible data files under the base (every name readers see: no component
-    /// starting with `.` or `_`), in any order.
+    /// starting with `.` or `_`), in any order; nothing inside another sink's base.
     async fn list_visible(&self) -> Result<Vec<VisibleFile>>;
 
     /// Where `committable` stands, without changing anything: the dry run of
@@ -173,6 +186,32 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// Who holds `job` right now, without taking it (for listings); `None` if no live run
     /// does.
     async fn job_holder(&self, job: &str) -> Result<Option<String>>;
+
+    /// The bases of other sinks that this base is inside of (a directory above holding
+    /// `_filesink/`, a prefix above holding `_filesink/sink.json`) or that are inside it. A
+    /// sink is not created where there is one ([`crate::checkpoint::manifest::sink_identity`]):
+    /// each sink owns its whole tree. The default finds none (a backend that cannot look
+    /// above its base).
+    async fn other_sinks(&self) -> Result<OtherSinks> {
+        Ok(OtherSinks::default())
+    }
+}
+
+/// Other sinks around or inside a base ([`Storage::other_sinks`]), as paths or URLs for
+/// messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OtherSinks {
+    /// Bases above this one: it is inside their trees.
+    pub around: Vec<String>,
+    /// Bases below this one: they are inside its tree.
+    pub inside: Vec<String>,
+}
+
+impl OtherSinks {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.around.is_empty() && self.inside.is_empty()
+    }
 }
 
 /// A visible data file found by [`Storage::list_visible`].

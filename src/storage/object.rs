@@ -52,10 +52,13 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use tokio::task::JoinSet;
 
 use super::sigv4::{hex, BucketClient};
-use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
+use super::{
+    CommitState, Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage,
+    VisibleFile,
+};
 use crate::sink::state::{
-    parse_hidden_name, split_rel, upload_leftover_id, validate_rel_path, Committable,
-    PendingHandle, UploadedPart,
+    looks_in_progress, parse_hidden_name, split_rel, upload_leftover_id, validate_rel_path,
+    Committable, PartName, PendingHandle, UploadedPart,
 };
 use crate::{CommitOutcome, Error, Result};
 
@@ -276,6 +279,17 @@ impl Inner {
             return Some(key);
         }
         key.strip_prefix(self.prefix.as_str())?.strip_prefix('/')
+    }
+
+    /// `s3://bucket` (or the store's URL without the prefix).
+    fn url_root(&self) -> String {
+        let url = self.url.trim_end_matches('/');
+        if self.prefix.is_empty() {
+            return url.to_string();
+        }
+        url.strip_suffix(self.prefix.as_str())
+            .map_or(url, |u| u.trim_end_matches('/'))
+            .to_string()
     }
 
     fn where_(&self, rel: &str) -> String {
@@ -588,15 +602,21 @@ impl Storage for ObjectStorage {
             } else {
                 format!("{}/", inner.prefix)
             };
+            // Every incomplete upload under the prefix is listed; only a key of the exact
+            // shape filesink writes parses, the rest (other tools' uploads) are foreign.
+            let mut nested = NestedSinks::default();
             for u in bucket.list_uploads(&prefix).await? {
                 let Some(rel) = inner.rel(&u.key) else {
                     continue;
                 };
-                let (_, name) = split_rel(rel);
-                if validate_rel_path(rel).is_err() || name.starts_with(['.', '_']) {
+                if nested.holds(inner, rel).await? {
                     continue;
                 }
+                let name = validate_rel_path(rel)
+                    .ok()
+                    .and_then(|()| PartName::parse_final(split_rel(rel).1));
                 out.push(Leftover {
+                    name,
                     path: upload_leftover_id(rel, &u.upload_id),
                     final_path: rel.to_string(),
                     size_bytes: 0,
@@ -604,26 +624,35 @@ impl Storage for ObjectStorage {
                 });
             }
         } else {
-            for meta in inner.list_all().await? {
+            let all = inner.list_all().await?;
+            let nested = nested_bases(inner, &all);
+            for meta in &all {
                 let Some(rel) = inner
                     .rel(meta.location.as_ref())
                     .or_else(|| inner.prefix.is_empty().then_some(meta.location.as_ref()))
                 else {
                     continue;
                 };
-                let (dir, name) = split_rel(rel);
-                if let Some(final_name) = parse_hidden_name(name) {
-                    out.push(Leftover {
-                        path: rel.to_string(),
-                        final_path: if dir.is_empty() {
-                            final_name.to_string()
-                        } else {
-                            format!("{dir}/{final_name}")
-                        },
-                        size_bytes: meta.size,
-                        modified_ms: meta.last_modified.timestamp_millis(),
-                    });
+                if inside_any(rel, &nested) {
+                    continue;
                 }
+                let (dir, name) = split_rel(rel);
+                let parsed = PartName::parse_in_progress(name);
+                if parsed.is_none() && !looks_in_progress(name) {
+                    continue;
+                }
+                let final_name = parsed.as_ref().map_or(name, |p| p.final_name.as_str());
+                out.push(Leftover {
+                    final_path: if dir.is_empty() {
+                        final_name.to_string()
+                    } else {
+                        format!("{dir}/{final_name}")
+                    },
+                    name: parsed,
+                    path: rel.to_string(),
+                    size_bytes: meta.size,
+                    modified_ms: meta.last_modified.timestamp_millis(),
+                });
             }
         }
         Ok(out)
@@ -637,6 +666,12 @@ impl Storage for ObjectStorage {
                 .as_ref()
                 .ok_or_else(|| Error::NotSupported("no multipart uploads here".into()))?;
             validate_rel_path(final_path).map_err(Error::InvalidInput)?;
+            if PartName::parse_final(split_rel(final_path).1).is_none() {
+                return Err(Error::InvalidInput(format!(
+                    "`{final_path}` is not a part name of the shape filesink writes; filesink \
+                     only aborts its own uploads"
+                )));
+            }
             let key = inner.key(final_path)?;
             return match multipart
                 .abort_multipart(&key, &upload_id.to_string())
@@ -651,7 +686,8 @@ impl Storage for ObjectStorage {
         validate_rel_path(path).map_err(Error::InvalidInput)?;
         if parse_hidden_name(split_rel(path).1).is_none() {
             return Err(Error::InvalidInput(format!(
-                "`{path}` is not an in-progress part name; filesink only removes its own hidden objects"
+                "`{path}` is not an in-progress part name of the shape filesink writes; filesink \
+                 only removes its own hidden objects"
             )));
         }
         match inner.store.delete(&inner.key(path)?).await {
@@ -773,18 +809,52 @@ impl Storage for ObjectStorage {
         Ok(out)
     }
 
+    async fn other_sinks(&self) -> Result<OtherSinks> {
+        let inner = &self.inner;
+        let mut out = OtherSinks::default();
+        // Above: every shorter prefix, the bucket's root included.
+        let mut above: Vec<&str> = inner
+            .prefix
+            .match_indices('/')
+            .map(|(i, _)| &inner.prefix[..i])
+            .collect();
+        if !inner.prefix.is_empty() {
+            above.insert(0, "");
+        }
+        for dir in above {
+            let marker = if dir.is_empty() {
+                SINK_MARKER.to_string()
+            } else {
+                format!("{dir}/{SINK_MARKER}")
+            };
+            let key = Path::parse(&marker)
+                .map_err(|e| Error::InvalidInput(format!("`{marker}` is not a valid key: {e}")))?;
+            match inner.store.head(&key).await {
+                Ok(_) if dir.is_empty() => out.around.push(inner.url_root()),
+                Ok(_) => out.around.push(format!("{}/{dir}", inner.url_root())),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(inner.store_error("check", &marker, e)),
+            }
+        }
+        let all = inner.list_all().await?;
+        out.inside
+            .extend(nested_bases(inner, &all).iter().map(|d| inner.where_(d)));
+        Ok(out)
+    }
+
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
         let inner = &self.inner;
-        Ok(inner
-            .list_all()
-            .await?
+        let all = inner.list_all().await?;
+        let nested = nested_bases(inner, &all);
+        Ok(all
             .into_iter()
             .filter_map(|m| {
                 let rel = inner.rel(m.location.as_ref())?.to_string();
-                (!rel.split('/').any(|c| c.starts_with(['.', '_']))).then_some(VisibleFile {
-                    path: rel,
-                    size_bytes: m.size,
-                })
+                (!rel.split('/').any(|c| c.starts_with(['.', '_'])) && !inside_any(&rel, &nested))
+                    .then_some(VisibleFile {
+                        path: rel,
+                        size_bytes: m.size,
+                    })
             })
             .collect())
     }
@@ -1050,5 +1120,72 @@ impl PartWriter for ObjectPart {
 
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
+    }
+}
+
+/// The file that marks a prefix as a sink's base.
+const SINK_MARKER: &str = "_filesink/sink.json";
+
+/// The bases of other sinks below this one in a listing: every `<dir>/_filesink/sink.json`
+/// with `dir` not empty. Nothing under them is this sink's.
+fn nested_bases(inner: &Inner, all: &[object_store::ObjectMeta]) -> Vec<String> {
+    all.iter()
+        .filter_map(|m| {
+            let rel = inner
+                .rel(m.location.as_ref())
+                .or_else(|| inner.prefix.is_empty().then_some(m.location.as_ref()))?;
+            let dir = rel.strip_suffix(SINK_MARKER)?.strip_suffix('/')?;
+            (!dir.is_empty()).then(|| dir.to_string())
+        })
+        .collect()
+}
+
+/// Whether `rel` is inside one of `bases`.
+fn inside_any(rel: &str, bases: &[String]) -> bool {
+    bases.iter().any(|b| {
+        rel.strip_prefix(b.as_str())
+            .is_some_and(|r| r.starts_with('/'))
+    })
+}
+
+/// Which directories under the prefix are other sinks' bases, found by HEAD of their
+/// `_filesink/sink.json` and remembered: for the few directories that hold uploads, without
+/// listing every object.
+#[derive(Default)]
+struct NestedSinks {
+    known: std::collections::HashMap<String, bool>,
+}
+
+impl NestedSinks {
+    /// Whether the key `rel` is inside another sink's base below this one.
+    async fn holds(&mut self, inner: &Inner, rel: &str) -> Result<bool> {
+        let dirs: Vec<&str> = rel
+            .match_indices('/')
+            .map(|(i, _)| &rel[..i])
+            .filter(|d| !d.is_empty())
+            .collect();
+        for dir in dirs {
+            let is_base = match self.known.get(dir) {
+                Some(&known) => known,
+                None => {
+                    let marker = format!("{dir}/{SINK_MARKER}");
+                    let found = match inner.key(&marker) {
+                        Ok(key) => match inner.store.head(&key).await {
+                            Ok(_) => true,
+                            Err(object_store::Error::NotFound { .. }) => false,
+                            Err(e) => return Err(inner.store_error("check", &marker, e)),
+                        },
+                        // A directory name that makes no valid key holds no sink.
+                        Err(_) => false,
+                    };
+                    self.known.insert(dir.to_string(), found);
+                    found
+                }
+            };
+            if is_base {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }

@@ -315,14 +315,15 @@ fn apply(entries: &mut BTreeMap<String, usize>, change: &DirChange) {
 
 impl Disk {
     /// The directory and name of `path`'s last component, the directory resolved.
-    fn parent_of<'p>(&self, path: &'p Path) -> io::Result<(usize, &'p str)> {
+    fn parent_of(&self, path: &Path) -> io::Result<(usize, String)> {
+        let path = absolute(path)?;
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
         let parent = self.resolve(path.parent().unwrap_or(Path::new("/")))?;
         match self.nodes[parent] {
-            Node::Dir { .. } => Ok((parent, name)),
+            Node::Dir { .. } => Ok((parent, name.to_string())),
             Node::File { .. } => Err(io::Error::new(
                 io::ErrorKind::NotADirectory,
                 "a path component is a file",
@@ -332,22 +333,13 @@ impl Disk {
 
     fn resolve(&self, path: &Path) -> io::Result<usize> {
         let mut at = ROOT;
-        for component in path.components() {
-            match component {
-                Component::RootDir | Component::CurDir => {}
-                Component::Normal(name) => {
-                    let name = name.to_str().ok_or_else(not_found)?;
-                    at = match &self.nodes[at] {
-                        Node::Dir { entries, .. } => *entries.get(name).ok_or_else(not_found)?,
-                        Node::File { .. } => return Err(not_found()),
-                    };
-                }
-                Component::ParentDir | Component::Prefix(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "the simulated disk takes absolute paths without `..`",
-                    ))
-                }
+        for component in absolute(path)?.components() {
+            if let Component::Normal(name) = component {
+                let name = name.to_str().ok_or_else(not_found)?;
+                at = match &self.nodes[at] {
+                    Node::Dir { entries, .. } => *entries.get(name).ok_or_else(not_found)?,
+                    Node::File { .. } => return Err(not_found()),
+                };
             }
         }
         Ok(at)
@@ -364,7 +356,7 @@ impl Disk {
         let (parent, name) = self.parent_of(path)?;
         let id = self.nodes.len();
         let (entries, log) = self.entries_mut(parent);
-        if entries.contains_key(name) {
+        if entries.contains_key(&name) {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
         }
         entries.insert(name.to_string(), id);
@@ -397,15 +389,52 @@ fn not_found() -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, "no such file or directory")
 }
 
+/// `path` made absolute, without `.` and `..`: the simulated disk's working directory is `/`
+/// and it has no symbolic links, so this is what the operating system would resolve it to
+/// (except that `a/..` resolves even when `a` does not exist). The empty path names nothing,
+/// as on the operating system.
+fn absolute(path: &Path) -> io::Result<PathBuf> {
+    if path.as_os_str().is_empty() {
+        return Err(not_found());
+    }
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(name) => out.push(name),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Prefix(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the simulated disk has no path prefixes",
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl Fs for PowerLossDisk {
     fn create_dir_all(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        // As the operating system's: the missing directories, named as `path` names them
+        // (relative if it is relative), outermost first.
+        let is_dir = |p: &Path| self.stat(p).is_ok_and(|s| s.is_dir);
+        let mut missing = Vec::new();
+        let mut at = Some(path);
+        while let Some(dir) = at {
+            if dir.as_os_str().is_empty() || is_dir(dir) {
+                break;
+            }
+            missing.push(dir.to_path_buf());
+            at = dir.parent();
+        }
         let mut created = Vec::new();
-        let mut at = PathBuf::from("/");
-        for component in path.components().skip(1) {
-            at.push(component);
-            match self.create_dir(&at) {
-                Ok(()) => created.push(at.clone()),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        for dir in missing.into_iter().rev() {
+            match self.create_dir(&dir) {
+                Ok(()) => created.push(dir),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && is_dir(&dir) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -414,7 +443,7 @@ impl Fs for PowerLossDisk {
 
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         self.look(|disk| disk.resolve(path))?;
-        Ok(path.components().collect())
+        absolute(path)
     }
 
     fn create_dir(&self, path: &Path) -> io::Result<()> {
@@ -479,15 +508,15 @@ impl Fs for PowerLossDisk {
             let (from_dir, from) = disk.parent_of(src)?;
             let (to_dir, to) = disk.parent_of(dst)?;
             let node = match &disk.nodes[from_dir] {
-                Node::Dir { entries, .. } => *entries.get(from).ok_or_else(not_found)?,
+                Node::Dir { entries, .. } => *entries.get(&from).ok_or_else(not_found)?,
                 Node::File { .. } => unreachable!(),
             };
-            if disk.entries_mut(to_dir).0.contains_key(to) {
+            if disk.entries_mut(to_dir).0.contains_key(&to) {
                 return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
             }
             if from_dir == to_dir {
                 let (entries, log) = disk.entries_mut(from_dir);
-                entries.remove(from);
+                entries.remove(&from);
                 entries.insert(to.to_string(), node);
                 log.push(DirChange::Rename {
                     from: from.to_string(),
@@ -499,7 +528,7 @@ impl Fs for PowerLossDisk {
                 entries.insert(to.to_string(), node);
                 log.push(DirChange::Insert(to.to_string(), node));
                 let (entries, log) = disk.entries_mut(from_dir);
-                entries.remove(from);
+                entries.remove(&from);
                 log.push(DirChange::Remove(from.to_string()));
             }
             Ok(())
@@ -509,12 +538,12 @@ impl Fs for PowerLossDisk {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.change(|disk| {
             let (dir, name) = disk.parent_of(path)?;
-            let node = *disk.entries_mut(dir).0.get(name).ok_or_else(not_found)?;
+            let node = *disk.entries_mut(dir).0.get(&name).ok_or_else(not_found)?;
             if let Node::Dir { .. } = disk.nodes[node] {
                 return Err(io::Error::new(io::ErrorKind::IsADirectory, "a directory"));
             }
             let (entries, log) = disk.entries_mut(dir);
-            entries.remove(name);
+            entries.remove(&name);
             log.push(DirChange::Remove(name.to_string()));
             Ok(())
         })

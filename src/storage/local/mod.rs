@@ -27,9 +27,13 @@ pub use fs::{Fs, FsFile, FsLock, FsRead, FsStat, RealFs};
 
 use async_trait::async_trait;
 
-use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
+use super::{
+    CommitState, Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage,
+    VisibleFile,
+};
 use crate::sink::state::{
-    parse_hidden_name, split_rel, validate_rel_path, Committable, PendingHandle,
+    looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, Committable, PartName,
+    PendingHandle,
 };
 use crate::{CommitOutcome, Error, Result};
 
@@ -92,12 +96,16 @@ impl LocalStorage {
             .canonicalize(&base)
             .map_err(|e| Error::io("resolve", &base, e))?;
         // The base's own entry, and those of any directory created above, become durable with
-        // the first group flush.
-        let unsynced = created
-            .iter()
-            .chain([&base])
-            .filter_map(|d| d.parent().map(Path::to_path_buf))
-            .collect();
+        // the first group flush. Each parent is taken from the resolved path: the lexical
+        // parent of `lake` is the empty path, that of `a/../b` or of a path through a symbolic
+        // link is not the directory holding the entry.
+        let mut unsynced = BTreeSet::new();
+        for dir in created.iter().chain([&base]) {
+            let resolved = fs
+                .canonicalize(dir)
+                .map_err(|e| Error::io("resolve", dir, e))?;
+            unsynced.extend(resolved.parent().map(Path::to_path_buf));
+        }
         Ok(LocalStorage {
             inner: Arc::new(Inner {
                 fs,
@@ -276,7 +284,8 @@ impl Inner {
 
     /// Calls `visit(rel_dir, name, metadata)` for every file under the base whose directories
     /// are all visible (buckets are never hidden; `_filesink` and other hidden directories are
-    /// not walked).
+    /// not walked). A directory below the base that holds `_filesink/` is another sink's base:
+    /// the walk does not enter it, that sink owns its tree.
     fn walk_files(&self, mut visit: impl FnMut(&str, &str, &FsStat)) -> Result<()> {
         let mut stack = vec![String::new()];
         while let Some(rel_dir) = stack.pop() {
@@ -286,6 +295,9 @@ impl Inner {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io("list", dir, e)),
             };
+            if !rel_dir.is_empty() && entries.iter().any(|(n, s)| is_sink_marker(n, s)) {
+                continue;
+            }
             for (name, stat) in entries {
                 if stat.is_dir {
                     if !name.starts_with(['.', '_']) {
@@ -302,15 +314,52 @@ impl Inner {
     fn list_leftovers(&self) -> Result<Vec<Leftover>> {
         let mut out = Vec::new();
         self.walk_files(|dir, name, meta| {
-            if let Some(final_name) = parse_hidden_name(name) {
+            let parsed = PartName::parse_in_progress(name);
+            if parsed.is_some() || looks_in_progress(name) {
+                let final_name = match &parsed {
+                    Some(p) => p.final_name.as_str(),
+                    None => name,
+                };
                 out.push(Leftover {
-                    path: join_rel(dir, name),
                     final_path: join_rel(dir, final_name),
+                    name: parsed,
+                    path: join_rel(dir, name),
                     size_bytes: meta.len,
                     modified_ms: meta.modified_ms,
                 });
             }
         })?;
+        Ok(out)
+    }
+
+    /// Directories above the base, and below it (outside hidden directories), that hold
+    /// `_filesink/`.
+    fn other_sinks(&self) -> Result<OtherSinks> {
+        let mut out = OtherSinks::default();
+        for above in self.base.ancestors().skip(1) {
+            let marker = above.join(crate::checkpoint::METADATA_DIR);
+            if self.fs.stat(&marker).is_ok_and(|s| s.is_dir) {
+                out.around.push(above.display().to_string());
+            }
+        }
+        let mut stack = vec![String::new()];
+        while let Some(rel_dir) = stack.pop() {
+            let dir = self.abs(&rel_dir);
+            let entries = match self.fs.read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("list", dir, e)),
+            };
+            if !rel_dir.is_empty() && entries.iter().any(|(n, s)| is_sink_marker(n, s)) {
+                out.inside.push(dir.display().to_string());
+                continue;
+            }
+            for (name, stat) in entries {
+                if stat.is_dir && !name.starts_with(['.', '_']) {
+                    stack.push(join_rel(&rel_dir, &name));
+                }
+            }
+        }
         Ok(out)
     }
 
@@ -339,6 +388,11 @@ fn first_failure(paths: &[PathBuf], answers: Vec<io::Result<()>>) -> Result<()> 
         None => Ok(()),
         Some((path, e)) => Err(Error::fsync(path, e)),
     }
+}
+
+/// Whether a directory entry marks its directory as a sink's base: `_filesink/`.
+fn is_sink_marker(name: &str, stat: &FsStat) -> bool {
+    stat.is_dir && name == crate::checkpoint::METADATA_DIR
 }
 
 fn join_rel(dir: &str, name: &str) -> String {
@@ -466,7 +520,8 @@ impl Storage for LocalStorage {
         let (_, name) = split_rel(path);
         if parse_hidden_name(name).is_none() {
             return Err(Error::InvalidInput(format!(
-                "`{path}` is not an in-progress part name; filesink only removes its own hidden files"
+                "`{path}` is not an in-progress part name of the shape filesink writes; filesink \
+                 only removes its own hidden files"
             )));
         }
         self.inner.remove_hidden(&self.inner.abs(path))
@@ -584,6 +639,11 @@ impl Storage for LocalStorage {
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
         let inner = self.inner.clone();
         blocking(move || inner.list_visible()).await
+    }
+
+    async fn other_sinks(&self) -> Result<OtherSinks> {
+        let inner = self.inner.clone();
+        blocking(move || inner.other_sinks()).await
     }
 
     async fn probe(&self, c: &Committable) -> Result<CommitState> {
