@@ -1,7 +1,7 @@
 //! One conformance suite, every backend runs it: local disk, the in-memory object store
-//! (generic staged commit) and a real S3 server (Garage; `./scripts/test` starts one). The
-//! checks are plain async functions that take the backend, as in object_store's
-//! `integration.rs`.
+//! (generic staged commit) and two real S3 servers (Garage, which ignores conditional writes,
+//! and Ceph's radosgw, which honours them; `./scripts/test` starts both). The checks are plain
+//! async functions that take the backend, as in object_store's `integration.rs`.
 
 mod common;
 
@@ -21,6 +21,24 @@ fn s3() -> Option<Backend> {
                 "\n*** S3 CONFORMANCE NOT RUN: no S3 server configured. Run `./scripts/test` \
                  (starts Garage on 127.0.0.1 and exports AWS_*), or set AWS_ENDPOINT, \
                  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and FILESINK_S3_BUCKET. ***\n"
+            );
+            None
+        }
+    }
+}
+
+fn ceph() -> Option<Backend> {
+    match Backend::ceph() {
+        Some(b) => Some(b),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI must run the conformance suite on Ceph: FILESINK_CEPH_BUCKET is not set (./scripts/test starts Ceph's radosgw)")
+        }
+        None => {
+            eprintln!(
+                "\n*** CEPH CONFORMANCE NOT RUN: no Ceph radosgw configured. Run `./scripts/test` \
+                 (starts one on 127.0.0.1), or `./scripts/ceph start DIR` and source DIR/env \
+                 (FILESINK_CEPH_ENDPOINT, FILESINK_CEPH_REGION, FILESINK_CEPH_ACCESS_KEY_ID, \
+                 FILESINK_CEPH_SECRET_ACCESS_KEY, FILESINK_CEPH_BUCKET). ***\n"
             );
             None
         }
@@ -492,6 +510,42 @@ pub async fn memory_stays_within_the_budget(b: Backend) {
     assert_no_leftovers(&b).await;
 }
 
+/// The probe behind [`filesink::storage::ObjectStorage::capabilities`] finds conditional puts
+/// exactly where the store honours them: the in-memory store and Ceph refuse a second
+/// `If-None-Match: *` put, Garage replaces the object.
+async fn the_probe_finds_conditional_puts_where_the_store_honours_them(b: Backend) {
+    let storage = b.object_storage().expect("an object store");
+    let found = storage.capabilities().await.unwrap().conditional_put;
+    assert_eq!(
+        found, b.conditional_put,
+        "[{}] the probe found conditional_put = {found}",
+        b.name
+    );
+}
+
+mod capabilities {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory() {
+        the_probe_finds_conditional_puts_where_the_store_honours_them(Backend::memory()).await
+    }
+
+    #[tokio::test]
+    async fn s3() {
+        if let Some(b) = super::s3() {
+            the_probe_finds_conditional_puts_where_the_store_honours_them(b).await
+        }
+    }
+
+    #[tokio::test]
+    async fn ceph() {
+        if let Some(b) = super::ceph() {
+            the_probe_finds_conditional_puts_where_the_store_honours_them(b).await
+        }
+    }
+}
+
 macro_rules! suite {
     ($($check:ident $(($arg:expr))?),* $(,)?) => {
         mod local {
@@ -506,6 +560,11 @@ macro_rules! suite {
             #[allow(unused_imports)]
             use super::*;
             $(#[tokio::test] async fn $check() { if let Some(b) = super::s3() { super::$check(b $(, $arg)?).await } })*
+        }
+        mod ceph {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[tokio::test] async fn $check() { if let Some(b) = super::ceph() { super::$check(b $(, $arg)?).await } })*
         }
     };
 }
