@@ -16,9 +16,10 @@
 //!
 //! **Already committed, proven.** A repeated CompleteMultipartUpload is not reliable across S3
 //! clones (Garage answers `404 NoSuchUpload`, Ceph `200` again as if it had just completed). So
-//! the committer HEADs the key before completing, and again on any ambiguous answer: size equal and ETag equal to the multipart ETag computed from the recorded
-//! part ETags (`md5(concat(md5(part)))-N`) means already committed; a missing object means data
-//! lost; another object means a conflict. Never success without that proof. (Buckets with
+//! the committer HEADs the key before completing, and again on any ambiguous answer: size equal
+//! and ETag equal to the multipart ETag computed from the recorded part ETags
+//! (`md5(concat(md5(part)))-N`) means already committed; a missing object means data lost;
+//! another object means a conflict. Never success without that proof. (Buckets with
 //! SSE-KMS have ETags that are not MD5s: there the proof fails, loudly.)
 //!
 //! **No conditional writes assumed.** Garage ignores `If-None-Match: *`, so uniqueness comes
@@ -371,9 +372,9 @@ impl Inner {
         })?;
         let key = self.key(&c.final_path)?;
         let expected = Self::multipart_etag(parts);
-        // The object first: a repeated CompleteMultipartUpload answers 200 on some stores (Ceph,
-        // AWS within a while), which cannot tell a commit from a repeat; the final key is this
-        // writer incarnation's own, so an object there is the earlier commit or a conflict.
+        // The object first: a repeated CompleteMultipartUpload answers 200 on some stores (Ceph),
+        // which cannot tell a commit from a repeat; the final key is this writer incarnation's
+        // own, so an object there is the earlier commit or a conflict.
         match self.store.head(&key).await {
             Ok(meta) => return self.committed_before(c, &meta, expected, "it exists already"),
             Err(object_store::Error::NotFound { .. }) => {}
