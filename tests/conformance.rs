@@ -1,7 +1,7 @@
 //! One conformance suite, every backend runs it: local disk, the in-memory object store
-//! (generic staged commit) and a real S3 server (Garage; `./scripts/test` starts one). The
-//! checks are plain async functions that take the backend, as in object_store's
-//! `integration.rs`.
+//! (generic staged commit) and two real S3 servers (Garage, which ignores conditional writes,
+//! and Ceph's radosgw, which honours them; `./scripts/test` starts both). The checks are plain
+//! async functions that take the backend, as in object_store's `integration.rs`.
 
 mod common;
 
@@ -12,6 +12,10 @@ use filesink::{CommitOutcome, Coordinator, Error, FileFormat, Ownership, Rolling
 
 fn s3() -> Option<Backend> {
     common::backend::s3_or_explain()
+}
+
+fn ceph() -> Option<Backend> {
+    common::backend::ceph_or_explain()
 }
 
 const BATCHES: usize = 10;
@@ -309,9 +313,9 @@ pub async fn two_coordinators_on_one_job_one_wins(b: Backend, race: bool) {
     let format = FileFormat::json_lines();
     let s = sink(&b, format.clone());
     if !b.conditional_put {
-        let url = format!("s3://{}", std::env::var("FILESINK_S3_BUCKET").unwrap());
-        let caps = filesink::storage::ObjectStorage::s3(&url)
-            .unwrap()
+        let caps = b
+            .object_storage()
+            .expect("an object store")
             .capabilities()
             .await
             .unwrap();
@@ -615,6 +619,42 @@ pub async fn runs_starting_at_the_same_moment_never_both_own_a_job(b: Backend) {
     assert_no_leftovers(&b).await;
 }
 
+/// The probe behind [`filesink::storage::ObjectStorage::capabilities`] finds conditional puts
+/// exactly where the store honours them: the in-memory store and Ceph refuse a second
+/// `If-None-Match: *` put, Garage replaces the object.
+async fn the_probe_finds_conditional_puts_where_the_store_honours_them(b: Backend) {
+    let storage = b.object_storage().expect("an object store");
+    let found = storage.capabilities().await.unwrap().conditional_put;
+    assert_eq!(
+        found, b.conditional_put,
+        "[{}] the probe found conditional_put = {found}",
+        b.name
+    );
+}
+
+mod capabilities {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory() {
+        the_probe_finds_conditional_puts_where_the_store_honours_them(Backend::memory()).await
+    }
+
+    #[tokio::test]
+    async fn s3() {
+        if let Some(b) = super::s3() {
+            the_probe_finds_conditional_puts_where_the_store_honours_them(b).await
+        }
+    }
+
+    #[tokio::test]
+    async fn ceph() {
+        if let Some(b) = super::ceph() {
+            the_probe_finds_conditional_puts_where_the_store_honours_them(b).await
+        }
+    }
+}
+
 macro_rules! suite {
     ($($check:ident $(($arg:expr))?),* $(,)?) => {
         mod local {
@@ -629,6 +669,11 @@ macro_rules! suite {
             #[allow(unused_imports)]
             use super::*;
             $(#[tokio::test] async fn $check() { if let Some(b) = super::s3() { super::$check(b $(, $arg)?).await } })*
+        }
+        mod ceph {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[tokio::test] async fn $check() { if let Some(b) = super::ceph() { super::$check(b $(, $arg)?).await } })*
         }
     };
 }

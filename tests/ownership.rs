@@ -1,4 +1,5 @@
-//! Job ownership where it expires: the claims of object stores (`storage::ownership`).
+//! Job ownership where it expires: the claims of object stores (`storage::ownership`), on the
+//! in-memory store, Garage and Ceph.
 //!
 //! A "process" here is a thread with its own runtime and its own view of the store. It dies by
 //! stopping its runtime with its coordinator leaked (no renewal, no release), and it pauses
@@ -187,6 +188,11 @@ macro_rules! on_object_stores {
             use super::*;
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
               async fn $check() { if let Some(b) = common::backend::s3_or_explain() { super::$check(b).await } })*
+        }
+        mod ceph {
+            use super::*;
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+              async fn $check() { if let Some(b) = common::backend::ceph_or_explain() { super::$check(b).await } })*
         }
     };
 }

@@ -15,10 +15,11 @@
 //! | cleanup | AbortMultipartUpload of uploads under the prefix no checkpoint references |
 //!
 //! **Already committed, proven.** A repeated CompleteMultipartUpload is not reliable across S3
-//! clones (Garage answers `404 NoSuchUpload`). On that or any ambiguous answer the committer
-//! HEADs the key: size equal and ETag equal to the multipart ETag computed from the recorded
-//! part ETags (`md5(concat(md5(part)))-N`) means already committed; a missing object means data
-//! lost; another object means a conflict. Never success without that proof. (Buckets with
+//! clones (Garage answers `404 NoSuchUpload`, Ceph `200` again as if it had just completed). So
+//! the committer HEADs the key before completing, and again on any ambiguous answer: size equal
+//! and ETag equal to the multipart ETag computed from the recorded part ETags
+//! (`md5(concat(md5(part)))-N`) means already committed; a missing object means data lost;
+//! another object means a conflict. Never success without that proof. (Buckets with
 //! SSE-KMS have ETags that are not MD5s: there the proof fails, loudly.)
 //!
 //! **No conditional writes assumed.** Garage ignores `If-None-Match: *`, so uniqueness comes
@@ -118,6 +119,25 @@ impl ObjectStorage {
     /// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`,
     /// `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`).
     pub fn s3(url: &str) -> Result<Self> {
+        Self::s3_from(url, AmazonS3Builder::from_env())
+    }
+
+    /// `s3://bucket/prefix` on an S3-compatible store configured by `options` alone, not by
+    /// the environment: e.g. [`AmazonS3ConfigKey::Endpoint`], [`AmazonS3ConfigKey::Region`],
+    /// [`AmazonS3ConfigKey::AccessKeyId`], [`AmazonS3ConfigKey::SecretAccessKey`] and, for an
+    /// `http://` endpoint, `AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp)` set to
+    /// `"true"`. For two stores in one process, or a store the environment does not describe.
+    pub fn s3_with_options(
+        url: &str,
+        options: impl IntoIterator<Item = (AmazonS3ConfigKey, impl Into<String>)>,
+    ) -> Result<Self> {
+        let builder = options
+            .into_iter()
+            .fold(AmazonS3Builder::new(), |b, (k, v)| b.with_config(k, v));
+        Self::s3_from(url, builder)
+    }
+
+    fn s3_from(url: &str, builder: AmazonS3Builder) -> Result<Self> {
         let parsed = url::Url::parse(url)
             .map_err(|e| Error::Config(format!("`{url}` is not a URL: {e}")))?;
         if parsed.scheme() != "s3" && parsed.scheme() != "s3a" {
@@ -132,7 +152,7 @@ impl ObjectStorage {
         if !prefix.is_empty() {
             validate_rel_path(&prefix).map_err(|e| Error::Config(format!("`{url}`: {e}")))?;
         }
-        let builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
+        let builder = builder.with_bucket_name(&bucket);
         let cfg = |k: AmazonS3ConfigKey| builder.get_config_value(&k);
         let region = cfg(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".into());
         let virtual_hosted =
@@ -364,6 +384,15 @@ impl Inner {
             Error::NotSupported(format!("`{}` cannot complete multipart uploads", self.url))
         })?;
         let key = self.key(&c.final_path)?;
+        let expected = Self::multipart_etag(parts);
+        // The object first: a repeated CompleteMultipartUpload answers 200 on some stores (Ceph),
+        // which cannot tell a commit from a repeat; the final key is this writer incarnation's
+        // own, so an object there is the earlier commit or a conflict.
+        match self.store.head(&key).await {
+            Ok(meta) => return self.committed_before(c, &meta, expected, "it exists already"),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(self.store_error("check", &c.final_path, e)),
+        }
         let ids = parts
             .iter()
             .map(|p| PartId {
@@ -378,25 +407,13 @@ impl Inner {
         };
         // Ambiguous: the upload may have completed before (NoSuchUpload), or the answer was
         // lost. Only the object itself can prove which.
-        let expected = Self::multipart_etag(parts);
         match self.store.head(&key).await {
-            Ok(meta) => {
-                let etag = meta
-                    .e_tag
-                    .as_deref()
-                    .map(|e| e.trim_matches('"').to_string());
-                if meta.size == c.size_bytes && expected.is_some() && etag == expected {
-                    Ok(CommitOutcome::AlreadyCommitted)
-                } else {
-                    Err(Error::conflict(
-                        self.where_(&c.final_path),
-                        format!(
-                            "completing the upload failed ({first_error}) and the object there has size {} and ETag {:?}, not {} and {:?}: it was overwritten or is someone else's",
-                            meta.size, etag, c.size_bytes, expected
-                        ),
-                    ))
-                }
-            }
+            Ok(meta) => self.committed_before(
+                c,
+                &meta,
+                expected,
+                &format!("completing the upload failed ({first_error})"),
+            ),
             Err(object_store::Error::NotFound { .. }) => {
                 if first_error.to_string().contains("NoSuchUpload")
                     || matches!(first_error, object_store::Error::NotFound { .. })
@@ -410,6 +427,32 @@ impl Inner {
                 }
             }
             Err(e) => Err(self.store_error("check", &c.final_path, e)),
+        }
+    }
+
+    /// The proof that `meta`, the object at `c`'s final key, is `c` committed before: size equal
+    /// and ETag equal to the multipart ETag `expected` of its parts. Anything else is a conflict.
+    fn committed_before(
+        &self,
+        c: &Committable,
+        meta: &object_store::ObjectMeta,
+        expected: Option<String>,
+        context: &str,
+    ) -> Result<CommitOutcome> {
+        let etag = meta
+            .e_tag
+            .as_deref()
+            .map(|e| e.trim_matches('"').to_string());
+        if meta.size == c.size_bytes && expected.is_some() && etag == expected {
+            Ok(CommitOutcome::AlreadyCommitted)
+        } else {
+            Err(Error::conflict(
+                self.where_(&c.final_path),
+                format!(
+                    "{context} and the object there has size {} and ETag {:?}, not {} and {:?}: it was overwritten or is someone else's",
+                    meta.size, etag, c.size_bytes, expected
+                ),
+            ))
         }
     }
 

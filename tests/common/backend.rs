@@ -1,11 +1,14 @@
 //! Backends for the conformance suite: local disk, the in-memory object store (generic staged
-//! commit) and a real S3 server (Garage in CI). Each gives a fresh sink location and reads the
-//! visible output back.
+//! commit) and two real S3 servers (Garage, which ignores conditional writes, and Ceph's
+//! radosgw, which honours them; `./scripts/test` starts both). Each gives a fresh sink location
+//! and reads the visible output back.
 
 use std::sync::Arc;
 
 use filesink::storage::{LocalStorage, ObjectStorage, Storage};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path;
+use object_store::ClientConfigKey;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 pub enum Kind {
@@ -13,7 +16,10 @@ pub enum Kind {
     Memory(Arc<object_store::memory::InMemory>),
     S3 {
         store: Arc<dyn ObjectStore>,
+        bucket: String,
         prefix: String,
+        /// The store's configuration, or `None` for the `AWS_*` environment (Garage).
+        options: Option<Vec<(AmazonS3ConfigKey, String)>>,
     },
 }
 
@@ -23,8 +29,8 @@ pub struct Backend {
     pub storage: Arc<dyn Storage>,
     /// Whether a multipart upload is the commit primitive (S3).
     pub multipart: bool,
-    /// Whether the store refuses to replace an object on a conditional put (every backend
-    /// here but Garage).
+    /// Whether the store refuses to replace an object on a put with `If-None-Match: *`
+    /// (local disk, memory and Ceph do; Garage does not).
     pub conditional_put: bool,
 }
 
@@ -54,30 +60,72 @@ impl Backend {
         }
     }
 
-    /// A fresh prefix in the S3 bucket of the environment, or `None` if no server is set up.
+    /// A fresh prefix in the Garage bucket of the `AWS_*` environment, or `None` if no server
+    /// is set up.
     pub fn s3() -> Option<Backend> {
         let bucket = std::env::var("FILESINK_S3_BUCKET").ok()?;
+        Some(Self::s3_backend("s3", bucket, None, false))
+    }
+
+    /// A fresh prefix in the Ceph radosgw bucket of the `FILESINK_CEPH_*` environment (see
+    /// `scripts/ceph`), or `None` if no server is set up.
+    pub fn ceph() -> Option<Backend> {
+        let bucket = std::env::var("FILESINK_CEPH_BUCKET").ok()?;
+        let var = |name: &str| {
+            std::env::var(name)
+                .unwrap_or_else(|_| panic!("FILESINK_CEPH_BUCKET is set but {name} is not"))
+        };
+        let options = vec![
+            (AmazonS3ConfigKey::Endpoint, var("FILESINK_CEPH_ENDPOINT")),
+            (AmazonS3ConfigKey::Region, var("FILESINK_CEPH_REGION")),
+            (
+                AmazonS3ConfigKey::AccessKeyId,
+                var("FILESINK_CEPH_ACCESS_KEY_ID"),
+            ),
+            (
+                AmazonS3ConfigKey::SecretAccessKey,
+                var("FILESINK_CEPH_SECRET_ACCESS_KEY"),
+            ),
+            (
+                AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp),
+                "true".to_string(),
+            ),
+        ];
+        Some(Self::s3_backend("ceph", bucket, Some(options), true))
+    }
+
+    fn s3_backend(
+        name: &'static str,
+        bucket: String,
+        options: Option<Vec<(AmazonS3ConfigKey, String)>>,
+        conditional_put: bool,
+    ) -> Backend {
         let prefix = format!("conformance/{}", uuid::Uuid::now_v7().simple());
-        let url = format!("s3://{bucket}/{prefix}");
         let storage = Arc::new(
-            ObjectStorage::s3(&url)
-                .unwrap()
+            s3_storage(&bucket, &prefix, &options)
                 .with_part_size_bytes(ObjectStorage::MIN_PART_SIZE_BYTES)
                 .unwrap(),
         );
-        let store: Arc<dyn ObjectStore> = Arc::new(
-            object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(&bucket)
-                .build()
-                .unwrap(),
-        );
-        Some(Backend {
-            name: "s3",
-            kind: Kind::S3 { store, prefix },
+        let builder = match &options {
+            None => AmazonS3Builder::from_env(),
+            Some(options) => options
+                .iter()
+                .fold(AmazonS3Builder::new(), |b, (k, v)| b.with_config(*k, v)),
+        };
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(builder.with_bucket_name(&bucket).build().unwrap());
+        Backend {
+            name,
+            kind: Kind::S3 {
+                store,
+                bucket,
+                prefix,
+                options,
+            },
             storage,
             multipart: true,
-            conditional_put: false,
-        })
+            conditional_put,
+        }
     }
 
     pub fn sink(&self) -> filesink::SinkBuilder {
@@ -100,10 +148,23 @@ impl Backend {
                 }
             }
             Kind::Memory(mem) => out = list_store(mem.as_ref(), "lake/out").await,
-            Kind::S3 { store, prefix } => out = list_store(store.as_ref(), prefix).await,
+            Kind::S3 { store, prefix, .. } => out = list_store(store.as_ref(), prefix).await,
         }
         out.sort();
         out
+    }
+}
+
+/// `s3://bucket/prefix` configured by `options`, or by the `AWS_*` environment if `None`.
+fn s3_storage(
+    bucket: &str,
+    prefix: &str,
+    options: &Option<Vec<(AmazonS3ConfigKey, String)>>,
+) -> ObjectStorage {
+    let url = format!("s3://{bucket}/{prefix}");
+    match options {
+        None => ObjectStorage::s3(&url).unwrap(),
+        Some(options) => ObjectStorage::s3_with_options(&url, options.iter().cloned()).unwrap(),
     }
 }
 
@@ -149,10 +210,29 @@ impl Backend {
             Kind::Memory(mem) => Arc::new(
                 ObjectStorage::generic(mem.clone(), "lake/out", "memory://lake/out").unwrap(),
             ),
-            Kind::S3 { prefix, .. } => {
-                let bucket = std::env::var("FILESINK_S3_BUCKET").unwrap();
-                Arc::new(ObjectStorage::s3(&format!("s3://{bucket}/{prefix}")).unwrap())
+            Kind::S3 {
+                bucket,
+                prefix,
+                options,
+                ..
+            } => Arc::new(s3_storage(bucket, prefix, options)),
+        }
+    }
+
+    /// The same location as an [`ObjectStorage`], for what only it offers (its capability
+    /// probe); `None` on local disk.
+    pub fn object_storage(&self) -> Option<ObjectStorage> {
+        match &self.kind {
+            Kind::Local(_) => None,
+            Kind::Memory(mem) => {
+                Some(ObjectStorage::generic(mem.clone(), "lake/out", "memory://lake/out").unwrap())
             }
+            Kind::S3 {
+                bucket,
+                prefix,
+                options,
+                ..
+            } => Some(s3_storage(bucket, prefix, options)),
         }
     }
 
@@ -165,10 +245,12 @@ impl Backend {
             Kind::Memory(mem) => Arc::new(
                 ObjectStorage::generic(mem.clone(), "lake/out2", "memory://lake/out2").unwrap(),
             ),
-            Kind::S3 { prefix, .. } => {
-                let bucket = std::env::var("FILESINK_S3_BUCKET").unwrap();
-                Arc::new(ObjectStorage::s3(&format!("s3://{bucket}/{prefix}2")).unwrap())
-            }
+            Kind::S3 {
+                bucket,
+                prefix,
+                options,
+                ..
+            } => Arc::new(s3_storage(bucket, &format!("{prefix}2"), options)),
         }
     }
 
@@ -216,6 +298,26 @@ pub fn s3_or_explain() -> Option<Backend> {
                 "\n*** S3 CONFORMANCE NOT RUN: no S3 server configured. Run `./scripts/test` \
                  (starts Garage on 127.0.0.1 and exports AWS_*), or set AWS_ENDPOINT, \
                  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and FILESINK_S3_BUCKET. ***\n"
+            );
+            None
+        }
+    }
+}
+
+/// The Ceph radosgw backend of the environment (`./scripts/test` starts one); in CI a missing
+/// server fails the test, elsewhere it says loudly that the Ceph checks did not run.
+pub fn ceph_or_explain() -> Option<Backend> {
+    match Backend::ceph() {
+        Some(b) => Some(b),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI must run the conformance suite on Ceph: FILESINK_CEPH_BUCKET is not set (./scripts/test starts Ceph's radosgw)")
+        }
+        None => {
+            eprintln!(
+                "\n*** CEPH CONFORMANCE NOT RUN: no Ceph radosgw configured. Run `./scripts/test` \
+                 (starts one on 127.0.0.1), or `./scripts/ceph start DIR` and source DIR/env \
+                 (FILESINK_CEPH_ENDPOINT, FILESINK_CEPH_REGION, FILESINK_CEPH_ACCESS_KEY_ID, \
+                 FILESINK_CEPH_SECRET_ACCESS_KEY, FILESINK_CEPH_BUCKET). ***\n"
             );
             None
         }
