@@ -157,6 +157,9 @@ struct ClaimShared {
     renewed: Mutex<Option<Instant>>,
     /// Set once another run took the job: every later check fails.
     lost: Mutex<Option<String>>,
+    /// One renewal at a time: the renewer and a check must not claim concurrently (one's
+    /// removal of the claim after losing would look like a vanished claim to the other).
+    renewing: tokio::sync::Mutex<()>,
     /// The URL of the store location, for messages and the release registry.
     where_: String,
 }
@@ -196,6 +199,7 @@ impl Claim {
             body: describe_self(),
             renewed: Mutex::new(None),
             lost: Mutex::new(None),
+            renewing: tokio::sync::Mutex::new(()),
         });
         wait_for_releases(&shared.where_).await;
         if let Err(e) = shared.claim().await {
@@ -333,10 +337,14 @@ impl ClaimShared {
         self.put().await?;
         let claims = list_claims(self.store.as_ref(), &self.dir).await?;
         let Some(mine) = claims.iter().find(|c| c.key == self.key) else {
-            return Err(Error::io(
-                "find our claim in",
-                self.dir.as_ref(),
-                std::io::Error::other("a listing right after the write did not show it"),
+            // Only another run removes a claim, and only one it saw expired: it may own the job.
+            return Err(Error::job_busy(
+                &self.job,
+                format!(
+                    "our claim `{}` was removed right after we wrote it: another run took \
+                     the job",
+                    self.key
+                ),
             ));
         };
         let mut rival = None;
@@ -396,6 +404,7 @@ impl ClaimShared {
 
     /// Renews (a fresh lease by a plain write, an older one by claiming again).
     async fn renew(&self) -> Result<()> {
+        let _one_at_a_time = self.renewing.lock().await;
         if let Some(reason) = self.lost.lock().unwrap().clone() {
             return Err(Error::job_busy(
                 &self.job,
