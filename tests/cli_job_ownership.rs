@@ -63,6 +63,20 @@ fn schema_file(lake: &Path) -> PathBuf {
     path
 }
 
+/// Feeds the records `ids` to a live run, ends its input and waits for it to succeed.
+fn finish_with(run: Child, mut stdin: ChildStdin, ids: std::ops::Range<i64>) {
+    for id in ids {
+        stdin.write_all(line(id).as_bytes()).unwrap();
+    }
+    drop(stdin);
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Waits (bounded) until `ls --json` shows job `cron` held by a live run: the run has taken
 /// its job.
 fn wait_until_live(lake: &Path, child: &mut Child) {
@@ -250,16 +264,7 @@ fn a_run_that_overlaps_a_live_run_of_its_job_is_refused_and_changes_nothing() {
     assert_eq!(snapshot(&lake), before, "commit touched a live job");
 
     // The live run goes on and finishes, exactly once; then the job is free.
-    for id in 20..40 {
-        stdin.write_all(line(id).as_bytes()).unwrap();
-    }
-    drop(stdin);
-    let out = live.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_with(live, stdin, 20..40);
     assert_exactly_once(&visible_ids(&lake), 0..40);
     let ls = json_of(&run_ok(&["ls", s(&lake), "--json"]));
     assert_eq!(ls["jobs"][0]["live"], false, "{ls}");
@@ -282,17 +287,8 @@ fn a_killed_run_frees_its_job_at_once_on_local_disk() {
     let ls = json_of(&run_ok(&["ls", s(&lake), "--json"]));
     assert_eq!(ls["jobs"][0]["live"], false, "{ls}");
     // A rerun of the job takes it at once and resumes from the dead run's last checkpoint.
-    let (mut rerun, mut stdin) = start_live_run(&lake);
+    let (mut rerun, stdin) = start_live_run(&lake);
     wait_until_live(&lake, &mut rerun);
-    for id in 0..40 {
-        stdin.write_all(line(id).as_bytes()).unwrap();
-    }
-    drop(stdin);
-    let out = rerun.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_with(rerun, stdin, 0..40);
     assert_exactly_once(&visible_ids(&lake), 0..40);
 }

@@ -54,6 +54,24 @@ where
     })
 }
 
+/// A run of `job` with a lease of `ttl` that checkpointed records 0..40 and wrote 40..80.
+async fn checkpointed_then_writing(
+    storage: std::sync::Arc<dyn Storage>,
+    job: &str,
+    ttl: Duration,
+) -> Coordinator {
+    let s = sink_on(storage);
+    let mut c = Coordinator::builder(&s, job)
+        .ownership(with_ttl(ttl))
+        .open()
+        .await
+        .unwrap();
+    c.writer().write(&batch(0, 40)).await.unwrap();
+    c.checkpoint(40.into()).await.unwrap();
+    c.writer().write(&batch(40, 40)).await.unwrap();
+    c
+}
+
 /// A run that dies keeps its job until its claim expires: a rerun at once is refused and
 /// changes nothing; a rerun after the time to live takes the job over, restores from the
 /// dead run's checkpoint and finishes exactly once.
@@ -61,15 +79,7 @@ async fn a_crashed_runs_claim_blocks_its_job_until_it_expires(b: Backend) {
     let ttl = Duration::from_secs(10);
     let storage = b.reopen();
     in_another_process(move || async move {
-        let s = sink_on(storage);
-        let mut c = Coordinator::builder(&s, "crashy")
-            .ownership(with_ttl(ttl))
-            .open()
-            .await
-            .unwrap();
-        c.writer().write(&batch(0, 40)).await.unwrap();
-        c.checkpoint(40.into()).await.unwrap();
-        c.writer().write(&batch(40, 40)).await.unwrap();
+        let c = checkpointed_then_writing(storage, "crashy", ttl).await;
         std::mem::forget(c); // the process dies: no drop, no release
     })
     .join()
@@ -117,15 +127,7 @@ async fn a_run_that_lost_its_job_cannot_complete_a_checkpoint(b: Backend) {
     let (paused_tx, paused_rx) = tokio::sync::oneshot::channel::<()>();
     let (wake_tx, wake_rx) = mpsc::channel::<()>();
     let zombie = in_another_process(move || async move {
-        let s = sink_on(storage);
-        let mut c = Coordinator::builder(&s, "paused")
-            .ownership(with_ttl(ttl))
-            .open()
-            .await
-            .unwrap();
-        c.writer().write(&batch(0, 40)).await.unwrap();
-        c.checkpoint(40.into()).await.unwrap();
-        c.writer().write(&batch(40, 40)).await.unwrap();
+        let mut c = checkpointed_then_writing(storage, "paused", ttl).await;
         paused_tx.send(()).unwrap();
         // Paused: the whole runtime stops, renewals included.
         wake_rx.recv().unwrap();
