@@ -84,7 +84,11 @@ fn bench(c: &mut Criterion) {
                             for _ in 0..n {
                                 writer.write(&batch).await.expect("write");
                             }
-                            let cs = writer.prepare_commit(checkpoint).await.expect("prepare");
+                            let cs = writer
+                                .prepare_commit(checkpoint)
+                                .await
+                                .expect("prepare")
+                                .committables;
                             committer.commit_all(&cs).await.expect("commit");
                             cs
                         });

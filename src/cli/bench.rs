@@ -311,7 +311,7 @@ async fn roll_with(args: &BenchArgs, work: &Path, base: SinkBuilder) -> Result<R
         }
         checkpoint += 1;
         let t0 = Instant::now();
-        let committables = writer.prepare_commit(checkpoint).await?;
+        let committables = writer.prepare_commit(checkpoint).await?.committables;
         let t1 = Instant::now();
         let summary = committer.commit_all(&committables).await?;
         let t2 = Instant::now();
@@ -455,7 +455,7 @@ async fn ingest(args: &BenchArgs, work: &Path) -> Result<Ingest, BoxError> {
         progress.advance(1);
     }
     writer.end_of_input().await?;
-    let committables = writer.prepare_commit(1).await?;
+    let committables = writer.prepare_commit(1).await?.committables;
     let summary = sink.committer().commit_all(&committables).await?;
     let sink_seconds = t0.elapsed().as_secs_f64();
     let sink_peak_rss_bytes = proc_status_bytes("VmHWM:");
@@ -552,7 +552,7 @@ async fn calibrate(
     let (r1, r2) = (4usize, 8usize);
     writer.write(&payload_batch(r1, value_len, None)).await?;
     writer.write(&payload_batch(r2, value_len, None)).await?;
-    let committables = writer.prepare_commit(1).await?;
+    let committables = writer.prepare_commit(1).await?.committables;
     sink.committer().commit_all(&committables).await?;
     let (s1, s2) = match committables.as_slice() {
         [a, b] => (a.size_bytes as f64, b.size_bytes as f64),
