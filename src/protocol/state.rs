@@ -4,7 +4,7 @@
 //!
 //! Both are serde types with an explicit `version`. [`Committable::from_json`] and
 //! [`WriterState::from_json`] refuse versions newer than [`FORMAT_VERSION`]
-//! ([`decode_versioned`](super::decode_versioned)) and validate every path
+//! ([`decode_versioned`]) and validate every path
 //! ([`super::names`]), so state that is corrupt or foreign is reported, never acted on. Golden
 //! files under `fixtures/state/v1/` pin the version-1 encoding: every later build must keep
 //! reading them.
