@@ -32,6 +32,7 @@ use common::{bench_root, encode_json_lines, payload_batch, test_mode, Scratch};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
+use filesink::storage::local::fs::{rename_noreplace, sync_dir};
 use filesink::{FileFormat, RollingPolicy, Sink};
 
 /// Threads for `floor_grouped_parallel`.
@@ -84,7 +85,11 @@ fn bench(c: &mut Criterion) {
                             for _ in 0..n {
                                 writer.write(&batch).await.expect("write");
                             }
-                            let cs = writer.prepare_commit(checkpoint).await.expect("prepare");
+                            let cs = writer
+                                .prepare_commit(checkpoint)
+                                .await
+                                .expect("prepare")
+                                .committables;
                             committer.commit_all(&cs).await.expect("commit");
                             cs
                         });
@@ -202,31 +207,7 @@ fn create(path: &Path) -> File {
 
 /// Opens, fsyncs and closes a directory, as the sink's commit does.
 fn fsync_dir(dir: &Path) {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .expect("fsync directory");
-}
-
-fn rename_noreplace(src: &Path, dst: &Path) -> std::io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let s = CString::new(src.as_os_str().as_bytes())?;
-    let d = CString::new(dst.as_os_str().as_bytes())?;
-    // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            s.as_ptr(),
-            libc::AT_FDCWD,
-            d.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    sync_dir(dir).expect("fsync directory");
 }
 
 criterion_group! {

@@ -78,7 +78,11 @@ fn bench(c: &mut Criterion) {
                 writer.write(batch).await.expect("write");
                 *max_buffered = (*max_buffered).max(writer.buffered_bytes());
             }
-            let committables = writer.prepare_commit(1).await.expect("prepare");
+            let committables = writer
+                .prepare_commit(1)
+                .await
+                .expect("prepare")
+                .committables;
             let summary = sink
                 .committer()
                 .commit_all(&committables)

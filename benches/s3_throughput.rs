@@ -332,7 +332,11 @@ impl Config {
                     for batch in batches {
                         writer.write(batch).await.expect("write");
                     }
-                    let committables = writer.prepare_commit(1).await.expect("prepare");
+                    let committables = writer
+                        .prepare_commit(1)
+                        .await
+                        .expect("prepare")
+                        .committables;
                     committer.commit_all(&committables).await.expect("commit");
                     committables
                 });
@@ -412,7 +416,11 @@ impl Config {
                     for _ in 0..*n {
                         writer.write(payload).await.expect("write");
                     }
-                    writer.prepare_commit(1).await.expect("prepare")
+                    writer
+                        .prepare_commit(1)
+                        .await
+                        .expect("prepare")
+                        .committables
                 });
                 assert_eq!(committables.len(), *n, "one pending upload per write");
                 let start = Instant::now();

@@ -83,13 +83,13 @@ fn main() -> Result<(), BoxError> {
             since += batch.num_rows() as u64;
             if args.checkpoint_rows > 0 && since >= args.checkpoint_rows {
                 checkpoint += 1;
-                let committables = writer.prepare_commit(checkpoint).await?;
+                let committables = writer.prepare_commit(checkpoint).await?.committables;
                 files += committer.commit_all(&committables).await?.committed;
                 since = 0;
             }
         }
         checkpoint += 1;
-        let committables = writer.prepare_commit(checkpoint).await?;
+        let committables = writer.prepare_commit(checkpoint).await?.committables;
         files += committer.commit_all(&committables).await?.committed;
         Ok::<_, BoxError>((files, checkpoint))
     })?;

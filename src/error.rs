@@ -30,6 +30,24 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// A call to an object store failed. [`Error::is_retryable`] says whether a retry can help,
+    /// decided by the HTTP status the store answered: a missing object, a refused permission
+    /// (401, 403), a failed precondition (412, 409) or a bad request is not retryable; a
+    /// server error, a throttled request or a lost connection (after the client's own retries)
+    /// is.
+    #[error("failed to {op} `{path}`")]
+    Store {
+        /// What was being done, e.g. `"complete the upload of"`.
+        op: &'static str,
+        /// The object or prefix it was done to, as a URL.
+        path: String,
+        /// Whether retrying the same call later can succeed.
+        retryable: bool,
+        /// The store client's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
     /// An fsync failed. The data it covered may be gone even though the writes succeeded, so
     /// the checkpoint it belongs to must fail; retrying the fsync proves nothing.
     #[error("fsync of `{}` failed; the checkpoint that needed it must fail", path.display())]
@@ -127,12 +145,37 @@ pub enum Error {
 impl Error {
     /// Whether retrying the same call later can succeed.
     ///
-    /// True for plain I/O errors (a store that is down, a disk that was full). False for
-    /// everything that says the data or the input is wrong, and for failed fsyncs: after a
-    /// failed fsync the kernel may have dropped the dirty pages, so the only safe retry is to
-    /// replay from the last complete checkpoint.
+    /// True for plain I/O errors (a disk that was full) and for store errors whose status says
+    /// a retry can help ([`Error::Store`]). False for everything that says the data or the
+    /// input is wrong, for a store's refusal (403), and for failed fsyncs: after a failed fsync
+    /// the kernel may have dropped the dirty pages, so the only safe retry is to replay from
+    /// the last complete checkpoint.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Io { .. })
+        match self {
+            Error::Io { .. } => true,
+            Error::Store { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+
+    /// An [`Error::Store`] from an `object_store` error, retryable by the status the store
+    /// answered: `object_store` turns 404 into `NotFound`, 401 into `Unauthenticated`, 403 into
+    /// `PermissionDenied`, 409 into `AlreadyExists`, 412 into `Precondition` and 304 into
+    /// `NotModified`, none of which a retry changes; what stays `Generic` (server errors,
+    /// throttling, lost connections) has already been retried by its client and may pass
+    /// later.
+    pub(crate) fn object_store(
+        op: &'static str,
+        path: impl Into<String>,
+        source: object_store::Error,
+    ) -> Self {
+        let retryable = matches!(source, object_store::Error::Generic { .. });
+        Error::Store {
+            op,
+            path: path.into(),
+            retryable,
+            source: Box::new(source),
+        }
     }
 
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {

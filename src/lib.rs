@@ -38,9 +38,10 @@
 //! // Phase one: write, then vote at checkpoint 1.
 //! let mut writer = sink.create_writer();
 //! writer.write(&batch).await?;
-//! let committables = writer.prepare_commit(1).await?;
-//! let state = writer.snapshot_state();
-//! // ... store `committables` and `state` durably: checkpoint 1 is now complete ...
+//! let prepared = writer.prepare_commit(1).await?;
+//! // ... store `prepared.committables` and `prepared.state` durably: checkpoint 1 is now
+//! // complete ...
+//! let committables = prepared.committables;
 //!
 //! // Phase two: make the files visible. Safe to repeat, from any process.
 //! let summary = sink.committer().commit_all(&committables).await?;
@@ -48,7 +49,7 @@
 //! let again = sink.committer().commit_all(&committables).await?;
 //! assert_eq!(again.already_committed, 2);
 //! assert!(dir.path().join("day=2026-11-30").is_dir());
-//! # let _ = state;
+//! # let _ = prepared.state;
 //! # Ok(())
 //! # }
 //! ```
@@ -57,15 +58,19 @@
 
 pub mod bucket;
 pub mod checkpoint;
+#[cfg(feature = "test-util")]
+pub mod conformance;
 mod error;
 pub mod format;
+pub mod protocol;
 pub mod sink;
 pub mod storage;
 
-pub use checkpoint::{CheckpointReport, Coordinator, CoordinatorBuilder, Ownership};
+pub use checkpoint::{CheckpointReport, Coordinator, CoordinatorBuilder, JobWriter, Ownership};
 pub use error::{Error, Result};
 pub use format::FileFormat;
+pub use protocol::{CommitOutcome, Committable, PendingHandle, PreparedCheckpoint, WriterState};
 pub use sink::{
-    CommitOutcome, CommitSummary, Committable, Committer, OutputFileConfig, PendingHandle,
-    Restored, RollingPolicy, Sink, SinkBuilder, SinkWriter, WriterState,
+    CommitSummary, Committer, OutputFileConfig, Restored, RollingPolicy, Sink, SinkBuilder,
+    SinkWriter,
 };

@@ -19,7 +19,7 @@ async fn pending_files(dir: &std::path::Path, format: FileFormat) -> (Sink, Vec<
         .unwrap();
     let mut writer = sink.create_writer();
     writer.write(&batch(0, 500)).await.unwrap();
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     assert_eq!(committables.len(), 5, "one file per day");
     (sink, committables)
 }

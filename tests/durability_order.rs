@@ -26,7 +26,7 @@ async fn traced_child_job() {
         .unwrap();
     let mut writer = sink.create_writer();
     writer.write(&batch()).await.unwrap();
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     // A system call that marks the moment the handles left the writer.
     let _ = std::fs::metadata(MARKER);
     sink.committer().commit_all(&committables).await.unwrap();

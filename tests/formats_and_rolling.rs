@@ -27,7 +27,7 @@ async fn parquet_writer_properties_pass_through() {
         .unwrap();
     let mut writer = sink.create_writer();
     writer.write(&batch(0, 1000)).await.unwrap();
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     assert_eq!(committables.len(), 1);
     assert_eq!(committables[0].record_count, 1000);
     sink.committer().commit_all(&committables).await.unwrap();
@@ -62,7 +62,7 @@ async fn parquet_rolls_at_every_checkpoint_even_when_the_policy_does_not() {
     let mut writer = sink.create_writer();
     for cp in 1..=3 {
         writer.write(&batch((cp - 1) * 10, 10)).await.unwrap();
-        let committables = writer.prepare_commit(cp as u64).await.unwrap();
+        let committables = writer.prepare_commit(cp as u64).await.unwrap().committables;
         assert_eq!(committables.len(), 1);
         assert!(writer.snapshot_state().in_progress.is_empty());
         sink.committer().commit_all(&committables).await.unwrap();
@@ -90,7 +90,7 @@ async fn files_roll_at_the_size_limit() {
             writer.pending_files() > 1,
             "{format:?} did not roll by size"
         );
-        let committables = writer.prepare_commit(1).await.unwrap();
+        let committables = writer.prepare_commit(1).await.unwrap().committables;
         assert!(committables.len() > 2);
         let records: u64 = committables.iter().map(|c| c.record_count).sum();
         let open: u64 = writer
@@ -115,7 +115,7 @@ async fn files_roll_at_the_size_limit() {
             .await
             .unwrap()
             .writer;
-        let rest = writer.prepare_commit(2).await.unwrap();
+        let rest = writer.prepare_commit(2).await.unwrap().committables;
         rolling.committer().commit_all(&rest).await.unwrap();
         assert_exactly_once(dir.path(), &format, 2000);
     }
@@ -140,7 +140,7 @@ async fn idle_files_roll_on_the_inactivity_interval() {
     writer.flush_idle().await.unwrap();
     assert_eq!(writer.pending_files(), 1);
     assert_eq!(writer.open_files(), 0);
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     assert_eq!(committables.len(), 1);
 }
 
@@ -163,7 +163,7 @@ async fn encoder_memory_stays_within_the_configured_budget() {
             writer.buffered_bytes()
         );
     }
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     sink.committer().commit_all(&committables).await.unwrap();
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 50_000);
 }
@@ -204,7 +204,7 @@ async fn serde_values_are_written_as_records() {
             .await
             .unwrap_err();
         assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
-        let committables = writer.prepare_commit(1).await.unwrap();
+        let committables = writer.prepare_commit(1).await.unwrap().committables;
         sink.committer().commit_all(&committables).await.unwrap();
         assert_exactly_once(dir.path(), &format, 25);
     }
@@ -228,7 +228,7 @@ async fn a_schema_change_mid_file_is_rejected_without_writing() {
     let err = writer.write(&other).await.unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
     writer.write(&batch(10, 10)).await.unwrap();
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     sink.committer().commit_all(&committables).await.unwrap();
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 20);
 }
@@ -250,7 +250,7 @@ async fn processing_time_buckets_name_the_directory_by_the_clock() {
     let before = chrono::Utc::now().format("%Y/%m/%d").to_string();
     let mut writer = sink.create_writer();
     writer.write(&batch(0, 10)).await.unwrap();
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     sink.committer().commit_all(&committables).await.unwrap();
     let after = chrono::Utc::now().format("%Y/%m/%d").to_string();
     let file = &visible_files(dir.path())[0];

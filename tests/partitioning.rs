@@ -66,7 +66,7 @@ async fn hostile_partition_values_stay_inside_the_base_directory() {
         .unwrap();
     let mut writer = sink.create_writer();
     writer.write(&hostile_batch()).await.unwrap();
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     sink.committer().commit_all(&committables).await.unwrap();
 
     // Nothing outside the base.
@@ -146,7 +146,7 @@ async fn an_overlong_partition_value_is_rejected_before_anything_is_written() {
     )
     .unwrap();
     writer.write(&good).await.unwrap();
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     sink.committer().commit_all(&committables).await.unwrap();
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 2);
 }
@@ -163,7 +163,7 @@ async fn partitioned_output_reads_back_with_every_row_in_its_partition() {
     for i in 0..10 {
         writer.write(&batch(i * 100, 100)).await.unwrap();
     }
-    let committables = writer.prepare_commit(1).await.unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
     sink.committer().commit_all(&committables).await.unwrap();
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 1000);
     for file in visible_files(dir.path()) {

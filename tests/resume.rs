@@ -24,7 +24,7 @@ async fn row_format_resume_after_a_checkpoint_that_left_a_file_open() {
         let sink = row_sink(dir.path(), format.clone());
         let mut writer = sink.create_writer();
         writer.write(&batch(0, 100)).await.unwrap();
-        let committables = writer.prepare_commit(1).await.unwrap();
+        let committables = writer.prepare_commit(1).await.unwrap().committables;
         assert!(
             committables.is_empty(),
             "the row file stays open across the checkpoint"
@@ -41,10 +41,7 @@ async fn row_format_resume_after_a_checkpoint_that_left_a_file_open() {
         assert_eq!(writer.open_files(), 1);
         // Replay from the checkpointed position, then finish.
         writer.write(&batch(100, 100)).await.unwrap();
-        let state2 = {
-            let _ = writer.prepare_commit(2).await.unwrap();
-            writer.snapshot_state()
-        };
+        let state2 = { writer.prepare_commit(2).await.unwrap().state };
         assert_eq!(state2.in_progress[0].record_count, 200);
         let sink_rolling = Sink::local(dir.path())
             .unwrap()
@@ -57,7 +54,7 @@ async fn row_format_resume_after_a_checkpoint_that_left_a_file_open() {
             .await
             .unwrap();
         let mut writer = restored.writer;
-        let committables = writer.prepare_commit(3).await.unwrap();
+        let committables = writer.prepare_commit(3).await.unwrap().committables;
         assert_eq!(committables.len(), 1);
         assert_eq!(committables[0].record_count, 200);
         sink.committer().commit_all(&committables).await.unwrap();
@@ -86,8 +83,7 @@ async fn a_resumable_file_shorter_than_its_durable_length_is_data_lost() {
     let sink = row_sink(dir.path(), FileFormat::json_lines());
     let mut writer = sink.create_writer();
     writer.write(&batch(0, 100)).await.unwrap();
-    writer.prepare_commit(1).await.unwrap();
-    let state = writer.snapshot_state();
+    let state = writer.prepare_commit(1).await.unwrap().state;
     drop(writer);
     let path = dir.path().join(&state.in_progress[0].in_progress_path);
     let f = OpenOptions::new().write(true).open(&path).unwrap();
@@ -113,8 +109,7 @@ async fn a_resumable_file_with_other_bytes_is_corrupt() {
     let sink = row_sink(dir.path(), FileFormat::json_lines());
     let mut writer = sink.create_writer();
     writer.write(&batch(0, 100)).await.unwrap();
-    writer.prepare_commit(1).await.unwrap();
-    let state = writer.snapshot_state();
+    let state = writer.prepare_commit(1).await.unwrap().state;
     drop(writer);
     let path = dir.path().join(&state.in_progress[0].in_progress_path);
     let mut bytes = fs::read(&path).unwrap();
@@ -139,8 +134,7 @@ async fn two_incarnations_restored_from_one_state_never_corrupt_committed_data()
     // The original writer checkpoints with a file open, then is presumed dead...
     let mut zombie = sink.create_writer();
     zombie.write(&batch(0, 100)).await.unwrap();
-    zombie.prepare_commit(1).await.unwrap();
-    let state = zombie.snapshot_state();
+    let state = zombie.prepare_commit(1).await.unwrap().state;
     let original = dir.path().join(&state.in_progress[0].in_progress_path);
 
     // ...two incarnations are restored from the same checkpoint (a failover raced)...
@@ -160,7 +154,7 @@ async fn two_incarnations_restored_from_one_state_never_corrupt_committed_data()
     zombie.write(&batch(100, 100)).await.unwrap();
     first.write(&batch(100, 100)).await.unwrap();
     second.write(&batch(100, 100)).await.unwrap();
-    let from_second = second.prepare_commit(2).await.unwrap();
+    let from_second = second.prepare_commit(2).await.unwrap().committables;
     // The first incarnation's file was removed by the second's restore: its vote refuses to
     // promise a file that is gone.
     let err = first.prepare_commit(2).await.unwrap_err();
@@ -202,8 +196,7 @@ async fn restore_removes_only_its_own_writers_leftovers() {
     let mut b = w1.create_writer();
     a.write(&batch(0, 10)).await.unwrap();
     b.write(&batch(10, 10)).await.unwrap();
-    b.prepare_commit(1).await.unwrap();
-    let b_state = b.snapshot_state();
+    let b_state = b.prepare_commit(1).await.unwrap().state;
     drop(a);
     let before_b = hidden_files(dir.path())
         .into_iter()

@@ -165,7 +165,11 @@ pub async fn write_with_checkpoints(sink: &filesink::Sink, batches: &[RecordBatc
         if i + 1 == checkpoints {
             writer.end_of_input().await.expect("end of input");
         }
-        let committables = writer.prepare_commit(i as u64 + 1).await.expect("prepare");
+        let committables = writer
+            .prepare_commit(i as u64 + 1)
+            .await
+            .expect("prepare")
+            .committables;
         committer.commit_all(&committables).await.expect("commit");
     }
 }

@@ -16,14 +16,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::sink::state::{Committable, WriterState, FORMAT_VERSION};
+pub use crate::protocol::paths::{checkpoints_dir, manifest_path, validate_job_name, METADATA_DIR};
+use crate::protocol::paths::{JOBS_DIR, SINK_FILE};
+use crate::protocol::{decode_versioned, Committable, WriterState, FORMAT_VERSION};
 use crate::storage::Storage;
 use crate::{Error, Result};
-
-/// The hidden directory that holds the sink's metadata.
-pub const METADATA_DIR: &str = "_filesink";
-
-const SINK_FILE: &str = "_filesink/sink.json";
 
 /// The identity of a sink directory, written once at its first checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,37 +70,6 @@ struct EnvelopeIn<'a> {
     body: &'a RawValue,
 }
 
-#[derive(Deserialize)]
-struct Probe {
-    version: u32,
-}
-
-/// The path of checkpoint `id` of `job`.
-pub fn manifest_path(job: &str, id: u64) -> String {
-    format!("{}/{id:020}.json", checkpoints_dir(job))
-}
-
-/// The directory of `job`'s manifests.
-pub fn checkpoints_dir(job: &str) -> String {
-    format!("{METADATA_DIR}/jobs/{job}/checkpoints")
-}
-
-/// Checks a job name: 1 to 100 ASCII letters, digits, `_` and `-`, not starting with `-`.
-pub fn validate_job_name(job: &str) -> Result<()> {
-    if job.is_empty()
-        || job.len() > 100
-        || job.starts_with('-')
-        || !job
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err(Error::Config(format!(
-            "job name `{job}` must be 1 to 100 ASCII letters, digits, `_` or `-`"
-        )));
-    }
-    Ok(())
-}
-
 impl Manifest {
     /// Encodes the manifest in its checksummed envelope.
     pub fn encode(&self) -> Vec<u8> {
@@ -132,17 +98,7 @@ impl Manifest {
                 "its checksum does not match its content",
             ));
         }
-        let probe: Probe = serde_json::from_str(env.body.get())
-            .map_err(|e| Error::corrupt(what(), format!("no version: {e}")))?;
-        if probe.version == 0 || probe.version > FORMAT_VERSION {
-            return Err(Error::UnsupportedVersion {
-                what: what(),
-                found: probe.version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        let m: Manifest = serde_json::from_str(env.body.get())
-            .map_err(|e| Error::corrupt(what(), e.to_string()))?;
+        let m: Manifest = decode_versioned(&what(), env.body.get().as_bytes())?;
         if let Some(id) = sink_id {
             if m.sink_id != id {
                 return Err(Error::corrupt(
@@ -178,16 +134,8 @@ impl Manifest {
 pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option<SinkIdentity>> {
     loop {
         if let Some(bytes) = storage.get_metadata(SINK_FILE).await? {
-            let id: SinkIdentity = serde_json::from_slice(&bytes).map_err(|e| {
-                Error::corrupt(format!("sink identity `{SINK_FILE}`"), e.to_string())
-            })?;
-            if id.version == 0 || id.version > FORMAT_VERSION {
-                return Err(Error::UnsupportedVersion {
-                    what: format!("sink identity `{SINK_FILE}`"),
-                    found: id.version,
-                    supported: FORMAT_VERSION,
-                });
-            }
+            let id: SinkIdentity =
+                decode_versioned(&format!("sink identity `{SINK_FILE}`"), &bytes)?;
             return Ok(Some(id));
         }
         if !create {
@@ -240,7 +188,7 @@ pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option
 /// The jobs that have manifests under this sink.
 pub async fn list_jobs(storage: &dyn Storage) -> Result<Vec<String>> {
     let mut jobs: Vec<String> = storage
-        .list_metadata(&format!("{METADATA_DIR}/jobs"))
+        .list_metadata(JOBS_DIR)
         .await?
         .into_iter()
         .filter(|e| e.is_dir && validate_job_name(&e.name).is_ok())

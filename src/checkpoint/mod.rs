@@ -33,12 +33,18 @@
 
 use std::sync::Arc;
 
-use crate::sink::Sink;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use serde::Serialize;
+
+use crate::protocol::{CommitOutcome, Committable, WriterState};
+use crate::sink::{Sink, SinkWriter};
 use crate::storage::{JobLease, LeaseOptions, Leftover, Storage};
-use crate::{CommitOutcome, Committable, Error, Result, SinkWriter};
+use crate::{Error, Result};
 
 pub mod manifest;
 
+pub use crate::protocol::paths::validate_job_name;
 pub use manifest::{Manifest, SinkIdentity, METADATA_DIR};
 
 /// What one [`Coordinator::checkpoint`] did.
@@ -102,10 +108,10 @@ impl CoordinatorBuilder {
         self
     }
 
-    /// Keeps the latest `manifests` manifests of the job (at least 1). Default
-    /// [`Coordinator::DEFAULT_RETENTION`].
+    /// Keeps the latest `manifests` manifests of the job (at least 1: [`CoordinatorBuilder::open`]
+    /// refuses 0). Default [`Coordinator::DEFAULT_RETENTION`].
     pub fn retention(mut self, manifests: usize) -> Self {
-        self.retention = manifests.max(1);
+        self.retention = manifests;
         self
     }
 
@@ -113,12 +119,17 @@ impl CoordinatorBuilder {
     /// restores from its latest manifest (committing its committables, removing leftovers of
     /// its writers, resuming row files), or starts fresh.
     pub async fn open(self) -> Result<Coordinator> {
-        validate_job(&self.job)?;
+        validate_job_name(&self.job)?;
         if self.parallelism == 0 || self.parallelism > 1024 {
             return Err(Error::Config(format!(
                 "parallelism {} must be between 1 and 1024",
                 self.parallelism
             )));
+        }
+        if self.retention == 0 {
+            return Err(Error::Config(
+                "a job keeps at least its latest manifest: retention must be at least 1".into(),
+            ));
         }
         // The sink's identity first: where a sink may not be created (inside another's tree,
         // or around one) nothing of the job may be written either.
@@ -143,7 +154,7 @@ pub struct Coordinator {
     sink_id: String,
     job: String,
     sink: Sink,
-    writers: Vec<SinkWriter>,
+    writers: Vec<JobWriter>,
     last_checkpoint: u64,
     uncommitted: Vec<Committable>,
     source_position: Option<serde_json::Value>,
@@ -204,18 +215,17 @@ impl Coordinator {
         for i in 0..parallelism {
             let writer_sink = sink.with_writer_id(format!("{job}_{i}"))?;
             let writer_id = writer_sink.writer_id().to_string();
-            let (state, committables): (Option<&crate::WriterState>, Vec<Committable>) =
-                match &latest {
-                    Some(m) => (
-                        m.writers.iter().find(|w| w.writer_id == writer_id),
-                        m.committables
-                            .iter()
-                            .filter(|c| c.writer_id == writer_id)
-                            .cloned()
-                            .collect(),
-                    ),
-                    None => (None, Vec::new()),
-                };
+            let (state, committables): (Option<&WriterState>, Vec<Committable>) = match &latest {
+                Some(m) => (
+                    m.writers.iter().find(|w| w.writer_id == writer_id),
+                    m.committables
+                        .iter()
+                        .filter(|c| c.writer_id == writer_id)
+                        .cloned()
+                        .collect(),
+                ),
+                None => (None, Vec::new()),
+            };
             if latest.is_some() && state.is_none() {
                 return Err(Error::corrupt(
                     format!("latest manifest of job `{job}`"),
@@ -224,7 +234,9 @@ impl Coordinator {
             }
             let restored = writer_sink.restore_writer(state, &committables).await?;
             restored_outcomes.extend(restored.commit_outcomes);
-            writers.push(restored.writer);
+            writers.push(JobWriter {
+                inner: restored.writer,
+            });
         }
         Ok(Coordinator {
             lease: Some(lease),
@@ -287,12 +299,12 @@ impl Coordinator {
     }
 
     /// The job's writers; writer `i` has id `<job>_<i>`.
-    pub fn writers(&mut self) -> &mut [SinkWriter] {
+    pub fn writers(&mut self) -> &mut [JobWriter] {
         &mut self.writers
     }
 
     /// The first writer (for jobs with one).
-    pub fn writer(&mut self) -> &mut SinkWriter {
+    pub fn writer(&mut self) -> &mut JobWriter {
         &mut self.writers[0]
     }
 
@@ -342,13 +354,14 @@ impl Coordinator {
         let mut states = Vec::with_capacity(self.writers.len());
         for w in &mut self.writers {
             if finished {
-                w.end_of_input().await?;
+                w.inner.end_of_input().await?;
             }
-            committables.extend(w.prepare_commit(id).await?);
-            states.push(w.snapshot_state());
+            let prepared = w.inner.prepare_commit(id).await?;
+            committables.extend(prepared.committables);
+            states.push(prepared.state);
         }
         let manifest = Manifest {
-            version: crate::sink::FORMAT_VERSION,
+            version: crate::protocol::FORMAT_VERSION,
             sink_id: self.sink_id.clone(),
             job: self.job.clone(),
             checkpoint_id: id,
@@ -414,13 +427,67 @@ impl Coordinator {
     }
 }
 
+/// A writer of a coordinated job: it writes, and only its [`Coordinator`] votes.
+///
+/// A vote ([`SinkWriter::prepare_commit`]) hands out committables that only the manifest
+/// makes safe: the coordinator records them in the checkpoint it writes. A vote taken
+/// elsewhere would produce committables no manifest records, and the job's next restore would
+/// remove their files. So this handle offers everything of a [`SinkWriter`] but the vote.
+#[derive(Debug)]
+pub struct JobWriter {
+    inner: SinkWriter,
+}
+
+impl JobWriter {
+    /// Writes a batch ([`SinkWriter::write`]).
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.inner.write(batch).await
+    }
+
+    /// Writes serde values as records of `schema` ([`SinkWriter::write_rows`]).
+    pub async fn write_rows<T: Serialize>(&mut self, schema: &SchemaRef, rows: &[T]) -> Result<()> {
+        self.inner.write_rows(schema, rows).await
+    }
+
+    /// Rolls files due by the rolling policy's time limits ([`SinkWriter::flush_idle`]).
+    pub async fn flush_idle(&mut self) -> Result<()> {
+        self.inner.flush_idle().await
+    }
+
+    /// Rolls every open file: the input has ended ([`SinkWriter::end_of_input`]).
+    /// [`Coordinator::finish`] does it for every writer.
+    pub async fn end_of_input(&mut self) -> Result<()> {
+        self.inner.end_of_input().await
+    }
+
+    /// In-progress files currently open ([`SinkWriter::open_files`]).
+    pub fn open_files(&self) -> usize {
+        self.inner.open_files()
+    }
+
+    /// Bytes this writer keeps in memory ([`SinkWriter::buffered_bytes`]).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.inner.buffered_bytes()
+    }
+
+    /// Files rolled since the last checkpoint ([`SinkWriter::pending_files`]).
+    pub fn pending_files(&self) -> usize {
+        self.inner.pending_files()
+    }
+
+    /// The id of this writer incarnation ([`SinkWriter::incarnation`]).
+    pub fn incarnation(&self) -> &str {
+        self.inner.incarnation()
+    }
+}
+
 /// The job a coordinator's writer id `<job>_<i>` belongs to; `None` for an id of another form.
 pub fn job_of_writer(writer_id: &str) -> Option<&str> {
     let (job, index) = writer_id.rsplit_once('_')?;
     let canonical = !index.is_empty()
         && index.bytes().all(|b| b.is_ascii_digit())
         && (index == "0" || !index.starts_with('0'));
-    (canonical && validate_job(job).is_ok()).then_some(job)
+    (canonical && validate_job_name(job).is_ok()).then_some(job)
 }
 
 /// The names that are a sink's own, for cleanup that is not a writer's restore (`filesink
@@ -452,17 +519,4 @@ impl OwnNames {
                 && job_of_writer(&n.writer_id).is_some_and(|job| self.jobs.iter().any(|j| j == job))
         })
     }
-}
-
-/// Job names become part of writer ids (`<job>_<i>`), which only allow letters, digits and `_`.
-fn validate_job(job: &str) -> Result<()> {
-    if job.is_empty()
-        || job.len() > 48
-        || !job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
-        return Err(Error::Config(format!(
-            "job name `{job}` must be 1 to 48 ASCII letters, digits or `_`"
-        )));
-    }
-    Ok(())
 }

@@ -31,6 +31,7 @@ use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use filesink::bucket::HivePartitioner;
+use filesink::storage::local::fs::{rename_noreplace, sync_dir as fsync_dir};
 use filesink::{FileFormat, RollingPolicy, Sink, SinkBuilder};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
@@ -311,7 +312,7 @@ async fn roll_with(args: &BenchArgs, work: &Path, base: SinkBuilder) -> Result<R
         }
         checkpoint += 1;
         let t0 = Instant::now();
-        let committables = writer.prepare_commit(checkpoint).await?;
+        let committables = writer.prepare_commit(checkpoint).await?.committables;
         let t1 = Instant::now();
         let summary = committer.commit_all(&committables).await?;
         let t2 = Instant::now();
@@ -455,7 +456,7 @@ async fn ingest(args: &BenchArgs, work: &Path) -> Result<Ingest, BoxError> {
         progress.advance(1);
     }
     writer.end_of_input().await?;
-    let committables = writer.prepare_commit(1).await?;
+    let committables = writer.prepare_commit(1).await?.committables;
     let summary = sink.committer().commit_all(&committables).await?;
     let sink_seconds = t0.elapsed().as_secs_f64();
     let sink_peak_rss_bytes = proc_status_bytes("VmHWM:");
@@ -552,7 +553,7 @@ async fn calibrate(
     let (r1, r2) = (4usize, 8usize);
     writer.write(&payload_batch(r1, value_len, None)).await?;
     writer.write(&payload_batch(r2, value_len, None)).await?;
-    let committables = writer.prepare_commit(1).await?;
+    let committables = writer.prepare_commit(1).await?.committables;
     sink.committer().commit_all(&committables).await?;
     let (s1, s2) = match committables.as_slice() {
         [a, b] => (a.size_bytes as f64, b.size_bytes as f64),
@@ -659,45 +660,6 @@ fn splitmix64(state: &mut u64) -> u64 {
 
 fn create_new(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().write(true).create_new(true).open(path)
-}
-
-/// Opens, fsyncs and closes a directory, as the sink does.
-fn fsync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// `renameat2(RENAME_NOREPLACE)` where there is one, `link` + `unlink` elsewhere: the sink's
-/// commit primitive.
-fn rename_noreplace(src: &Path, dst: &Path) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let s = CString::new(src.as_os_str().as_bytes())?;
-        let d = CString::new(dst.as_os_str().as_bytes())?;
-        // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
-        let rc = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                s.as_ptr(),
-                libc::AT_FDCWD,
-                d.as_ptr(),
-                libc::RENAME_NOREPLACE,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if !matches!(
-            e.raw_os_error(),
-            Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP)
-        ) {
-            return Err(e);
-        }
-    }
-    std::fs::hard_link(src, dst)?;
-    std::fs::remove_file(src)
 }
 
 /// Frees what the allocator holds, resets the kernel's peak-RSS mark to the current resident

@@ -2,19 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::sink::state::Committable;
+use crate::protocol::{CommitOutcome, Committable};
 use crate::storage::Storage;
 use crate::Result;
-
-/// What committing one committable did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CommitOutcome {
-    /// The file became visible now.
-    Committed,
-    /// The file was already visible with the committable's exact content (Flink's
-    /// `signalAlreadyCommitted()`); nothing changed.
-    AlreadyCommitted,
-}
 
 /// Counts of a [`Committer::commit_all`] call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::bucket::{BasePathBucketAssigner, BucketAssigner};
 use crate::format::FileFormat;
-use crate::sink::state::validate_writer_id;
+use crate::protocol::names::{validate_writer_id, IN_PROGRESS_MARKER};
 use crate::sink::Sink;
 use crate::storage::Storage;
 use crate::{Error, Result};
@@ -48,12 +48,8 @@ impl RollingPolicy {
         }
     }
 
-    /// Sets [`RollingPolicy::part_size_bytes_max`].
-    ///
-    /// # Panics
-    /// If `bytes` is 0.
+    /// Sets [`RollingPolicy::part_size_bytes_max`]; [`SinkBuilder::build`] refuses 0.
     pub fn with_part_size_bytes_max(mut self, bytes: u64) -> Self {
-        assert!(bytes > 0, "part_size_bytes_max must be positive");
         self.part_size_bytes_max = bytes;
         self
     }
@@ -218,18 +214,24 @@ impl SinkBuilder {
     /// tables) whatever its row count, so with many partitions receiving rows at once the
     /// budget should be at least that times the number of partitions; below it the budget is
     /// still kept, at the cost of many small files.
-    ///
-    /// # Panics
-    /// If `bytes` is 0.
+    /// [`SinkBuilder::build`] refuses 0.
     pub fn buffer_bytes_max(mut self, bytes: u64) -> Self {
-        assert!(bytes > 0, "buffer_bytes_max must be positive");
         self.buffer_bytes_max = bytes;
         self
     }
 
-    /// Checks the configuration and builds the sink.
+    /// Checks the configuration and builds the sink: [`Error::Config`] names the first setting
+    /// that cannot work.
     pub fn build(self) -> Result<Sink> {
         validate_writer_id(&self.writer_id).map_err(Error::Config)?;
+        if self.rolling_policy.part_size_bytes_max == 0 {
+            return Err(Error::Config(
+                "the rolling policy's part_size_bytes_max must be positive".into(),
+            ));
+        }
+        if self.buffer_bytes_max == 0 {
+            return Err(Error::Config("buffer_bytes_max must be positive".into()));
+        }
         let prefix = self.output_file_config.prefix;
         let suffix = self
             .output_file_config
@@ -239,7 +241,7 @@ impl SinkBuilder {
             || prefix.starts_with(['.', '_'])
             || prefix.contains(['/', '\\', '\0'])
             || suffix.contains(['/', '\\', '\0'])
-            || suffix.contains(crate::sink::state::IN_PROGRESS_MARKER)
+            || suffix.contains(IN_PROGRESS_MARKER)
             || suffix.starts_with(|c: char| c.is_ascii_digit())
         {
             return Err(Error::Config(format!(
@@ -260,5 +262,29 @@ impl SinkBuilder {
                 buffer_bytes_max: self.buffer_bytes_max,
             }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LocalStorage;
+
+    #[test]
+    fn settings_that_cannot_work_are_refused_by_build_not_by_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let builder = || SinkBuilder::new(Arc::new(LocalStorage::new(dir.path()).unwrap()));
+        let zero_part =
+            builder().rolling_policy(RollingPolicy::default().with_part_size_bytes_max(0));
+        assert!(
+            matches!(zero_part.build(), Err(Error::Config(m)) if m.contains("part_size_bytes_max"))
+        );
+        let zero_buffer = builder().buffer_bytes_max(0);
+        assert!(
+            matches!(zero_buffer.build(), Err(Error::Config(m)) if m.contains("buffer_bytes_max"))
+        );
+        let bad_writer = builder().writer_id("a-b");
+        assert!(matches!(bad_writer.build(), Err(Error::Config(_))));
+        assert!(builder().build().is_ok());
     }
 }

@@ -81,7 +81,8 @@ pub(crate) mod config;
 pub mod state;
 pub(crate) mod writer;
 
-pub use committer::{CommitOutcome, CommitSummary, Committer};
+pub use crate::protocol::CommitOutcome;
+pub use committer::{CommitSummary, Committer};
 pub use config::{OutputFileConfig, RollingPolicy, SinkBuilder};
 pub use state::{
     Committable, PendingHandle, ResumableFile, UploadedPart, WriterState, FORMAT_VERSION,
@@ -154,7 +155,7 @@ impl Sink {
     /// The same sink with another writer id (for parallel writers of one job).
     pub fn with_writer_id(&self, id: impl Into<String>) -> Result<Sink> {
         let id = id.into();
-        state::validate_writer_id(&id).map_err(crate::Error::Config)?;
+        crate::protocol::names::validate_writer_id(&id).map_err(crate::Error::Config)?;
         let mut config = self.config.as_ref().clone();
         config.writer_id = id;
         Ok(Sink {

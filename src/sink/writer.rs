@@ -9,14 +9,15 @@ use arrow::record_batch::RecordBatch;
 use chrono::Utc;
 use serde::Serialize;
 
-use crate::bucket::BucketId;
 use crate::format::Encoder;
-use crate::sink::config::SinkConfig;
-use crate::sink::state::{
-    Committable, PartName, PendingHandle, ResumableFile, WriterState, FORMAT_VERSION,
+use crate::protocol::{
+    BucketId, CommitOutcome, Committable, PartName, PendingHandle, PreparedCheckpoint,
+    ResumableFile, WriterState, FORMAT_VERSION,
 };
+use crate::sink::config::SinkConfig;
+use crate::sink::{Committer, RollingPolicy};
 use crate::storage::{PartLocation, PartWriter};
-use crate::{CommitOutcome, Committer, Error, Result};
+use crate::{Error, Result};
 
 /// Rolled files kept open, waiting for the next checkpoint, before they are sealed early (one
 /// group of fsyncs) to bound open file handles. Large enough that a checkpoint of a few
@@ -32,9 +33,9 @@ const ROW_GROUP_FLUSH_BYTES_MIN: u64 = 1024 * 1024;
 /// committables (Flink's `CommittingSinkWriter`).
 ///
 /// Get one from [`crate::Sink::create_writer`] or [`crate::Sink::restore_writer`]. Call
-/// [`SinkWriter::write`] for data, and at each checkpoint [`SinkWriter::prepare_commit`] then
-/// [`SinkWriter::snapshot_state`]; store both results in the checkpoint, and once it is
-/// complete hand the committables to a [`Committer`].
+/// [`SinkWriter::write`] for data, and at each checkpoint [`SinkWriter::prepare_commit`];
+/// store what it returns (committables and state) in the checkpoint, and once it is complete
+/// hand the committables to a [`Committer`].
 ///
 /// After any error from `write`, `prepare_commit` or `flush_idle`, other than a rejected input
 /// that changed nothing, the writer is *poisoned*: every further call fails, and the job
@@ -354,18 +355,24 @@ impl SinkWriter {
 
     /// The vote of checkpoint `checkpoint_id`: rolls every file that must roll (all Parquet
     /// files; row files by the rolling policy), makes them durable, persists the row files that
-    /// stay open, and returns the committables of every file that became pending since the last
-    /// checkpoint. Follow it with [`SinkWriter::snapshot_state`].
+    /// stay open, and returns what checkpoint `checkpoint_id` must hold of this writer: the
+    /// committables of every file that became pending since the last checkpoint and the writer
+    /// state (the row files kept open, with their durable lengths), together.
     ///
     /// An error fails the checkpoint and poisons the writer.
-    pub async fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Vec<Committable>> {
+    pub async fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<PreparedCheckpoint> {
         self.check_poisoned()?;
         let result = self.prepare_commit_inner(checkpoint_id).await;
-        self.poison_on_error(result)
+        let committables = self.poison_on_error(result)?;
+        Ok(PreparedCheckpoint {
+            checkpoint_id,
+            committables,
+            state: self.state.clone(),
+        })
     }
 
-    /// The writer state as of the last [`SinkWriter::prepare_commit`]: the row files kept open,
-    /// with their durable lengths. Store it in the same checkpoint as the committables.
+    /// The writer state as of the last [`SinkWriter::prepare_commit`] (the state that vote
+    /// returned), or as restored.
     pub fn snapshot_state(&self) -> WriterState {
         self.state.clone()
     }
@@ -689,7 +696,7 @@ impl SinkWriter {
     }
 }
 
-fn is_due(part: &OpenPart, policy: &crate::RollingPolicy, now: SystemTime) -> bool {
+fn is_due(part: &OpenPart, policy: &RollingPolicy, now: SystemTime) -> bool {
     let age = now.duration_since(part.created_at).unwrap_or_default();
     let idle = now.duration_since(part.last_write).unwrap_or_default();
     part.file.len_bytes() >= policy.part_size_bytes_max
@@ -716,7 +723,8 @@ mod tests {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     use crate::bucket::HivePartitioner;
-    use crate::{FileFormat, Sink};
+    use crate::format::FileFormat;
+    use crate::sink::Sink;
 
     const ROWS_PER_BATCH: i64 = 2000;
 
@@ -779,7 +787,7 @@ mod tests {
                     writer.buffered_bytes()
                 );
             }
-            let committables = writer.prepare_commit(1).await.unwrap();
+            let committables = writer.prepare_commit(1).await.unwrap().committables;
             sink.committer().commit_all(&committables).await.unwrap();
             committables
         });

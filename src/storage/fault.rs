@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
-use crate::sink::state::{Committable, PendingHandle};
-use crate::{CommitOutcome, Error, Result};
+use crate::protocol::{CommitOutcome, Committable, PendingHandle};
+use crate::{Error, Result};
 
 /// Where a fault can be injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -8,14 +8,17 @@ use std::fmt::Debug;
 
 use async_trait::async_trait;
 
-use crate::sink::state::{Committable, PartName, PendingHandle};
-use crate::{CommitOutcome, Result};
+use crate::protocol::{CommitOutcome, Committable, PartName, PendingHandle};
+use crate::Result;
 
+#[cfg(feature = "test-util")]
 pub mod fault;
 pub mod local;
 mod object;
 pub mod ownership;
+#[cfg(feature = "test-util")]
 pub mod power_loss;
+#[cfg(feature = "s3")]
 mod sigv4;
 
 pub use local::LocalStorage;
@@ -39,9 +42,14 @@ pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Storage>> {
                 })?;
             Ok(std::sync::Arc::new(LocalStorage::new(path)?))
         }
+        #[cfg(feature = "s3")]
         Some(scheme) if scheme == "s3" || scheme == "s3a" => {
             Ok(std::sync::Arc::new(ObjectStorage::s3(url)?))
         }
+        #[cfg(not(feature = "s3"))]
+        Some(scheme) if scheme == "s3" || scheme == "s3a" => Err(crate::Error::NotSupported(
+            format!("`{url}`: this build of filesink has no `s3` feature"),
+        )),
         Some(scheme) => Err(crate::Error::NotSupported(format!(
             "`{scheme}://` locations; use a local path, file:// or s3://"
         ))),

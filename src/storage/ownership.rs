@@ -58,6 +58,7 @@ use futures_util::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
+use crate::protocol::owners_dir;
 use crate::{Error, Result};
 
 /// How a run holds its job on a store where ownership expires (object stores).
@@ -109,11 +110,6 @@ impl JobLease for External {
     async fn release(self: Box<Self>) -> Result<()> {
         Ok(())
     }
-}
-
-/// The directory of `job`'s ownership records under the sink's base.
-pub(crate) fn job_dir(job: &str) -> String {
-    format!("{}/jobs/{job}", crate::checkpoint::METADATA_DIR)
 }
 
 /// What a run writes about itself where it holds a job: for the message of a refused run.
@@ -179,7 +175,7 @@ impl Claim {
                 LeaseOptions::MIN_TTL.as_secs()
             )));
         }
-        let rel = format!("{}/owners", job_dir(job));
+        let rel = owners_dir(job);
         let dir = Path::from(if base.is_empty() {
             rel
         } else {
@@ -221,7 +217,7 @@ impl Claim {
         base: &str,
         job: &str,
     ) -> Result<Option<String>> {
-        let rel = format!("{}/owners", job_dir(job));
+        let rel = owners_dir(job);
         let dir = Path::from(if base.is_empty() {
             rel
         } else {
@@ -326,7 +322,7 @@ async fn read_body(store: &dyn ObjectStore, key: &Path) -> String {
 }
 
 fn store_error(op: &'static str, at: &Path, e: object_store::Error) -> Error {
-    Error::io(op, at.as_ref(), std::io::Error::other(e))
+    Error::object_store(op, at.as_ref(), e)
 }
 
 impl ClaimShared {

@@ -52,6 +52,20 @@ struct UploadXml {
     initiated: Option<String>,
 }
 
+/// The body of an S3 error answer: `<Error><Code>…</Code>…</Error>`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ErrorXml {
+    code: String,
+}
+
+/// The S3 error code of an error answer's body, if it is one.
+fn error_code(body: &str) -> Option<String> {
+    quick_xml::de::from_str::<ErrorXml>(body)
+        .ok()
+        .map(|e| e.code)
+}
+
 impl BucketClient {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -134,21 +148,31 @@ impl BucketClient {
         if status.is_success() {
             return Ok(Some(body.contains("AbortIncompleteMultipartUpload")));
         }
-        if body.contains("NoSuchLifecycleConfiguration") {
+        if status == reqwest::StatusCode::NOT_FOUND
+            && error_code(&body).as_deref() == Some("NoSuchLifecycleConfiguration")
+        {
             return Ok(Some(false));
         }
         Ok(None)
     }
 
+    /// The error of a call the bucket answered with `status`: retryable only for a server
+    /// error, a throttled (429) or timed out (408) request; a refusal (403) or a bad request
+    /// stays what it is.
     fn http_error(&self, op: &str, status: reqwest::StatusCode, body: &str) -> Error {
-        Error::io(
-            "request",
-            format!("s3://{}", self.bucket),
-            std::io::Error::other(format!(
+        let retryable = status.is_server_error()
+            || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+            || status == reqwest::StatusCode::REQUEST_TIMEOUT;
+        Error::Store {
+            op: "request",
+            path: format!("s3://{}", self.bucket),
+            retryable,
+            source: format!(
                 "{op} the bucket answered {status}: {}",
                 body.chars().take(300).collect::<String>()
-            )),
-        )
+            )
+            .into(),
+        }
     }
 
     async fn get(&self, query: &[(String, String)]) -> Result<(reqwest::StatusCode, String)> {
@@ -229,21 +253,19 @@ impl BucketClient {
         if let Some(token) = &self.session_token {
             request = request.header("x-amz-security-token", token);
         }
-        let response = request.send().await.map_err(|e| {
-            Error::io(
-                "reach",
-                url.to_string(),
-                std::io::Error::other(e.to_string()),
-            )
-        })?;
+        // No answer, or half of one: the connection may come back.
+        let lost = |op, e: reqwest::Error| Error::Store {
+            op,
+            path: url.to_string(),
+            retryable: true,
+            source: Box::new(e),
+        };
+        let response = request.send().await.map_err(|e| lost("reach", e))?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| {
-            Error::io(
-                "read a response from",
-                url.to_string(),
-                std::io::Error::other(e.to_string()),
-            )
-        })?;
+        let body = response
+            .text()
+            .await
+            .map_err(|e| lost("read a response from", e))?;
         Ok((status, body))
     }
 }
@@ -298,5 +320,46 @@ mod tests {
         assert_eq!(page.uploads.len(), 2);
         assert_eq!(page.uploads[1].upload_id, "u2");
         assert_eq!(page.next_key_marker.as_deref(), Some("lake/x"));
+    }
+
+    #[test]
+    fn error_codes_are_read_from_the_error_document() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>NoSuchLifecycleConfiguration</Code><Message>none</Message><BucketName>b</BucketName></Error>"#;
+        assert_eq!(
+            error_code(xml).as_deref(),
+            Some("NoSuchLifecycleConfiguration")
+        );
+        assert_eq!(error_code("<LifecycleConfiguration/>"), None);
+        assert_eq!(error_code("not xml"), None);
+    }
+
+    #[test]
+    fn only_transient_statuses_are_retryable() {
+        let client = BucketClient::new(
+            url::Url::parse("http://127.0.0.1:1").unwrap(),
+            "b".into(),
+            "us-east-1".into(),
+            "a".into(),
+            "s".into(),
+            None,
+            false,
+        )
+        .unwrap();
+        for (status, retryable) in [
+            (403, false),
+            (400, false),
+            (404, false),
+            (500, true),
+            (503, true),
+            (429, true),
+        ] {
+            let status = reqwest::StatusCode::from_u16(status).unwrap();
+            assert_eq!(
+                client.http_error("list", status, "").is_retryable(),
+                retryable,
+                "{status}"
+            );
+        }
     }
 }

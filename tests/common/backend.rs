@@ -323,3 +323,35 @@ pub fn ceph_or_explain() -> Option<Backend> {
         }
     }
 }
+
+#[async_trait::async_trait]
+impl filesink::conformance::Location for Backend {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn storage(&self) -> Arc<dyn Storage> {
+        self.storage.clone()
+    }
+
+    fn reopen(&self) -> Arc<dyn Storage> {
+        Backend::reopen(self)
+    }
+
+    fn sibling(&self) -> Arc<dyn Storage> {
+        Backend::sibling(self)
+    }
+
+    async fn visible(&self) -> Vec<(String, Vec<u8>)> {
+        Backend::visible(self).await
+    }
+
+    fn capabilities(&self) -> filesink::conformance::Capabilities {
+        use filesink::conformance::Capabilities;
+        match self.kind {
+            Kind::Local(_) => Capabilities::local_disk(),
+            Kind::Memory(_) => Capabilities::staged(self.conditional_put),
+            Kind::S3 { .. } => Capabilities::multipart(self.conditional_put),
+        }
+    }
+}

@@ -270,17 +270,16 @@ impl Job {
     pub async fn checkpoint(&mut self, complete: bool, commit: bool) -> Checkpoint {
         let id = self.next_checkpoint;
         self.next_checkpoint += 1;
-        let committables = self
+        let prepared = self
             .writer()
             .prepare_commit(id)
             .await
             .expect("prepare_commit");
-        let state = self.writer().snapshot_state();
         let cp = Checkpoint {
             id,
             source_position: self.position,
-            state,
-            committables,
+            state: prepared.state,
+            committables: prepared.committables,
         };
         if complete {
             self.completed.push(cp.clone());

@@ -1,7 +1,7 @@
 //! The system calls [`LocalStorage`](super::LocalStorage) makes, behind one small trait.
 //!
 //! [`RealFs`] is the operating system. The other implementation is
-//! [`PowerLossDisk`](crate::storage::power_loss::PowerLossDisk), a disk simulator that forgets
+//! `storage::power_loss::PowerLossDisk` (feature `test-util`), a disk simulator that forgets
 //! whatever was not flushed when the power goes: the same commit path runs on both, so the
 //! power-loss tests exercise the code users run, down to the order of its flushes.
 //!
@@ -192,7 +192,7 @@ impl Fs for RealFs {
     }
 
     fn sync_dirs(&self, dirs: &[PathBuf]) -> Vec<io::Result<()>> {
-        concurrently(dirs, |d| File::open(d)?.sync_all())
+        concurrently(dirs, |d| sync_dir(d))
     }
 
     fn try_lock(&self, path: &Path, describe: &[u8]) -> io::Result<Option<Box<dyn FsLock>>> {
@@ -369,8 +369,11 @@ fn stat_of(meta: &fs::Metadata) -> FsStat {
     }
 }
 
-/// Renames `src` to `dst`, failing with `AlreadyExists` instead of replacing `dst`.
-fn rename_noreplace(src: &Path, dst: &Path) -> io::Result<()> {
+/// Renames `src` to `dst`, failing with `AlreadyExists` instead of replacing `dst`:
+/// `renameat2(RENAME_NOREPLACE)`, or `link` + `unlink` where the file system lacks the flag.
+/// The one implementation of the system call, used by [`RealFs`] and by the benchmarks'
+/// system-call floor; it does not flush anything (the local backend's group commit does).
+pub fn rename_noreplace(src: &Path, dst: &Path) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::ffi::CString;
@@ -399,6 +402,11 @@ fn rename_noreplace(src: &Path, dst: &Path) -> io::Result<()> {
         }
     }
     link_unlink(src, dst)
+}
+
+/// Opens, fsyncs and closes the directory `dir`, making its entries durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// `link` never replaces; if we stop between the two calls, both names hold the same inode and

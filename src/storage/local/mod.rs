@@ -9,7 +9,7 @@
 //! [`Fs::sync_dirs`]) and the call fails if any of them fails, after all have finished.
 //!
 //! Every system call goes through [`Fs`] (`fs.rs`): the operating system in production, the
-//! power-loss simulator of [`crate::storage::power_loss`] in the tests.
+//! power-loss simulator of `storage::power_loss` (feature `test-util`) in the tests.
 //!
 //! A directory's entry is durable only once its parent is fsynced, and a directory found
 //! already existing may have been created by a process that died before flushing its parent.
@@ -31,14 +31,11 @@ use super::{
     CommitState, Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage,
     VisibleFile,
 };
-use crate::sink::state::{
-    looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, Committable, PartName,
-    PendingHandle,
+use crate::protocol::{
+    looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, CommitOutcome, Committable,
+    PartName, PendingHandle, OWNER_LOCK_FILE,
 };
-use crate::{CommitOutcome, Error, Result};
-
-/// The lock file of a job's owner, in the job's metadata directory.
-const LOCK_FILE: &str = "owner.lock";
+use crate::{Error, Result};
 
 /// A job held by this process: the kernel releases the lock when the file is closed, by a
 /// drop or by the process's death.
@@ -86,7 +83,7 @@ impl LocalStorage {
     }
 
     /// A backend rooted at `base` on the file system `fs` (the tests pass the power-loss
-    /// simulator, [`PowerLossDisk`](crate::storage::power_loss::PowerLossDisk)).
+    /// simulator, `storage::power_loss::PowerLossDisk` of the `test-util` feature).
     pub fn on(fs: Arc<dyn Fs>, base: impl Into<PathBuf>) -> Result<Self> {
         let base = base.into();
         let created = fs
@@ -337,7 +334,7 @@ impl Inner {
     fn other_sinks(&self) -> Result<OtherSinks> {
         let mut out = OtherSinks::default();
         for above in self.base.ancestors().skip(1) {
-            let marker = above.join(crate::checkpoint::METADATA_DIR);
+            let marker = above.join(crate::protocol::METADATA_DIR);
             if self.fs.stat(&marker).is_ok_and(|s| s.is_dir) {
                 out.around.push(above.display().to_string());
             }
@@ -392,7 +389,7 @@ fn first_failure(paths: &[PathBuf], answers: Vec<io::Result<()>>) -> Result<()> 
 
 /// Whether a directory entry marks its directory as a sink's base: `_filesink/`.
 fn is_sink_marker(name: &str, stat: &FsStat) -> bool {
-    stat.is_dir && name == crate::checkpoint::METADATA_DIR
+    stat.is_dir && name == crate::protocol::METADATA_DIR
 }
 
 fn join_rel(dir: &str, name: &str) -> String {
@@ -535,10 +532,10 @@ impl Storage for LocalStorage {
         let inner = self.inner.clone();
         let job = job.to_string();
         blocking(move || {
-            let dir = super::ownership::job_dir(&job);
+            let dir = crate::protocol::job_dir(&job);
             validate_rel_path(&dir).map_err(Error::InvalidInput)?;
             inner.ensure_dir(&dir)?;
-            let path = inner.abs(&format!("{dir}/{LOCK_FILE}"));
+            let path = inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
             let me = super::ownership::describe_self();
             match inner.fs.try_lock(&path, me.as_bytes()) {
                 Ok(Some(lock)) => {
@@ -567,9 +564,9 @@ impl Storage for LocalStorage {
     }
 
     async fn job_holder(&self, job: &str) -> Result<Option<String>> {
-        let dir = super::ownership::job_dir(job);
+        let dir = crate::protocol::job_dir(job);
         validate_rel_path(&dir).map_err(Error::InvalidInput)?;
-        let path = self.inner.abs(&format!("{dir}/{LOCK_FILE}"));
+        let path = self.inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
         match self.inner.fs.lock_holder(&path) {
             Ok(h) => Ok(h.map(|t| String::from_utf8_lossy(&t).into_owned())),
             Err(e) => Err(Error::io("query the lock", path, e)),

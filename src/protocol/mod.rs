@@ -1,0 +1,33 @@
+//! The protocol's data: what a checkpoint holds, how files and metadata are named, and which
+//! format versions this build reads.
+//!
+//! This module is the leaf of the crate: it uses nothing of it but [`crate::Error`]. Backends
+//! ([`crate::storage`]), the sink ([`crate::sink`]) and the coordinator ([`crate::checkpoint`])
+//! all speak in its types, so none of them needs to import another to agree on a committable, a
+//! name or a path. The layering, and how to check it, is in `docs/ARCHITECTURE.md`.
+//!
+//! - [`state`]: [`Committable`], [`PendingHandle`], [`WriterState`], [`ResumableFile`],
+//!   [`CommitOutcome`];
+//! - [`names`]: the part-name grammar ([`PartName`]) and the checks of relative paths;
+//! - [`paths`]: the metadata layout under a sink's base ([`METADATA_DIR`], manifests, ownership
+//!   records) and the job-name rule;
+//! - [`version`]: [`FORMAT_VERSION`] and the one versioned decoder, [`decode_versioned`];
+//! - [`BucketId`]: the validated directory of a part file.
+
+pub(crate) mod bucket_id;
+pub mod names;
+pub mod paths;
+pub mod state;
+pub mod version;
+
+pub use bucket_id::{BucketId, MAX_COMPONENT_BYTES};
+pub use names::{looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, PartName};
+pub use paths::{
+    checkpoints_dir, job_dir, manifest_path, owners_dir, validate_job_name, JOBS_DIR,
+    JOB_NAME_MAX_BYTES, METADATA_DIR, OWNER_LOCK_FILE, SINK_FILE,
+};
+pub use state::{
+    upload_leftover_id, CommitOutcome, Committable, PendingHandle, PreparedCheckpoint,
+    ResumableFile, UploadedPart, WriterState,
+};
+pub use version::{check_version, decode_versioned, FORMAT_VERSION};
