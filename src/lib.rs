@@ -55,10 +55,12 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod bucket;
 pub mod checkpoint;
 mod error;
 pub mod format;
+pub mod ingest;
 pub mod sink;
 pub mod storage;
 

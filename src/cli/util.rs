@@ -68,14 +68,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-/// How often `ingest` checkpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointEvery {
-    /// After this many records.
-    Rows(u64),
-    /// After this much time.
-    Interval(Duration),
-}
+pub use filesink::ingest::CheckpointEvery;
 
 /// Parses `--checkpoint-every`: `100000rows` or a duration (`200ms`, `10s`).
 pub fn parse_checkpoint_every(s: &str) -> Result<CheckpointEvery, String> {
