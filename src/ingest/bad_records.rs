@@ -39,7 +39,7 @@ struct BadRecordTag {
 }
 
 /// The bad-records file of one run, open for appending.
-pub(crate) struct BadRecordsFile {
+struct BadRecordsFile {
     file: File,
     path: PathBuf,
     job: String,
@@ -52,15 +52,14 @@ pub(crate) struct BadRecordsFile {
 impl BadRecordsFile {
     /// Opens `path` for appending; it is never cut back. When resuming a job (`restored`) that
     /// wrote to it, notes the bad records after the restored checkpoint that are in the file
-    /// already, so that the replayed interval does not list them twice. Calls `note` with what
-    /// an operator should know.
-    pub(crate) fn open(
+    /// already, so that the replayed interval does not list them twice. Returns with the file
+    /// what an operator should know, if anything.
+    fn open(
         path: &Path,
         restored: Option<&SourcePosition>,
         job: &str,
         sink_id: &str,
-        note: &mut dyn FnMut(String),
-    ) -> Result<BadRecordsFile> {
+    ) -> Result<(BadRecordsFile, Option<String>)> {
         let err = |e| Error::io("open", path, e);
         let mut file = OpenOptions::new()
             .create(true)
@@ -85,19 +84,19 @@ impl BadRecordsFile {
             written: HashSet::new(),
         };
         let Some(p) = restored.filter(|p| p.bad_records_file.as_deref() == path.to_str()) else {
-            return Ok(out);
+            return Ok((out, None));
         };
         let checkpointed_len = p.bad_records_len.unwrap_or(0);
         if p.read.is_empty() {
             // Version 1 positions come with untagged lines.
-            if len > checkpointed_len {
-                note(format!(
+            let note = (len > checkpointed_len).then(|| {
+                format!(
                     "`{}` may list bad records after byte {checkpointed_len} twice: job `{job}` \
                      was checkpointed by an older filesink",
                     path.display(),
-                ));
-            }
-            return Ok(out);
+                )
+            });
+            return Ok((out, note));
         }
         // Lines after the checkpointed length, or all of them in a file that got shorter (then
         // it is another file by the same name).
@@ -124,12 +123,12 @@ impl BadRecordsFile {
             }
         }
         out.file.seek(SeekFrom::End(0)).map_err(err)?;
-        Ok(out)
+        Ok((out, None))
     }
 
     /// Appends `bad`, the job's bad records number `first_seq` on, except those already
     /// written.
-    pub(crate) fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
+    fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
         let mut buf = Vec::new();
         for (seq, b) in (first_seq..).zip(bad) {
             if self.written.contains(&seq) {
@@ -149,18 +148,82 @@ impl BadRecordsFile {
             .map_err(|e| Error::io("write to", &self.path, e))
     }
 
-    /// Makes the file durable and records its path and length in `position`.
-    pub(crate) fn sync(&mut self, position: &mut SourcePosition) -> Result<()> {
+    /// Makes the file durable; returns its length.
+    fn sync(&mut self) -> Result<u64> {
         self.file
             .sync_data()
             .map_err(|e| Error::fsync(&self.path, e))?;
-        let len = self
+        Ok(self
             .file
             .metadata()
             .map_err(|e| Error::io("read the length of", &self.path, e))?
-            .len();
-        position.bad_records_len = Some(len);
-        position.bad_records_file = self.path.to_str().map(str::to_string);
+            .len())
+    }
+}
+
+/// Runs `f` on a thread of the blocking pool, so that the file's system calls never block the
+/// async runtime; a panic there is resumed here.
+async fn on_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(t) => Ok(t),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(Error::io("run", "the bad-records file's task", e.into())),
+    }
+}
+
+/// The bad-records file of a run, if it has one, used from async code: every call runs on the
+/// blocking pool.
+pub(crate) struct BadRecords(Option<BadRecordsFile>);
+
+impl BadRecords {
+    /// Opens the file at `path` (see [`BadRecordsFile::open`]); `None`: no bad-records file.
+    pub(crate) async fn open(
+        path: Option<&Path>,
+        restored: Option<&SourcePosition>,
+        job: &str,
+        sink_id: &str,
+    ) -> Result<(BadRecords, Option<String>)> {
+        let Some(path) = path else {
+            return Ok((BadRecords(None), None));
+        };
+        let (path, job, sink_id) = (path.to_path_buf(), job.to_string(), sink_id.to_string());
+        let restored = restored.cloned();
+        let (file, note) =
+            on_thread(move || BadRecordsFile::open(&path, restored.as_ref(), &job, &sink_id))
+                .await??;
+        Ok((BadRecords(Some(file)), note))
+    }
+
+    /// Appends `bad`, the job's bad records number `first_seq` on (see
+    /// [`BadRecordsFile::write`]).
+    pub(crate) async fn write(&mut self, bad: Vec<BadRecord>, first_seq: u64) -> Result<()> {
+        let mut file = self
+            .0
+            .take()
+            .expect("bad records only come with a bad-records file");
+        let (file, result) = on_thread(move || {
+            let r = file.write(&bad, first_seq);
+            (file, r)
+        })
+        .await?;
+        self.0 = Some(file);
+        result
+    }
+
+    /// Makes the file durable and records its path and length in `position`; nothing without
+    /// a file.
+    pub(crate) async fn sync(&mut self, position: &mut SourcePosition) -> Result<()> {
+        let Some(mut file) = self.0.take() else {
+            return Ok(());
+        };
+        let (file, result) = on_thread(move || {
+            let r = file.sync();
+            (file, r)
+        })
+        .await?;
+        position.bad_records_len = Some(result?);
+        position.bad_records_file = file.path.to_str().map(str::to_string);
+        self.0 = Some(file);
         Ok(())
     }
 }

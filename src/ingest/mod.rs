@@ -1,4 +1,6 @@
-//! Ingestion: JSON lines or CSV files into a lake, exactly once, resumable after a crash.
+//! Ingestion: JSON lines or CSV into a lake, exactly once, resumable after a crash. The
+//! inputs are files ([`Input::file`]) or streams: standard input ([`Input::stdin`]) or any
+//! reader ([`Input::reader`]), read once and checked as a resumed run skips what it read.
 //!
 //! [`Ingest`] is the pipeline: a reader thread ([`Source`]) decodes the inputs in chunks of
 //! whole records, each tagged with the position after it; the pipeline writes the chunks
@@ -91,7 +93,7 @@ use crate::checkpoint::manifest;
 use crate::error::{Error, Result};
 use crate::storage::{LeaseOptions, LocalStorage, Storage};
 use crate::{CheckpointReport, Coordinator, FileFormat, Ownership, RollingPolicy, Sink};
-use bad_records::BadRecordsFile;
+use bad_records::BadRecords;
 pub use json_types::{check_schema, StrictJson};
 pub use source::{
     check_read, infer_schema, BadRecord, Chunk, Cursor, Input, InputFormat, Prefix, RowCheck,
@@ -583,16 +585,16 @@ impl Ingest {
             .await?
             .map(|s| s.sink_id)
             .unwrap_or_default();
-        let mut bad_file = match &bad_records_path {
-            Some(p) => Some(BadRecordsFile::open(
-                p,
-                restored.as_ref(),
-                &job,
-                &sink_id,
-                &mut |m: String| observer.note(&m),
-            )?),
-            None => None,
-        };
+        let (mut bad_file, note) = BadRecords::open(
+            bad_records_path.as_deref(),
+            restored.as_ref(),
+            &job,
+            &sink_id,
+        )
+        .await?;
+        if let Some(note) = note {
+            observer.note(&note);
+        }
 
         let mut position = restored.clone().unwrap_or_else(|| SourcePosition {
             version: SourcePosition::VERSION,
@@ -626,9 +628,7 @@ impl Ingest {
             // Checkpoint 1 of a new job holds no records, only the start: the schema just
             // inferred (standard input cannot be read twice) and the length of the bad-records
             // file, so that a run killed before its first real checkpoint resumes with both.
-            if let Some(f) = &mut bad_file {
-                f.sync(&mut position)?;
-            }
+            bad_file.sync(&mut position).await?;
             let report = coordinator.checkpoint(position.to_json()).await?;
             summary.checkpoints += 1;
             summary.last_checkpoint = report.checkpoint_id;
@@ -717,12 +717,10 @@ impl Ingest {
             match msg {
                 Some(Msg::Chunk(chunk)) => {
                     if !chunk.bad.is_empty() {
-                        let f = bad_file
-                            .as_mut()
-                            .expect("bad records only come with a bad-records file");
-                        f.write(&chunk.bad, position.bad_records + 1)?;
-                        summary.bad_records += chunk.bad.len() as u64;
-                        position.bad_records += chunk.bad.len() as u64;
+                        let n = chunk.bad.len() as u64;
+                        bad_file.write(chunk.bad, position.bad_records + 1).await?;
+                        summary.bad_records += n;
+                        position.bad_records += n;
                     }
                     if let Some(batch) = &chunk.batch {
                         coordinator
@@ -761,9 +759,7 @@ impl Ingest {
                         CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
                     };
                     if due && position.cursor != checkpointed_cursor {
-                        if let Some(f) = &mut bad_file {
-                            f.sync(&mut position)?;
-                        }
+                        bad_file.sync(&mut position).await?;
                         let report = coordinator.checkpoint(position.to_json()).await?;
                         summary.files += report.committed_files;
                         summary.bytes += report.committed_bytes;
@@ -780,9 +776,7 @@ impl Ingest {
                     position.cursor = cursor;
                     position.read = read;
                     summary.input_bytes = bytes_read;
-                    if let Some(f) = &mut bad_file {
-                        f.sync(&mut position)?;
-                    }
+                    bad_file.sync(&mut position).await?;
                     let report = coordinator.finish(position.to_json()).await?;
                     summary.files += report.committed_files;
                     summary.bytes += report.committed_bytes;
@@ -1077,6 +1071,7 @@ mod tests {
             canonical: path.to_string(),
             size_bytes: Some(0),
             file_id: None,
+            stream: None,
         }
     }
 
@@ -1091,5 +1086,76 @@ mod tests {
         let long = default_job_name(&[input(&format!("/d/{}.csv", "x".repeat(100)))]).unwrap();
         assert!(manifest::validate_job_name(&long).is_ok(), "{long}");
         assert_eq!(default_job_name(&[Input::stdin()]), None);
+        assert_eq!(
+            default_job_name(&[Input::reader("r", std::io::empty())]),
+            None
+        );
+    }
+
+    fn records(from: u64, to: u64) -> Vec<u8> {
+        (from..to)
+            .map(|i| format!("{{\"id\":{i},\"day\":\"d{}\"}}\n", i % 2))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    fn reader_ingest(lake: &Path, bytes: Vec<u8>) -> Ingest {
+        Ingest::new([Input::reader("events", std::io::Cursor::new(bytes))])
+            .to_local(lake)
+            .format(FileFormat::json_lines())
+            .partition_by(["day"])
+            .checkpoint_every(CheckpointEvery::Rows(10))
+            .job("from_reader")
+    }
+
+    #[tokio::test]
+    async fn a_reader_resumes_after_what_the_job_read_of_it_and_refuses_other_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = dir.path().join("lake");
+        let first = reader_ingest(&lake, records(0, 100))
+            .stop_after_records(35)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(first.status, IngestStatus::Stopped);
+        assert_eq!(first.records_total, 30);
+        // The same stream again: its first 30 records are skipped and checked, the rest
+        // written.
+        let second = reader_ingest(&lake, records(0, 100)).run().await.unwrap();
+        assert_eq!(second.status, IngestStatus::Finished);
+        assert!(second.resumed);
+        assert_eq!((second.records, second.records_total), (70, 100));
+        // Every record exactly once in the lake's visible files.
+        let mut ids = Vec::new();
+        for day in ["d0", "d1"] {
+            for f in std::fs::read_dir(lake.join(format!("day={day}"))).unwrap() {
+                let path = f.unwrap().path();
+                if path.file_name().unwrap().to_str().unwrap().starts_with('.') {
+                    continue; // hidden: not committed
+                }
+                let text = std::fs::read_to_string(path).unwrap();
+                for line in text.lines() {
+                    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                    ids.push(v["id"].as_i64().unwrap());
+                }
+            }
+        }
+        ids.sort();
+        assert_eq!(ids, (0..100).collect::<Vec<i64>>());
+
+        // Another stream under a job's name is refused once it differs from what was read.
+        let other = dir.path().join("other");
+        let stopped = reader_ingest(&other, records(0, 100))
+            .stop_after_records(15)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(stopped.records_total, 10);
+        let e = reader_ingest(&other, records(5, 105))
+            .run()
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::InputChanged(_)), "{e}");
+        assert!(e.to_string().contains("input `events`"), "{e}");
     }
 }

@@ -11,10 +11,10 @@
 //! each input against it ([`check_read`]): an input whose first bytes differ, or that is
 //! shorter, changed under the job and is refused ([`Error::InputChanged`]); an input that
 //! only grew is read on from where the job stopped, so appended records are ingested once.
-//! Standard input cannot be checked beforehand: the bytes a resumed run skips are checked as
-//! they are skipped.
+//! A stream (standard input, or a reader: [`Input::reader`]) cannot be checked beforehand:
+//! the bytes a resumed run skips are checked as they are skipped.
 //!
-//! Standard input is read by a thread of its own ([`StdinRecords`]), so a chunk can close on a
+//! A stream is read by a thread of its own ([`StdinRecords`]), so a chunk can close on a
 //! deadline as well as on its size: records that trickle in are handed on within a short
 //! linger instead of waiting for a full chunk.
 //!
@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor as IoCursor, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::BooleanArray;
@@ -114,20 +114,33 @@ impl InputFormat {
     }
 }
 
-/// One input: a file, or standard input (`-`).
+/// One input: a file, or a stream (standard input, or a reader).
 #[derive(Debug, Clone)]
 pub struct Input {
-    /// As given on the command line (used in messages: `events.jsonl:123`).
+    /// As given (used in messages: `events.jsonl:123`).
     pub display: String,
-    /// The file; `None` for standard input.
+    /// The file; `None` for a stream.
     pub path: Option<PathBuf>,
-    /// The canonical absolute path, or `-`: what identifies the input in a checkpoint.
+    /// What identifies the input in a checkpoint: the canonical absolute path of a file, `-`
+    /// for standard input, `reader:<name>` for a reader.
     pub canonical: String,
-    /// The file's size when the run started; `None` for standard input.
+    /// The file's size when the run started; `None` for a stream.
     pub size_bytes: Option<u64>,
     /// Device and inode of the file (for standard input, of the file it is redirected from,
     /// if it is one): two names of one file are one input.
     pub file_id: Option<(u64, u64)>,
+    /// The reader of [`Input::reader`]; `None` for files and standard input.
+    pub(crate) stream: Option<Stream>,
+}
+
+/// The reader of an [`Input::reader`], taken by the first read: a stream is read once.
+#[derive(Clone)]
+pub(crate) struct Stream(Arc<Mutex<Option<Box<dyn Read + Send>>>>);
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stream")
+    }
 }
 
 impl Input {
@@ -148,6 +161,41 @@ impl Input {
             canonical: "-".to_string(),
             size_bytes: None,
             file_id: stdin_file_id(),
+            stream: None,
+        }
+    }
+
+    /// A stream read from `reader`, once, like standard input: a job that reads it needs a
+    /// name, and a resumed run skips what the job already read of the stream, checking that
+    /// it is the same bytes. `name` identifies the stream in the job's checkpoints: a rerun
+    /// must give the same.
+    pub fn reader(name: impl Into<String>, reader: impl Read + Send + 'static) -> Input {
+        let name = name.into();
+        Input {
+            canonical: format!("reader:{name}"),
+            display: name,
+            path: None,
+            size_bytes: None,
+            file_id: None,
+            stream: Some(Stream(Arc::new(Mutex::new(Some(Box::new(reader)))))),
+        }
+    }
+
+    /// What a stream reads from: the reader of [`Input::reader`] (taken: a stream is read
+    /// once), or standard input.
+    fn take_stream(&self) -> Result<Box<dyn Read + Send>> {
+        match &self.stream {
+            None => Ok(Box::new(io::stdin())),
+            Some(Stream(r)) => r
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "input `{}` is a stream that was read already",
+                        self.display
+                    ))
+                }),
         }
     }
 
@@ -174,10 +222,11 @@ impl Input {
             canonical: canonical_str,
             size_bytes: Some(meta.len()),
             file_id: Some((meta.dev(), meta.ino())),
+            stream: None,
         })
     }
 
-    /// Whether this is standard input.
+    /// Whether this is a stream (standard input or a reader), read once, not a file.
     pub fn is_stdin(&self) -> bool {
         self.path.is_none()
     }
@@ -519,9 +568,9 @@ struct RawBatch {
     eof: Option<Prefix>,
 }
 
-/// Standard input, read record by record by a thread of its own and handed on as soon as
-/// records arrive: waiting for more input never holds back records that already came, and
-/// the records read for schema inference are kept for [`Source`].
+/// A stream (standard input or a reader), read record by record by a thread of its own and
+/// handed on as soon as records arrive: waiting for more input never holds back records that
+/// already came, and the records read for schema inference are kept for [`Source`].
 pub struct StdinRecords {
     rx: mpsc::Receiver<io::Result<RawBatch>>,
     queue: VecDeque<RawBatch>,
@@ -532,14 +581,15 @@ pub struct StdinRecords {
 }
 
 impl StdinRecords {
-    /// Starts the reader thread.
-    pub fn start(csv: bool) -> Result<StdinRecords> {
+    /// Starts the reader thread of the stream `input`.
+    pub fn start(input: &Input, csv: bool) -> Result<StdinRecords> {
+        let stream = input.take_stream()?;
         let (tx, rx) = mpsc::sync_channel(STDIN_BATCHES_AHEAD);
         std::thread::Builder::new()
             .name("filesink-stdin".into())
             .spawn(move || {
                 let reader = RecordReader {
-                    reader: BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin()),
+                    reader: BufReader::with_capacity(READ_BUFFER_BYTES, stream),
                     offset: 0,
                     line: 1,
                     crc: 0,
@@ -547,7 +597,7 @@ impl StdinRecords {
                 };
                 read_stdin(reader, tx)
             })
-            .map_err(|e| Error::io("start a reader thread for", "<stdin>", e))?;
+            .map_err(|e| Error::io("start a reader thread for", &input.display, e))?;
         Ok(StdinRecords {
             rx,
             queue: VecDeque::new(),
@@ -643,7 +693,7 @@ impl StdinRecords {
 /// The reader thread of [`StdinRecords`]: hands on a batch as soon as the next record is not
 /// already buffered (reading it may wait), or the batch is full.
 fn read_stdin(
-    mut reader: RecordReader<BufReader<io::Stdin>>,
+    mut reader: RecordReader<BufReader<Box<dyn Read + Send>>>,
     tx: mpsc::SyncSender<io::Result<RawBatch>>,
 ) {
     loop {
@@ -734,12 +784,12 @@ pub fn infer_schema(
         }
         None => {
             let csv = format == InputFormat::Csv;
-            let mut stdin = StdinRecords::start(csv)?;
+            let mut stdin = StdinRecords::start(input, csv)?;
             // A CSV header alone says nothing about the types: wait for a row too.
             let least = if csv { 2 } else { 1 };
             stdin
                 .fill(INFER_RECORDS + 1, least, stdin_deadline)
-                .map_err(|e| Error::io("read", "<stdin>", e))?;
+                .map_err(|e| Error::io("read", &input.display, e))?;
             (
                 InferReader::Queued(stdin.peek(INFER_RECORDS + 1)),
                 Some(stdin),
@@ -1083,9 +1133,11 @@ impl Source {
     /// `linger` for more after the first; `None` at the end of the input.
     fn next_stdin_chunk(&mut self, records_max: usize) -> Result<Option<Chunk>> {
         let i = self.cursor.input;
-        let read_err = |e: io::Error| Error::io("read", "<stdin>", e);
+        let display = self.inputs[i].display.clone();
+        let read_err = |e: io::Error| Error::io("read", &display, e);
         if self.stdin.is_none() {
-            self.stdin = Some(StdinRecords::start(self.format == InputFormat::Csv)?);
+            let stream = StdinRecords::start(&self.inputs[i], self.format == InputFormat::Csv)?;
+            self.stdin = Some(stream);
         }
         if !self.stdin_opened {
             self.open_stdin()?;
@@ -1142,8 +1194,10 @@ impl Source {
         let i = self.cursor.input;
         let want = self.read[i];
         let csv = self.format == InputFormat::Csv;
+        let display = self.inputs[i].display.clone();
+        let is_reader = self.inputs[i].stream.is_some();
         let stdin = self.stdin.as_mut().expect("started");
-        let read_err = |e: io::Error| Error::io("read", "<stdin>", e);
+        let read_err = |e: io::Error| Error::io("read", &display, e);
         let mut at = Prefix::START;
         while at.offset < want.offset {
             if stdin.queued() == 0 && !stdin.at_end() {
@@ -1161,10 +1215,15 @@ impl Source {
         }
         let same = at.offset == want.offset && want.crc32c.is_none_or(|c| at.crc32c == Some(c));
         if !same {
+            let what = if is_reader {
+                format!("input `{display}`")
+            } else {
+                "standard input".to_string()
+            };
             return Err(Error::InputChanged(format!(
-                "standard input is not what the job read before: the job already read {} \
-                 bytes of it, and the first bytes now differ or end sooner; feed it the same \
-                 input again, or use another --job for this one",
+                "{what} is not what the job read before: the job already read {} bytes of it, \
+                 and the first bytes now differ or end sooner; feed it the same input again, or \
+                 use another --job for this one",
                 want.offset
             )));
         }
