@@ -5,7 +5,6 @@
 //! its summary.
 
 use std::io::{IsTerminal, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -304,56 +303,16 @@ fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
     Ok(inputs)
 }
 
-/// `p` made absolute, with every part of it that exists resolved (symbolic links, `..`).
-fn real_path(p: &Path) -> std::io::Result<PathBuf> {
-    let abs = std::path::absolute(p)?;
-    let mut existing = abs.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(mut real) = existing.canonicalize() {
-            for part in rest.iter().rev() {
-                real.push(part);
-            }
-            return Ok(real);
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return Ok(abs),
-        }
-    }
-}
-
-/// The absolute `--bad-records` path, refused inside a local lake (it would be listed as
-/// data there) and when it is one of the inputs.
+/// The absolute `--bad-records` path, refused inside a local lake and when it is one of the
+/// inputs ([`filesink::ingest::check_bad_records_path`]).
 fn check_bad_records_path(path: &Path, lake: &Location, inputs: &[Input]) -> CliResult<PathBuf> {
-    let resolve_err =
-        |e: std::io::Error| CliError::context(format!("cannot resolve `{}`", path.display()), e);
-    let absolute = std::path::absolute(path).map_err(resolve_err)?;
-    if let Some(base) = lake.local_path() {
-        let real = real_path(path).map_err(resolve_err)?;
-        let real_base = real_path(base).map_err(resolve_err)?;
-        if real.starts_with(&real_base) {
-            return Err(CliError::usage(format!(
-                "--bad-records `{}` is inside the lake `{lake}`, where it would be listed as \
-                 data; give a path outside it",
-                path.display()
-            )));
+    filesink::ingest::check_bad_records_path(path, lake.local_path(), inputs).map_err(|e| match e {
+        filesink::Error::Config(m) => CliError::usage(format!("--{m}")),
+        filesink::Error::Io { source, .. } => {
+            CliError::context(format!("cannot resolve `{}`", path.display()), source)
         }
-    }
-    if let Ok(meta) = std::fs::metadata(path) {
-        let id = Some((meta.dev(), meta.ino()));
-        if let Some(input) = inputs.iter().find(|i| i.file_id == id) {
-            return Err(CliError::usage(format!(
-                "--bad-records `{}` is input `{}`",
-                path.display(),
-                input.display
-            )));
-        }
-    }
-    Ok(absolute)
+        e => e.into(),
+    })
 }
 
 fn resolve_input_format(inputs: &[Input], given: Option<InputFormat>) -> CliResult<InputFormat> {

@@ -81,6 +81,7 @@ mod bad_records;
 pub mod json_types;
 pub mod source;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -417,6 +418,16 @@ impl Ingest {
             cols => Some(HivePartitioner::new(cols.to_vec())?),
         };
         let strict = bad_records_path.is_none();
+        let bad_records_path = match &bad_records_path {
+            Some(p) => {
+                let lake_dir = match &output {
+                    Output::Local(dir) => Some(dir.as_path()),
+                    Output::Storage(_) => None,
+                };
+                Some(check_bad_records_path(p, lake_dir, &inputs)?)
+            }
+            None => None,
+        };
         if let (Some(schema), InputFormat::Jsonl) = (&explicit, input_format) {
             check_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?;
         }
@@ -859,6 +870,63 @@ pub fn check_distinct(inputs: &[Input]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `p` made absolute, with every part of it that exists resolved (symbolic links, `..`).
+fn real_path(p: &Path) -> std::io::Result<PathBuf> {
+    let abs = std::path::absolute(p)?;
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut real) = existing.canonicalize() {
+            for part in rest.iter().rev() {
+                real.push(part);
+            }
+            return Ok(real);
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return Ok(abs),
+        }
+    }
+}
+
+/// The absolute path of the bad-records file `path` ([`Ingest::bad_records`]), refused
+/// ([`Error::Config`]) inside the local lake `lake_dir`, where it would be listed as data, and
+/// when it is one of the inputs.
+pub fn check_bad_records_path(
+    path: &Path,
+    lake_dir: Option<&Path>,
+    inputs: &[Input],
+) -> Result<PathBuf> {
+    let resolve_err = |e| Error::io("resolve", path, e);
+    let absolute = std::path::absolute(path).map_err(resolve_err)?;
+    if let Some(base) = lake_dir {
+        let real = real_path(path).map_err(resolve_err)?;
+        let real_base = real_path(base).map_err(resolve_err)?;
+        if real.starts_with(&real_base) {
+            return Err(Error::Config(format!(
+                "bad-records `{}` is inside the lake `{}`, where it would be listed as data; \
+                 give a path outside it",
+                path.display(),
+                base.display()
+            )));
+        }
+    }
+    if let Ok(meta) = std::fs::metadata(path) {
+        let id = Some((meta.dev(), meta.ino()));
+        if let Some(input) = inputs.iter().find(|i| i.file_id == id) {
+            return Err(Error::Config(format!(
+                "bad-records `{}` is input `{}`",
+                path.display(),
+                input.display
+            )));
+        }
+    }
+    Ok(absolute)
 }
 
 /// `file:line` of `cursor`, or "the end of the input".
