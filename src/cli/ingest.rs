@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use filesink::bucket::HivePartitioner;
 use filesink::ingest::{
     check_distinct, check_schema, default_job_name, CheckpointEvery, Cursor, Ingest, IngestStatus,
-    Input, InputFormat, Observer, SourcePosition,
+    Input, InputFormat, Observer, SourcePosition, Step,
 };
 use filesink::storage::LeaseOptions;
 use filesink::{CheckpointReport, FileFormat};
@@ -203,7 +203,22 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         ingest = ingest.bad_records(path);
     }
     let mut progress = Progress::default();
-    let summary = ingest.run_with(&mut progress).await.map_err(ingest_error)?;
+    let summary = match ingest.run_with(&mut progress).await {
+        Ok(summary) => summary,
+        Err(e) => {
+            let context = match progress.failed_at {
+                Some(Step::Open) => format!("cannot open job `{job}` in `{location}`"),
+                Some(Step::FirstCheckpoint) => format!("first checkpoint of job `{job}` failed"),
+                Some(Step::Write(cursor)) => {
+                    format!("cannot write the records before {}", progress.at(cursor))
+                }
+                Some(Step::Checkpoint) => format!("checkpoint of job `{job}` failed"),
+                Some(Step::LastCheckpoint) => format!("last checkpoint of job `{job}` failed"),
+                _ => return Err(ingest_error(e)),
+            };
+            return Err(CliError::context(context, e));
+        }
+    };
 
     if summary.status == IngestStatus::AlreadyFinished {
         let records = summary.records_total;
@@ -373,6 +388,8 @@ struct Progress {
     before: Vec<u64>,
     total: Option<u64>,
     last_line: Option<Instant>,
+    /// Where the run failed, for the error's context.
+    failed_at: Option<Step>,
 }
 
 impl Progress {
@@ -405,6 +422,13 @@ impl Progress {
             bar.set_position(p.bytes_done(cursor));
             bar.enable_steady_tick(Duration::from_millis(200));
             p.bar = Some(bar);
+        }
+    }
+
+    fn at(&self, cursor: Cursor) -> String {
+        match self.displays.get(cursor.input) {
+            Some(d) => format!("{d}:{}", cursor.line),
+            None => "the end of the input".to_string(),
         }
     }
 
@@ -489,6 +513,11 @@ impl Observer for Progress {
     }
 
     fn stopped(&mut self) {
+        self.abandon();
+    }
+
+    fn failed(&mut self, step: Step, _error: &filesink::Error) {
+        self.failed_at = Some(step);
         self.abandon();
     }
 }

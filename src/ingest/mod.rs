@@ -149,11 +149,35 @@ pub trait Observer: Send {
     }
     /// The last checkpoint completed: the job is finished.
     fn finished(&mut self) {}
-    /// The run ends without finishing the job (an error, or [`Ingest::stop_after_records`]).
+    /// The run stopped at [`Ingest::stop_after_records`].
     fn stopped(&mut self) {}
+    /// The run failed at `step` with `error` (which the run returns).
+    fn failed(&mut self, step: Step, error: &Error) {
+        let _ = (step, error);
+    }
 }
 
 impl Observer for () {}
+
+/// Where an [`Ingest`] run failed ([`Observer::failed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Before the job is opened (settings, inputs, schema), or between the steps below.
+    Prepare,
+    /// Opening the job: taking its ownership and restoring its last checkpoint.
+    Open,
+    /// The first checkpoint of a new job (its start: schema, no records).
+    FirstCheckpoint,
+    /// Reading the inputs.
+    Read,
+    /// Writing the records before this position.
+    Write(Cursor),
+    /// A checkpoint before the last.
+    Checkpoint,
+    /// The last checkpoint, which finishes the job.
+    LastCheckpoint,
+}
 
 /// How an [`Ingest`] run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,10 +376,10 @@ impl Ingest {
 
     /// Runs the pipeline, telling `observer` what happens.
     pub async fn run_with(self, observer: &mut dyn Observer) -> Result<IngestSummary> {
-        let mut started = false;
-        let result = self.run_inner(observer, &mut started).await;
-        if result.is_err() && started {
-            observer.stopped();
+        let mut step = Step::Prepare;
+        let result = self.run_inner(observer, &mut step).await;
+        if let Err(e) = &result {
+            observer.failed(step, e);
         }
         result
     }
@@ -363,7 +387,7 @@ impl Ingest {
     async fn run_inner(
         self,
         observer: &mut dyn Observer,
-        started: &mut bool,
+        step: &mut Step,
     ) -> Result<IngestSummary> {
         let Ingest {
             inputs,
@@ -502,10 +526,12 @@ impl Ingest {
                 builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
         }
         let sink = builder.build()?;
+        *step = Step::Open;
         let mut coordinator = Coordinator::builder(&sink, &job)
             .ownership(Ownership::Lease(LeaseOptions { ttl: lease_ttl }))
             .open()
             .await?;
+        *step = Step::Prepare;
 
         let canonical: Vec<String> = inputs.iter().map(|i| i.canonical.clone()).collect();
         let mut restored = coordinator
@@ -640,7 +666,9 @@ impl Ingest {
             // inferred (standard input cannot be read twice) and the length of the bad-records
             // file, so that a run killed before its first real checkpoint resumes with both.
             bad_file.sync(&mut position).await?;
+            *step = Step::FirstCheckpoint;
             let report = coordinator.checkpoint(position.to_json()).await?;
+            *step = Step::Prepare;
             summary.checkpoints += 1;
             summary.last_checkpoint = report.checkpoint_id;
         }
@@ -696,7 +724,6 @@ impl Ingest {
             .map_err(|e| Error::io("start a reader thread for", "the inputs", e))?;
 
         observer.started(&inputs, &position);
-        *started = true;
         let mut since_checkpoint: u64 = 0;
         let mut last_checkpoint_at = Instant::now();
         let mut checkpointed_cursor = position.cursor;
@@ -734,17 +761,9 @@ impl Ingest {
                         position.bad_records += n;
                     }
                     if let Some(batch) = &chunk.batch {
-                        coordinator
-                            .writer()
-                            .write(batch)
-                            .await
-                            .map_err(|e| match e {
-                                Error::InvalidInput(m) => Error::InvalidInput(format!(
-                                    "cannot write the records before {}: {m}",
-                                    describe_cursor(&inputs, chunk.cursor)
-                                )),
-                                e => e,
-                            })?;
+                        *step = Step::Write(chunk.cursor);
+                        coordinator.writer().write(batch).await?;
+                        *step = Step::Prepare;
                         let n = batch.num_rows() as u64;
                         summary.records += n;
                         position.records += n;
@@ -771,7 +790,9 @@ impl Ingest {
                     };
                     if due && position.cursor != checkpointed_cursor {
                         bad_file.sync(&mut position).await?;
+                        *step = Step::Checkpoint;
                         let report = coordinator.checkpoint(position.to_json()).await?;
+                        *step = Step::Prepare;
                         summary.files += report.committed_files;
                         summary.bytes += report.committed_bytes;
                         summary.checkpoints += 1;
@@ -788,7 +809,9 @@ impl Ingest {
                     position.read = read;
                     summary.input_bytes = bytes_read;
                     bad_file.sync(&mut position).await?;
+                    *step = Step::LastCheckpoint;
                     let report = coordinator.finish(position.to_json()).await?;
+                    *step = Step::Prepare;
                     summary.files += report.committed_files;
                     summary.bytes += report.committed_bytes;
                     summary.checkpoints += 1;
@@ -799,13 +822,17 @@ impl Ingest {
                 }
                 // No checkpoint: what was written since the last one stays hidden, and the
                 // next run's restore removes it.
-                Some(Msg::Failed(e)) => return Err(e),
+                Some(Msg::Failed(e)) => {
+                    *step = Step::Read;
+                    return Err(e);
+                }
                 None => {
+                    *step = Step::Read;
                     return Err(Error::io(
                         "read",
                         "the inputs",
                         std::io::Error::other("the input reader stopped unexpectedly"),
-                    ))
+                    ));
                 }
             }
         }
@@ -927,14 +954,6 @@ pub fn check_bad_records_path(
         }
     }
     Ok(absolute)
-}
-
-/// `file:line` of `cursor`, or "the end of the input".
-fn describe_cursor(inputs: &[Input], cursor: Cursor) -> String {
-    match inputs.get(cursor.input) {
-        Some(i) => format!("{}:{}", i.display, cursor.line),
-        None => "the end of the input".to_string(),
-    }
 }
 
 /// Infers the schema from the first input that has records (an input without records says
