@@ -18,12 +18,17 @@
 //! The schema is given ([`Ingest::schema`]) or inferred from the first records of the first
 //! input that has any ([`infer_schema`]); JSON values are typed by the rule of
 //! [`json_types`]. A malformed record stops the run, naming its line, unless bad records go to
-//! a file ([`Ingest::bad_records`]; its format is in [`Ingest::bad_records`]'s doc).
+//! a file ([`Ingest::bad_records`], which describes its lines).
+//!
+//! A run tells an [`Observer`] what an operator should know (a resumed job, an input that
+//! grew), its progress, each checkpoint, and at which [`Step`] it failed; `filesink ingest`
+//! draws its progress bar from it.
 //!
 //! # Example: exactly once across a crash
 //!
-//! A first run stops after 250 of 1000 records, the way a killed process would: what it
-//! wrote after its last checkpoint stays hidden. The second run resumes and completes; reading
+//! A first run stops once it has written 250 of 1000 records (at 300: chunks end where
+//! checkpoints fall), the way a killed process would: what it wrote after its last checkpoint
+//! stays hidden. The second run resumes and completes; reading
 //! the lake back finds every record once.
 //!
 //! ```
