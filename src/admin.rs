@@ -368,7 +368,45 @@ pub fn references<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::written_by_job;
+    use super::*;
+
+    #[test]
+    fn only_an_unreferenced_leftover_of_a_dead_job_old_enough_may_be_removed() {
+        let leftover = |job: &str, modified_ms| Leftover {
+            name: None,
+            path: format!("day=1/.part-{job}_0-x-0.parquet.inprogress.y"),
+            final_path: format!("day=1/part-{job}_0-x-0.parquet"),
+            size_bytes: 1,
+            modified_ms,
+        };
+        let mut refs = BTreeMap::new();
+        let needed = leftover("needed", 0);
+        refs.insert(
+            needed.path.clone(),
+            Reference {
+                job: "needed".into(),
+                checkpoint_id: 3,
+                kind: RefKind::Pending,
+            },
+        );
+        let held = HeldJobs {
+            leases: Vec::new(),
+            live: vec![("live".into(), "pid 1".into())],
+        };
+        let now = 10_000;
+        assert!(may_remove(&leftover("dead", 0), &refs, &held, now, 5_000));
+        assert!(!may_remove(&needed, &refs, &held, now, 0), "referenced");
+        assert!(
+            !may_remove(&leftover("live", 0), &refs, &held, now, 0),
+            "live job"
+        );
+        assert!(
+            !may_remove(&leftover("dead", 6_000), &refs, &held, now, 5_000),
+            "too young"
+        );
+        assert_eq!(held.live_job_of(&leftover("live", 0)), Some("live"));
+        assert_eq!(held.live_job_of(&leftover("liver", 0)), None);
+    }
 
     #[test]
     fn a_part_name_belongs_to_the_job_whose_writer_wrote_it() {
