@@ -140,6 +140,13 @@ pub enum Error {
     /// The Parquet writer failed.
     #[error("parquet")]
     Parquet(#[from] parquet::errors::ParquetError),
+
+    /// An input of a resumed ingestion job ([`crate::ingest`]) no longer begins with the bytes
+    /// the job already read of it: it was replaced, edited or cut short, so reading on from
+    /// the checkpointed position would skip or repeat records. Nothing was written. Put the
+    /// original back to resume the job, or ingest the new input as another job.
+    #[error("{0}")]
+    InputChanged(String),
 }
 
 impl Error {

@@ -56,12 +56,14 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod bucket;
 pub mod checkpoint;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 mod error;
 pub mod format;
+pub mod ingest;
 pub mod protocol;
 pub mod sink;
 pub mod storage;

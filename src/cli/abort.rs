@@ -6,7 +6,8 @@
 //! writes, by writers of this sink's jobs, are its own ([`filesink::checkpoint::OwnNames`]);
 //! other names are reported as foreign and left alone, and
 //! [`filesink::storage::Storage::remove_leftover`] refuses any name that is not a part name.
-//! It refuses to run on a location that is not a filesink output.
+//! It refuses to run on a location that is not a filesink output. The rule of what may be
+//! removed is the library's ([`filesink::admin`], [`filesink::admin::may_remove`]).
 //!
 //! It takes each job's ownership, as a running `ingest` holds it
 //! ([`filesink::storage::ownership`]), before it reads the job's manifests: a job owned by a
@@ -22,12 +23,13 @@
 use std::io::Write;
 use std::time::Duration;
 
+use filesink::admin::may_remove;
 use filesink::storage::Leftover;
 use serde_json::json;
 
 use super::commit::{commit_manifest, failure, FileOutcome};
 use super::exit::{CliError, CliResult};
-use super::lake::{references, written_by_job, Lake};
+use super::lake::{references, Lake};
 use super::url::Location;
 use super::util::{human_age, human_bytes, now_ms, parse_duration};
 
@@ -99,20 +101,14 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     let refs = references(&latest);
     // Last modification of a hidden file, initiation of a multipart upload.
     let age = |l: &Leftover| now - l.modified_ms;
-    let live_job = |l: &Leftover| {
-        held.live
-            .iter()
-            .find(|(job, _)| written_by_job(&l.final_path, job))
-            .map(|(job, _)| job.as_str())
-    };
     let min_age_ms = args.older_than.map_or(0, |d| d.as_millis() as i64);
     let candidates: Vec<&Leftover> = leftovers
         .iter()
-        .filter(|l| !refs.contains_key(&l.path) && age(l) >= min_age_ms && live_job(l).is_none())
+        .filter(|l| may_remove(l, &refs, &held, now, min_age_ms))
         .collect();
     let kept_live: Vec<(&Leftover, &str)> = leftovers
         .iter()
-        .filter_map(|l| live_job(l).map(|job| (l, job)))
+        .filter_map(|l| held.live_job_of(l).map(|job| (l, job)))
         .collect();
 
     // 1. Commit what complete checkpoints name: never delete it.

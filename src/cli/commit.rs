@@ -9,7 +9,7 @@ use filesink::{CommitOutcome, Committable};
 use serde_json::json;
 
 use super::exit::{code_of, CliError, CliResult, CONFLICT, DATA_LOST, ERROR};
-use super::lake::{FileState, Lake};
+use super::lake::{require_checkpoint, FileState, Lake};
 use super::url::Location;
 use super::util::{human_bytes, parse_job};
 
@@ -207,7 +207,7 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
                 }
             },
             CheckpointSel::Id(id) => {
-                j.require_checkpoint(id)?;
+                require_checkpoint(&j, id)?;
                 lake.manifest(&j.job, id).await?
             }
         };

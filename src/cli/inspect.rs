@@ -4,11 +4,11 @@ use std::io::Write;
 use std::path::Path;
 
 use filesink::checkpoint::manifest::{manifest_path, Manifest};
+use filesink::ingest::SourcePosition;
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};
-use super::lake::{FileState, Lake};
-use super::source::SourcePosition;
+use super::lake::{require_checkpoint, FileState, Lake};
 use super::url::Location;
 use super::util::{human_age, human_bytes, human_time, now_ms, parse_job};
 
@@ -88,7 +88,7 @@ pub async fn run(args: InspectArgs, out: &mut dyn Write) -> CliResult {
             .expect("checked above");
         let id = match args.checkpoint {
             Some(id) => {
-                info.require_checkpoint(id)?;
+                require_checkpoint(&info, id)?;
                 id
             }
             None => match info.checkpoints.last() {

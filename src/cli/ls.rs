@@ -6,12 +6,12 @@
 use std::collections::HashSet;
 use std::io::Write;
 
+use filesink::ingest::SourcePosition;
 use filesink::storage::Leftover;
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};
 use super::lake::{committed, references, FileState, Lake};
-use super::source::SourcePosition;
 use super::url::Location;
 use super::util::{human_age, human_bytes, human_time, now_ms};
 
@@ -92,7 +92,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
         let v = json!({
             "location": lake.location.to_string(),
             "base": lake.base(),
-            "sink": lake.identity.as_ref().map(|i| json!({
+            "sink": lake.identity().map(|i| json!({
                 "sink_id": i.sink_id,
                 "created_at_ms": i.created_at_ms,
                 "version": i.version,
@@ -150,7 +150,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
         outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
         outln!(out, "location: {}", lake.base());
-        match &lake.identity {
+        match lake.identity() {
             Some(i) => outln!(
                 out,
                 "sink: {} (created {}, {} ago)",

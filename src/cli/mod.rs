@@ -26,10 +26,8 @@ pub mod commit;
 pub mod exit;
 pub mod ingest;
 pub mod inspect;
-pub mod json_types;
 pub mod lake;
 pub mod ls;
-pub mod source;
 pub mod url;
 pub mod util;
 

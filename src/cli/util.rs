@@ -68,14 +68,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-/// How often `ingest` checkpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointEvery {
-    /// After this many records.
-    Rows(u64),
-    /// After this much time.
-    Interval(Duration),
-}
+pub use filesink::ingest::CheckpointEvery;
 
 /// Parses `--checkpoint-every`: `100000rows` or a duration (`200ms`, `10s`).
 pub fn parse_checkpoint_every(s: &str) -> Result<CheckpointEvery, String> {
@@ -100,12 +93,11 @@ pub fn parse_checkpoint_every(s: &str) -> Result<CheckpointEvery, String> {
 
 /// Checks a job name: 1 to 48 ASCII letters, digits or `_` (what the coordinator accepts).
 pub fn parse_job(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.len() > 48 || !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(format!(
-            "job name `{s}` must be 1 to 48 ASCII letters, digits or `_`"
-        ));
+    match filesink::protocol::validate_job_name(s) {
+        Ok(()) => Ok(s.to_string()),
+        Err(filesink::Error::Config(msg)) => Err(msg),
+        Err(e) => Err(e.to_string()),
     }
-    Ok(s.to_string())
 }
 
 /// `1.5 MiB`, `12 B`.

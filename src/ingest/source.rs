@@ -1,4 +1,4 @@
-//! The input of `ingest`: JSON lines or CSV files (or standard input), read in chunks of
+//! The resumable source: JSON lines or CSV files (or standard input), read in chunks of
 //! whole records, each chunk tagged with the position of the next unread record.
 //!
 //! A position ([`Cursor`]) is an input index, the byte offset of the next unread record in it,
@@ -9,12 +9,12 @@
 //! What identifies the data behind a position: per input, a [`Prefix`]: how many bytes the job
 //! read and the CRC-32C of those bytes, computed as they are read. A resumed run first checks
 //! each input against it ([`check_read`]): an input whose first bytes differ, or that is
-//! shorter, changed under the job and is refused ([`super::exit::INPUT_CHANGED`]); an input that
+//! shorter, changed under the job and is refused ([`Error::InputChanged`]); an input that
 //! only grew is read on from where the job stopped, so appended records are ingested once.
-//! Standard input cannot be checked beforehand: the bytes a resumed run skips are checked as
-//! they are skipped.
+//! A stream (standard input, or a reader: [`Input::reader`]) cannot be checked beforehand:
+//! the bytes a resumed run skips are checked as they are skipped.
 //!
-//! Standard input is read by a thread of its own ([`StdinRecords`]), so a chunk can close on a
+//! A stream is read by a thread of its own ([`StdinRecords`]), so a chunk can close on a
 //! deadline as well as on its size: records that trickle in are handed on within a short
 //! linger instead of waiting for a full chunk.
 //!
@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor as IoCursor, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::BooleanArray;
@@ -35,8 +35,8 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use super::exit::{CliError, CliResult};
 use super::json_types::{refine_inferred, StrictJson};
+use crate::error::{Error, Result};
 
 /// Records read to infer a schema.
 pub const INFER_RECORDS: usize = 1000;
@@ -57,7 +57,7 @@ const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
 pub type RowCheck = Box<dyn Fn(&RecordBatch) -> Vec<(usize, String)> + Send>;
 
 /// The format of the input files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputFormat {
     /// Newline-delimited JSON: one object per line (`.jsonl`, `.json`, `.ndjson`).
@@ -77,6 +77,34 @@ impl InputFormat {
         }
     }
 
+    /// The format of `inputs`, from their file extensions (standard input: JSON lines);
+    /// an error if an extension says nothing or the inputs mix formats.
+    pub fn of_inputs(inputs: &[Input]) -> Result<InputFormat> {
+        let mut format = None;
+        for input in inputs {
+            let f = if input.is_stdin() {
+                InputFormat::Jsonl
+            } else {
+                InputFormat::from_path(&input.display).ok_or_else(|| {
+                    Error::Config(format!(
+                        "cannot tell the format of `{}` from its name; give the input format",
+                        input.display
+                    ))
+                })?
+            };
+            match format {
+                None => format = Some(f),
+                Some(g) if g != f => {
+                    return Err(Error::Config(
+                        "the inputs mix JSON lines and CSV; ingest them as separate jobs".into(),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        format.ok_or_else(|| Error::Config("no inputs".into()))
+    }
+
     /// `jsonl` or `csv`.
     pub fn name(self) -> &'static str {
         match self {
@@ -86,47 +114,107 @@ impl InputFormat {
     }
 }
 
-/// One input: a file, or standard input (`-`).
+/// One input: a file, or a stream (standard input, or a reader).
 #[derive(Debug, Clone)]
 pub struct Input {
-    /// As given on the command line (used in messages: `events.jsonl:123`).
+    /// As given (used in messages: `events.jsonl:123`).
     pub display: String,
-    /// The file; `None` for standard input.
+    /// The file; `None` for a stream.
     pub path: Option<PathBuf>,
-    /// The canonical absolute path, or `-`: what identifies the input in a checkpoint.
+    /// What identifies the input in a checkpoint: the canonical absolute path of a file, `-`
+    /// for standard input, `reader:<name>` for a reader.
     pub canonical: String,
-    /// The file's size when the run started; `None` for standard input.
+    /// The file's size when the run started; `None` for a stream.
     pub size_bytes: Option<u64>,
     /// Device and inode of the file (for standard input, of the file it is redirected from,
     /// if it is one): two names of one file are one input.
     pub file_id: Option<(u64, u64)>,
+    /// The reader of [`Input::reader`]; `None` for files and standard input.
+    pub(crate) stream: Option<Stream>,
+}
+
+/// The reader of an [`Input::reader`], taken by the first read: a stream is read once.
+#[derive(Clone)]
+pub(crate) struct Stream(Arc<Mutex<Option<Box<dyn Read + Send>>>>);
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stream")
+    }
 }
 
 impl Input {
-    /// Resolves a command-line input: `-` is standard input, anything else a file that must
-    /// exist.
-    pub fn resolve(arg: &str) -> CliResult<Input> {
+    /// Resolves an input as a command line names it: `-` is standard input, anything else a
+    /// file that must exist.
+    pub fn resolve(arg: &str) -> Result<Input> {
         if arg == "-" {
-            return Ok(Input {
-                display: "<stdin>".to_string(),
-                path: None,
-                canonical: "-".to_string(),
-                size_bytes: None,
-                file_id: stdin_file_id(),
-            });
+            return Ok(Input::stdin());
         }
-        let path = PathBuf::from(arg);
+        Input::file(arg)
+    }
+
+    /// The process's standard input, read once (a job that reads it needs a name).
+    pub fn stdin() -> Input {
+        Input {
+            display: "<stdin>".to_string(),
+            path: None,
+            canonical: "-".to_string(),
+            size_bytes: None,
+            file_id: stdin_file_id(),
+            stream: None,
+        }
+    }
+
+    /// A stream read from `reader`, once, like standard input: a job that reads it needs a
+    /// name, and a resumed run skips what the job already read of the stream, checking that
+    /// it is the same bytes. `name` identifies the stream in the job's checkpoints: a rerun
+    /// must give the same.
+    pub fn reader(name: impl Into<String>, reader: impl Read + Send + 'static) -> Input {
+        let name = name.into();
+        Input {
+            canonical: format!("reader:{name}"),
+            display: name,
+            path: None,
+            size_bytes: None,
+            file_id: None,
+            stream: Some(Stream(Arc::new(Mutex::new(Some(Box::new(reader)))))),
+        }
+    }
+
+    /// What a stream reads from: the reader of [`Input::reader`] (taken: a stream is read
+    /// once), or standard input.
+    fn take_stream(&self) -> Result<Box<dyn Read + Send>> {
+        match &self.stream {
+            None => Ok(Box::new(io::stdin())),
+            Some(Stream(r)) => r
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "input `{}` is a stream that was read already",
+                        self.display
+                    ))
+                }),
+        }
+    }
+
+    /// A file, which must exist; it is named in messages as given here, and identified in a
+    /// checkpoint by its canonical absolute path.
+    pub fn file(path: impl AsRef<Path>) -> Result<Input> {
+        let path = path.as_ref();
+        let arg = path.display().to_string();
+        let path = path.to_path_buf();
         let canonical = path
             .canonicalize()
-            .map_err(|e| CliError::context(format!("cannot open input `{arg}`"), e))?;
-        let meta = std::fs::metadata(&canonical)
-            .map_err(|e| CliError::context(format!("cannot open input `{arg}`"), e))?;
+            .map_err(|e| Error::io("open input", &arg, e))?;
+        let meta = std::fs::metadata(&canonical).map_err(|e| Error::io("open input", &arg, e))?;
         if !meta.is_file() {
-            return Err(CliError::msg(format!("input `{arg}` is not a file")));
+            return Err(Error::InvalidInput(format!("input `{arg}` is not a file")));
         }
         let canonical_str = canonical
             .to_str()
-            .ok_or_else(|| CliError::msg(format!("input path `{arg}` is not UTF-8")))?
+            .ok_or_else(|| Error::InvalidInput(format!("input path `{arg}` is not UTF-8")))?
             .to_string();
         Ok(Input {
             display: arg.to_string(),
@@ -134,10 +222,11 @@ impl Input {
             canonical: canonical_str,
             size_bytes: Some(meta.len()),
             file_id: Some((meta.dev(), meta.ino())),
+            stream: None,
         })
     }
 
-    /// Whether this is standard input.
+    /// Whether this is a stream (standard input or a reader), read once, not a file.
     pub fn is_stdin(&self) -> bool {
         self.path.is_none()
     }
@@ -186,7 +275,7 @@ impl Prefix {
 }
 
 /// The source position stored in every checkpoint of an `ingest` job (the opaque JSON of
-/// [`filesink::Coordinator::checkpoint`]).
+/// [`crate::Coordinator::checkpoint`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourcePosition {
     /// Version of this layout.
@@ -232,23 +321,20 @@ impl SourcePosition {
     }
 
     /// Reads a checkpoint's source position.
-    pub fn from_json(job: &str, v: &serde_json::Value) -> CliResult<SourcePosition> {
+    pub fn from_json(job: &str, v: &serde_json::Value) -> Result<SourcePosition> {
+        let what = || format!("source position of job `{job}`");
         let p: SourcePosition = serde_json::from_value(v.clone()).map_err(|e| {
-            CliError::new(
-                super::exit::CORRUPT,
-                format!("the source position of job `{job}` is not one `filesink ingest` wrote"),
+            Error::corrupt(
+                what(),
+                format!("it is not one the ingestion engine wrote ({e})"),
             )
-            .caused_by(e)
         })?;
         if p.version == 0 || p.version > Self::VERSION {
-            return Err(CliError::new(
-                super::exit::CORRUPT,
-                format!(
-                    "the source position of job `{job}` has version {}, this build reads up to {}",
-                    p.version,
-                    Self::VERSION
-                ),
-            ));
+            return Err(Error::UnsupportedVersion {
+                what: what(),
+                found: p.version,
+                supported: Self::VERSION,
+            });
         }
         Ok(p)
     }
@@ -482,9 +568,9 @@ struct RawBatch {
     eof: Option<Prefix>,
 }
 
-/// Standard input, read record by record by a thread of its own and handed on as soon as
-/// records arrive: waiting for more input never holds back records that already came, and
-/// the records read for schema inference are kept for [`Source`].
+/// A stream (standard input or a reader), read record by record by a thread of its own and
+/// handed on as soon as records arrive: waiting for more input never holds back records that
+/// already came, and the records read for schema inference are kept for [`Source`].
 pub struct StdinRecords {
     rx: mpsc::Receiver<io::Result<RawBatch>>,
     queue: VecDeque<RawBatch>,
@@ -495,14 +581,15 @@ pub struct StdinRecords {
 }
 
 impl StdinRecords {
-    /// Starts the reader thread.
-    pub fn start(csv: bool) -> CliResult<StdinRecords> {
+    /// Starts the reader thread of the stream `input`.
+    pub fn start(input: &Input, csv: bool) -> Result<StdinRecords> {
+        let stream = input.take_stream()?;
         let (tx, rx) = mpsc::sync_channel(STDIN_BATCHES_AHEAD);
         std::thread::Builder::new()
             .name("filesink-stdin".into())
             .spawn(move || {
                 let reader = RecordReader {
-                    reader: BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin()),
+                    reader: BufReader::with_capacity(READ_BUFFER_BYTES, stream),
                     offset: 0,
                     line: 1,
                     crc: 0,
@@ -510,7 +597,7 @@ impl StdinRecords {
                 };
                 read_stdin(reader, tx)
             })
-            .map_err(|e| CliError::context("cannot start the standard input reader", e))?;
+            .map_err(|e| Error::io("start a reader thread for", &input.display, e))?;
         Ok(StdinRecords {
             rx,
             queue: VecDeque::new(),
@@ -606,7 +693,7 @@ impl StdinRecords {
 /// The reader thread of [`StdinRecords`]: hands on a batch as soon as the next record is not
 /// already buffered (reading it may wait), or the batch is full.
 fn read_stdin(
-    mut reader: RecordReader<BufReader<io::Stdin>>,
+    mut reader: RecordReader<BufReader<Box<dyn Read + Send>>>,
     tx: mpsc::SyncSender<io::Result<RawBatch>>,
 ) {
     loop {
@@ -682,12 +769,10 @@ pub fn infer_schema(
     format: InputFormat,
     strict: bool,
     stdin_deadline: Option<Instant>,
-) -> CliResult<(Schema, Option<StdinRecords>)> {
+) -> Result<(Schema, Option<StdinRecords>)> {
     let (mut reader, prefix) = match &input.path {
         Some(path) => {
-            let file = File::open(path).map_err(|e| {
-                CliError::context(format!("cannot open input `{}`", input.display), e)
-            })?;
+            let file = File::open(path).map_err(|e| Error::io("open input", &input.display, e))?;
             let r = RecordReader {
                 reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)) as Box<_>,
                 offset: 0,
@@ -699,20 +784,19 @@ pub fn infer_schema(
         }
         None => {
             let csv = format == InputFormat::Csv;
-            let mut stdin = StdinRecords::start(csv)?;
+            let mut stdin = StdinRecords::start(input, csv)?;
             // A CSV header alone says nothing about the types: wait for a row too.
             let least = if csv { 2 } else { 1 };
             stdin
                 .fill(INFER_RECORDS + 1, least, stdin_deadline)
-                .map_err(|e| CliError::context("cannot read standard input", e))?;
+                .map_err(|e| Error::io("read", &input.display, e))?;
             (
                 InferReader::Queued(stdin.peek(INFER_RECORDS + 1)),
                 Some(stdin),
             )
         }
     };
-    let read_err =
-        |e: io::Error| CliError::context(format!("cannot read input `{}`", input.display), e);
+    let read_err = |e: io::Error| Error::io("read input", &input.display, e);
     let mut buf = Vec::new();
     match format {
         InputFormat::Jsonl => {
@@ -748,15 +832,8 @@ pub fn infer_schema(
             let schema = arrow::json::reader::infer_json_schema_from_iterator(
                 values.iter().map(Ok::<_, ArrowError>),
             )
-            .map_err(|e| {
-                CliError::context(format!("cannot infer a schema from `{}`", input.display), e)
-            })?;
-            let schema = refine_inferred(schema, &values).map_err(|e| {
-                CliError::msg(format!(
-                    "cannot infer a schema from `{}`: {e}",
-                    input.display
-                ))
-            })?;
+            .map_err(|e| cannot_infer(input, e))?;
+            let schema = refine_inferred(schema, &values).map_err(|e| cannot_infer(input, e))?;
             Ok((in_key_order(schema, &key_order), prefix))
         }
         InputFormat::Csv => {
@@ -789,9 +866,7 @@ pub fn infer_schema(
             let (schema, _) = arrow::csv::reader::Format::default()
                 .with_header(true)
                 .infer_schema(IoCursor::new(&buf), None)
-                .map_err(|e| {
-                    CliError::context(format!("cannot infer a schema from `{}`", input.display), e)
-                })?;
+                .map_err(|e| cannot_infer(input, e))?;
             Ok((schema, prefix))
         }
     }
@@ -835,9 +910,16 @@ fn in_key_order(schema: Schema, order: &[String]) -> Schema {
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
-fn malformed(input: &Input, line: u64, msg: &str) -> CliError {
-    CliError::msg(format!(
+fn malformed(input: &Input, line: u64, msg: &str) -> Error {
+    Error::InvalidInput(format!(
         "malformed record at {}:{line}: {msg}",
+        input.display
+    ))
+}
+
+fn cannot_infer(input: &Input, e: impl std::fmt::Display) -> Error {
+    Error::InvalidInput(format!(
+        "cannot infer a schema from `{}`: {e}",
         input.display
     ))
 }
@@ -966,7 +1048,7 @@ impl Source {
 
     /// The next chunk of at most `records_max` records (good and bad), or `None` when every
     /// input is read. A chunk never spans two inputs.
-    pub fn next_chunk(&mut self, records_max: usize) -> CliResult<Option<Chunk>> {
+    pub fn next_chunk(&mut self, records_max: usize) -> Result<Option<Chunk>> {
         let records_max = records_max.max(1);
         loop {
             if self.cursor.input >= self.inputs.len() {
@@ -999,11 +1081,9 @@ impl Source {
                         break;
                     }
                     Err(e) => {
-                        return Err(CliError::context(
-                            format!(
-                                "cannot read input `{}` at line {}",
-                                input.display, reader.line
-                            ),
+                        return Err(Error::io(
+                            "read input",
+                            format!("{}:{}", input.display, reader.line),
                             e,
                         ))
                     }
@@ -1051,11 +1131,13 @@ impl Source {
 
     /// The next chunk of standard input: the records there are, once it has waited
     /// `linger` for more after the first; `None` at the end of the input.
-    fn next_stdin_chunk(&mut self, records_max: usize) -> CliResult<Option<Chunk>> {
+    fn next_stdin_chunk(&mut self, records_max: usize) -> Result<Option<Chunk>> {
         let i = self.cursor.input;
-        let read_err = |e: io::Error| CliError::context("cannot read standard input", e);
+        let display = self.inputs[i].display.clone();
+        let read_err = |e: io::Error| Error::io("read", &display, e);
         if self.stdin.is_none() {
-            self.stdin = Some(StdinRecords::start(self.format == InputFormat::Csv)?);
+            let stream = StdinRecords::start(&self.inputs[i], self.format == InputFormat::Csv)?;
+            self.stdin = Some(stream);
         }
         if !self.stdin_opened {
             self.open_stdin()?;
@@ -1108,12 +1190,14 @@ impl Source {
 
     /// Skips the records of standard input the job already read, checking that they are the
     /// same bytes, and checks a CSV header.
-    fn open_stdin(&mut self) -> CliResult {
+    fn open_stdin(&mut self) -> Result<()> {
         let i = self.cursor.input;
         let want = self.read[i];
         let csv = self.format == InputFormat::Csv;
+        let display = self.inputs[i].display.clone();
+        let is_reader = self.inputs[i].stream.is_some();
         let stdin = self.stdin.as_mut().expect("started");
-        let read_err = |e: io::Error| CliError::context("cannot read standard input", e);
+        let read_err = |e: io::Error| Error::io("read", &display, e);
         let mut at = Prefix::START;
         while at.offset < want.offset {
             if stdin.queued() == 0 && !stdin.at_end() {
@@ -1131,15 +1215,17 @@ impl Source {
         }
         let same = at.offset == want.offset && want.crc32c.is_none_or(|c| at.crc32c == Some(c));
         if !same {
-            return Err(CliError::new(
-                super::exit::INPUT_CHANGED,
-                format!(
-                    "standard input is not what the job read before: the job already read {} \
-                     bytes of it, and the first bytes now differ or end sooner; feed it the \
-                     same input again, or use another --job for this one",
-                    want.offset
-                ),
-            ));
+            let what = if is_reader {
+                format!("input `{display}`")
+            } else {
+                "standard input".to_string()
+            };
+            return Err(Error::InputChanged(format!(
+                "{what} is not what the job read before: the job already read {} bytes of it, \
+                 and the first bytes now differ or end sooner; feed it the same input again, or \
+                 use another --job for this one",
+                want.offset
+            )));
         }
         self.set_read(i, at);
         let stdin = self.stdin.as_mut().expect("started");
@@ -1165,7 +1251,7 @@ impl Source {
     }
 
     /// Checks a CSV header against the schema.
-    fn check_header(&self, header: &[u8]) -> CliResult {
+    fn check_header(&self, header: &[u8]) -> Result<()> {
         let input = &self.inputs[self.cursor.input];
         let names = csv_fields(header);
         let expected: Vec<&str> = self
@@ -1175,7 +1261,7 @@ impl Source {
             .map(|f| f.name().as_str())
             .collect();
         if names != expected {
-            return Err(CliError::msg(format!(
+            return Err(Error::InvalidInput(format!(
                 "the header of `{}` ({}) does not match the job's columns ({})",
                 input.display,
                 names.join(", "),
@@ -1185,12 +1271,11 @@ impl Source {
         Ok(())
     }
 
-    fn open_reader(&mut self) -> CliResult<RecordReader> {
+    fn open_reader(&mut self) -> Result<RecordReader> {
         let i = self.cursor.input;
         let input = self.inputs[i].clone();
         let csv = self.format == InputFormat::Csv;
-        let open_err =
-            |e: io::Error| CliError::context(format!("cannot open input `{}`", input.display), e);
+        let open_err = |e: io::Error| Error::io("open input", &input.display, e);
         let path = input
             .path
             .as_ref()
@@ -1199,13 +1284,10 @@ impl Source {
         let meta = file.metadata().map_err(open_err)?;
         let mut p = self.read[i];
         if input.file_id != Some((meta.dev(), meta.ino())) || meta.len() < p.offset {
-            return Err(CliError::new(
-                super::exit::INPUT_CHANGED,
-                format!(
-                    "input `{}` changed while the job ran: it was replaced or cut short",
-                    input.display
-                ),
-            ));
+            return Err(Error::InputChanged(format!(
+                "input `{}` changed while the job ran: it was replaced or cut short",
+                input.display
+            )));
         }
         match p.crc32c {
             Some(_) => {
@@ -1216,13 +1298,10 @@ impl Source {
                 // A position that did not record a checksum: read the bytes to compute it.
                 let (crc, newlines, n) = crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
                 if n < p.offset {
-                    return Err(CliError::new(
-                        super::exit::INPUT_CHANGED,
-                        format!(
-                            "input `{}` changed while the job ran: it was cut short",
-                            input.display
-                        ),
-                    ));
+                    return Err(Error::InputChanged(format!(
+                        "input `{}` changed while the job ran: it was cut short",
+                        input.display
+                    )));
                 }
                 p = Prefix {
                     offset: p.offset,
@@ -1264,7 +1343,7 @@ impl Source {
     }
 
     /// Decodes the records in `buf`: all at once, and only if that fails record by record.
-    fn decode(&mut self) -> CliResult<(Option<RecordBatch>, Vec<BadRecord>)> {
+    fn decode(&mut self) -> Result<(Option<RecordBatch>, Vec<BadRecord>)> {
         let n = self.spans.len();
         if let Ok(batch) = self.decode_all(&self.buf, n) {
             return self.check_rows(Some(batch), None, Vec::new());
@@ -1299,10 +1378,7 @@ impl Source {
         let batch = if batches.is_empty() {
             None
         } else {
-            Some(
-                arrow::compute::concat_batches(&self.schema, &batches)
-                    .map_err(|e| CliError::context("cannot assemble decoded records", e))?,
-            )
+            Some(arrow::compute::concat_batches(&self.schema, &batches)?)
         };
         self.check_rows(batch, Some(&decoded), bad)
     }
@@ -1315,7 +1391,7 @@ impl Source {
         batch: Option<RecordBatch>,
         decoded: Option<&[usize]>,
         mut bad: Vec<BadRecord>,
-    ) -> CliResult<(Option<RecordBatch>, Vec<BadRecord>)> {
+    ) -> Result<(Option<RecordBatch>, Vec<BadRecord>)> {
         let Some(b) = &batch else {
             return Ok((batch, bad));
         };
@@ -1347,8 +1423,7 @@ impl Source {
                 error: msg,
             });
         }
-        let kept = arrow::compute::filter_record_batch(b, &BooleanArray::from(keep))
-            .map_err(|e| CliError::context("cannot set aside rejected records", e))?;
+        let kept = arrow::compute::filter_record_batch(b, &BooleanArray::from(keep))?;
         Ok(((kept.num_rows() > 0).then_some(kept), bad))
     }
 
@@ -1444,26 +1519,22 @@ fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64)> {
 /// input, whether it grew beyond them (always `false` for standard input, which is checked
 /// as it is read again, and for a prefix without a checksum).
 ///
-/// An input that changed is refused with [`super::exit::INPUT_CHANGED`], naming it.
-pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> CliResult<Vec<bool>> {
+/// An input that changed is refused with [`Error::InputChanged`], naming it.
+pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bool>> {
     let mut grew = Vec::with_capacity(inputs.len());
     for (input, p) in inputs.iter().zip(read) {
         let Some(path) = &input.path else {
             grew.push(false);
             continue;
         };
-        let open_err =
-            |e: io::Error| CliError::context(format!("cannot read input `{}`", input.display), e);
+        let open_err = |e: io::Error| Error::io("read input", &input.display, e);
         let changed = |how: String| {
-            CliError::new(
-                super::exit::INPUT_CHANGED,
-                format!(
-                    "input `{}` changed since job `{job}` read it: {how}; nothing was written. \
-                     Put the original back to resume the job, or ingest the new file as another \
-                     job (--job)",
-                    input.display
-                ),
-            )
+            Error::InputChanged(format!(
+                "input `{}` changed since job `{job}` read it: {how}; nothing was written. \
+                 Put the original back to resume the job, or ingest the new file as another \
+                 job (--job)",
+                input.display
+            ))
         };
         let mut file = File::open(path).map_err(open_err)?;
         let len = file.metadata().map_err(open_err)?.len();
@@ -1537,20 +1608,6 @@ fn non_finite_floats(batch: &RecordBatch) -> Vec<(usize, String)> {
         }
     }
     out
-}
-
-/// Reads a `--schema` file: the serde JSON of an arrow schema.
-pub fn read_schema_file(path: &Path) -> CliResult<Schema> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        CliError::usage(format!("cannot read schema file `{}`", path.display())).caused_by(e)
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::usage(format!(
-            "`{}` is not an arrow schema in JSON",
-            path.display()
-        ))
-        .caused_by(e)
-    })
 }
 
 /// The schema as a shared reference.

@@ -1,0 +1,426 @@
+//! The read model of a lake for operators: its identity, its jobs and their latest manifests,
+//! its committed files, its hidden leftovers, which of them a manifest still needs, and which
+//! jobs a live run owns. Listing, committing and cleaning up (`filesink ls`, `commit`,
+//! `abort`) are built on it; nothing here changes anything except [`Lake::hold_jobs`], which
+//! takes jobs' ownership for as long as the caller acts on them.
+//!
+//! # What may be removed
+//!
+//! A hidden leftover may be removed ([`may_remove`]) only if all of these hold:
+//!
+//! 1. it is the sink's own ([`Lake::leftovers`], by [`OwnNames`]): a part name of the exact
+//!    shape filesink writes, by a writer of one of the sink's jobs; anything else is foreign,
+//!    reported and never removed;
+//! 2. no job's latest manifest references it ([`references`]): not a pending file (commit it
+//!    instead), not a resumable row file, not an original a resumed file supersedes;
+//! 3. its job is not owned by a live run ([`Lake::hold_jobs`]): a live run's hidden files are
+//!    its work in progress;
+//! 4. it is at least as old as the caller asks.
+//!
+//! A writer's own restore ([`crate::Coordinator`]) removes only its writer id's names, by the
+//! same name grammar.
+//!
+//! Everything goes through the [`Storage`] trait, so the same code serves every backend.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::checkpoint::manifest::{self, Manifest, SinkIdentity};
+use crate::checkpoint::OwnNames;
+use crate::error::{Error, Result};
+use crate::format::FileFormat;
+use crate::protocol::Committable;
+use crate::sink::state::{split_rel, PartName};
+use crate::sink::{OutputFileConfig, Sink};
+use crate::storage::{CommitState, JobLease, LeaseOptions, Leftover, Storage, VisibleFile};
+
+/// An existing location, read through its storage: a sink, or a location that is not one
+/// (yet).
+#[derive(Debug)]
+pub struct Lake {
+    storage: Arc<dyn Storage>,
+    identity: Option<SinkIdentity>,
+}
+
+/// One job of a lake.
+#[derive(Debug)]
+pub struct JobInfo {
+    /// The job name.
+    pub job: String,
+    /// Its manifests: (checkpoint id, modification time in ms since the epoch), ascending.
+    pub checkpoints: Vec<(u64, i64)>,
+    /// Its latest manifest, or why it cannot be read.
+    pub latest: Result<Option<Manifest>>,
+}
+
+/// The jobs a caller may act on ([`Lake::hold_jobs`]).
+#[derive(Debug, Default)]
+pub struct HeldJobs {
+    /// Leases the caller holds while it acts (dropping them gives the jobs back).
+    pub leases: Vec<Box<dyn JobLease>>,
+    /// Jobs owned by a live run, with who holds them: the caller leaves them alone.
+    pub live: Vec<(String, String)>,
+}
+
+impl HeldJobs {
+    /// Whether `job` is owned by a live run.
+    pub fn is_live(&self, job: &str) -> bool {
+        self.live.iter().any(|(j, _)| j == job)
+    }
+
+    /// The live job whose writers wrote `leftover`, if any.
+    pub fn live_job_of(&self, leftover: &Leftover) -> Option<&str> {
+        self.live
+            .iter()
+            .find(|(job, _)| written_by_job(&leftover.final_path, job))
+            .map(|(job, _)| job.as_str())
+    }
+
+    /// Gives every held job back and waits until another run can take it.
+    pub async fn release(self) -> Result<()> {
+        for lease in self.leases {
+            lease.release().await?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the part file `final_path` was written by a writer of `job` (writer ids are
+/// `<job>_<i>`, and part names `<prefix>-<writer id>-…`).
+pub fn written_by_job(final_path: &str, job: &str) -> bool {
+    let name = final_path.rsplit('/').next().unwrap_or(final_path);
+    let needle = format!("-{job}_");
+    name.match_indices(&needle).any(|(i, _)| {
+        let rest = &name[i + needle.len()..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0 && rest[digits..].starts_with('-')
+    })
+}
+
+/// The rule of the [module doc](self): whether the sink's own `leftover` may be removed, given
+/// the hidden files the latest manifests reference (`refs`), the jobs `held` (with the live
+/// ones), and the least age in milliseconds (`age_ms_min`) at `now_ms`.
+pub fn may_remove(
+    leftover: &Leftover,
+    refs: &BTreeMap<String, Reference>,
+    held: &HeldJobs,
+    now_ms: i64,
+    age_ms_min: i64,
+) -> bool {
+    !refs.contains_key(&leftover.path)
+        && now_ms - leftover.modified_ms >= age_ms_min
+        && held.live_job_of(leftover).is_none()
+}
+
+/// Why a hidden file is still needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefKind {
+    /// A committable's pending file: committed by a commit or the job's next run.
+    Pending,
+    /// A row-format file kept open across the checkpoint; the job's next run resumes it.
+    Resumable,
+    /// An original that a resumed file supersedes; removed once that one is committed.
+    Superseded,
+}
+
+impl RefKind {
+    /// `pending`, `resumable` or `superseded`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefKind::Pending => "pending",
+            RefKind::Resumable => "resumable",
+            RefKind::Superseded => "superseded",
+        }
+    }
+}
+
+/// A hidden file that a job's latest manifest references.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// The job.
+    pub job: String,
+    /// The manifest's checkpoint id.
+    pub checkpoint_id: u64,
+    /// Why it is referenced.
+    pub kind: RefKind,
+}
+
+/// Committed (visible) files of one partition directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Partition {
+    /// Files.
+    pub files: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// Where a committable's file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileState {
+    /// The final file exists: committed.
+    Visible,
+    /// Only the pending file (a hidden file, or an incomplete multipart upload) exists:
+    /// waiting for commit.
+    Pending,
+    /// Another file holds the final name: committing it is a conflict.
+    Conflict,
+    /// Neither exists.
+    Missing,
+}
+
+impl FileState {
+    /// `visible`, `pending`, `conflict` or `missing`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileState::Visible => "visible",
+            FileState::Pending => "pending",
+            FileState::Conflict => "conflict",
+            FileState::Missing => "missing",
+        }
+    }
+}
+
+impl From<CommitState> for FileState {
+    fn from(s: CommitState) -> FileState {
+        match s {
+            CommitState::Committed => FileState::Visible,
+            CommitState::Pending => FileState::Pending,
+            CommitState::Conflict => FileState::Conflict,
+            CommitState::Missing => FileState::Missing,
+        }
+    }
+}
+
+impl Lake {
+    /// Reads the location behind `storage`; never creates anything.
+    pub async fn open(storage: Arc<dyn Storage>) -> Result<Lake> {
+        let identity = manifest::sink_identity(storage.as_ref(), false).await?;
+        Ok(Lake { storage, identity })
+    }
+
+    /// Its storage.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// Its identity; `None` if it is not a filesink output.
+    pub fn identity(&self) -> Option<&SinkIdentity> {
+        self.identity.as_ref()
+    }
+
+    fn sink_id(&self) -> Option<&str> {
+        self.identity.as_ref().map(|i| i.sink_id.as_str())
+    }
+
+    /// A sink on this lake's storage, for its committer.
+    pub fn sink(&self) -> Result<Sink> {
+        Sink::builder_shared(self.storage.clone()).build()
+    }
+
+    /// Every job with its manifests and latest manifest.
+    pub async fn jobs(&self) -> Result<Vec<JobInfo>> {
+        let names = manifest::list_jobs(self.storage.as_ref()).await?;
+        let mut jobs = Vec::with_capacity(names.len());
+        for job in names {
+            let checkpoints = manifest::list_checkpoints(self.storage.as_ref(), &job).await?;
+            let latest = match checkpoints.last() {
+                None => Ok(None),
+                Some((id, _)) => {
+                    manifest::read_manifest(self.storage.as_ref(), &job, *id, self.sink_id())
+                        .await
+                        .map(Some)
+                }
+            };
+            jobs.push(JobInfo {
+                job,
+                checkpoints,
+                latest,
+            });
+        }
+        Ok(jobs)
+    }
+
+    /// Takes the ownership of each of `jobs` for as long as the caller acts on them, the same
+    /// ownership a running [`crate::Coordinator`] holds: a job owned by a live run is listed as
+    /// live and must be left alone. A dry run only asks who holds each job.
+    pub async fn hold_jobs(&self, jobs: &[String], dry_run: bool) -> Result<HeldJobs> {
+        let mut held = HeldJobs::default();
+        for job in jobs {
+            if dry_run {
+                if let Some(holder) = self.storage.job_holder(job).await? {
+                    held.live.push((job.clone(), holder));
+                }
+                continue;
+            }
+            match self
+                .storage
+                .acquire_job(job, &LeaseOptions::default())
+                .await
+            {
+                Ok(lease) => held.leases.push(lease),
+                Err(Error::JobBusy { reason, .. }) => held.live.push((job.clone(), reason)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(held)
+    }
+
+    /// Reads manifest `id` of `job` (checked against this sink's id).
+    pub async fn manifest(&self, job: &str, id: u64) -> Result<Manifest> {
+        manifest::read_manifest(self.storage.as_ref(), job, id, self.sink_id()).await
+    }
+
+    /// The hidden part files under the base, sorted by path, split into this sink's own and
+    /// foreign ones ([`OwnNames`]), which are reported and never removed. Its own are of
+    /// writers of `jobs`, with the default prefix and a default suffix, or a prefix and suffix
+    /// that a latest manifest of `jobs` shows.
+    pub async fn leftovers(&self, jobs: &[JobInfo]) -> Result<(Vec<Leftover>, Vec<Leftover>)> {
+        let mut l = self.storage.list_leftovers().await?;
+        l.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut own = OwnNames {
+            jobs: jobs.iter().map(|j| j.job.clone()).collect(),
+            prefixes: vec![OutputFileConfig::DEFAULT_PREFIX.into()],
+            suffixes: [
+                FileFormat::parquet(),
+                FileFormat::json_lines(),
+                FileFormat::csv(),
+            ]
+            .iter()
+            .map(|f| f.default_suffix().to_string())
+            .collect(),
+        };
+        for m in jobs
+            .iter()
+            .filter_map(|j| j.latest.as_ref().ok().and_then(Option::as_ref))
+        {
+            let finals = m.committables.iter().map(|c| c.final_path.as_str()).chain(
+                m.writers
+                    .iter()
+                    .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
+            );
+            for f in finals {
+                if let Some(n) = PartName::parse_final(split_rel(f).1) {
+                    if !own.prefixes.contains(&n.prefix) {
+                        own.prefixes.push(n.prefix);
+                    }
+                    if !own.suffixes.contains(&n.suffix) {
+                        own.suffixes.push(n.suffix);
+                    }
+                }
+            }
+        }
+        Ok(l.into_iter().partition(|l| own.owns(l)))
+    }
+
+    /// The visible data files (every name readers see), with their sizes.
+    pub async fn visible(&self) -> Result<Vec<VisibleFile>> {
+        self.storage.list_visible().await
+    }
+
+    /// Where `c`'s file is now, with the backend's proof for "visible" (size and CRC-32C
+    /// locally, the multipart ETag on S3): the dry run of a commit.
+    pub async fn file_state(&self, c: &Committable) -> Result<FileState> {
+        self.storage.probe(c).await.map(FileState::from)
+    }
+}
+
+/// Committed files per partition directory (`""` is the base) of a listing of the visible
+/// files.
+pub fn committed(visible: &[VisibleFile]) -> BTreeMap<String, Partition> {
+    let mut out: BTreeMap<String, Partition> = BTreeMap::new();
+    for f in visible {
+        let dir = f.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let p = out.entry(dir.to_string()).or_default();
+        p.files += 1;
+        p.bytes += f.size_bytes;
+    }
+    out
+}
+
+/// Every hidden file the given (latest) manifests reference, with why.
+pub fn references<'a>(
+    manifests: impl IntoIterator<Item = &'a Manifest>,
+) -> BTreeMap<String, Reference> {
+    let mut refs = BTreeMap::new();
+    for m in manifests {
+        let r = |kind| Reference {
+            job: m.job.clone(),
+            checkpoint_id: m.checkpoint_id,
+            kind,
+        };
+        for w in &m.writers {
+            for f in &w.in_progress {
+                refs.insert(f.in_progress_path.clone(), r(RefKind::Resumable));
+                for s in &f.supersedes {
+                    refs.entry(s.clone())
+                        .or_insert_with(|| r(RefKind::Superseded));
+                }
+            }
+        }
+        for c in &m.committables {
+            refs.insert(c.pending.leftover_id(&c.final_path), r(RefKind::Pending));
+            for s in &c.supersedes {
+                refs.entry(s.clone())
+                    .or_insert_with(|| r(RefKind::Superseded));
+            }
+        }
+    }
+    refs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_unreferenced_leftover_of_a_dead_job_old_enough_may_be_removed() {
+        let leftover = |job: &str, modified_ms| Leftover {
+            name: None,
+            path: format!("day=1/.part-{job}_0-x-0.parquet.inprogress.y"),
+            final_path: format!("day=1/part-{job}_0-x-0.parquet"),
+            size_bytes: 1,
+            modified_ms,
+        };
+        let mut refs = BTreeMap::new();
+        let needed = leftover("needed", 0);
+        refs.insert(
+            needed.path.clone(),
+            Reference {
+                job: "needed".into(),
+                checkpoint_id: 3,
+                kind: RefKind::Pending,
+            },
+        );
+        let held = HeldJobs {
+            leases: Vec::new(),
+            live: vec![("live".into(), "pid 1".into())],
+        };
+        let now = 10_000;
+        assert!(may_remove(&leftover("dead", 0), &refs, &held, now, 5_000));
+        assert!(!may_remove(&needed, &refs, &held, now, 0), "referenced");
+        assert!(
+            !may_remove(&leftover("live", 0), &refs, &held, now, 0),
+            "live job"
+        );
+        assert!(
+            !may_remove(&leftover("dead", 6_000), &refs, &held, now, 5_000),
+            "too young"
+        );
+        assert_eq!(held.live_job_of(&leftover("live", 0)), Some("live"));
+        assert_eq!(held.live_job_of(&leftover("liver", 0)), None);
+    }
+
+    #[test]
+    fn a_part_name_belongs_to_the_job_whose_writer_wrote_it() {
+        let name = "day=1/part-nightly_0-01a2b3c4-7.parquet";
+        assert!(written_by_job(name, "nightly"));
+        assert!(!written_by_job(name, "night"));
+        assert!(!written_by_job(name, "nightly_0"));
+        // Job names may hold `_`: the writer id ends where the digits after `<job>_` end.
+        assert!(written_by_job("part-a_1_0-x-0.jsonl", "a_1"));
+        assert!(!written_by_job("part-a_1_0-x-0.jsonl", "a"));
+        assert!(written_by_job("part-a_1-x-0.jsonl", "a"));
+        assert!(!written_by_job("part-a_-x-0.jsonl", "a"));
+        assert!(!written_by_job("nightly_0-x", "nightly"));
+    }
+}

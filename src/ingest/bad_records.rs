@@ -1,0 +1,229 @@
+//! The bad-records file: malformed records set aside as JSON lines, tagged with the job that
+//! set them aside, so that the file is only ever appended to and a resumed run still lists
+//! each bad record once.
+//!
+//! A line is `{"source":"file:line","line":…,"error":…,"job":…,"sink_id":…,"seq":…}`, `seq`
+//! being the record's number among the job's bad records (from 1). Several jobs may share the
+//! file and nothing in it is ever removed: a run killed after it wrote bad records but before
+//! its next checkpoint leaves them there, and the resumed run, which reads the same records
+//! again, finds them by their tags (`job`, `sink_id`, `seq` beyond the checkpoint's count) and
+//! does not write them twice. Every checkpoint makes the file durable first and records its
+//! length in the [`SourcePosition`].
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::source::{BadRecord, SourcePosition};
+use crate::error::{Error, Result};
+
+/// A line of the bad-records file: the record, the job that set it aside, and its number
+/// among the job's bad records (`seq`, from 1).
+#[derive(serde::Serialize)]
+struct BadRecordLine<'a> {
+    #[serde(flatten)]
+    record: &'a BadRecord,
+    job: &'a str,
+    sink_id: &'a str,
+    seq: u64,
+}
+
+/// The tags of a line of the bad-records file.
+#[derive(serde::Deserialize)]
+struct BadRecordTag {
+    job: Option<String>,
+    sink_id: Option<String>,
+    seq: Option<u64>,
+}
+
+/// The bad-records file of one run, open for appending.
+struct BadRecordsFile {
+    file: File,
+    path: PathBuf,
+    job: String,
+    sink_id: String,
+    /// The job's bad records after the restored checkpoint that are in the file already
+    /// (written by a run that did not get to the next checkpoint).
+    written: HashSet<u64>,
+}
+
+impl BadRecordsFile {
+    /// Opens `path` for appending; it is never cut back. When resuming a job (`restored`) that
+    /// wrote to it, notes the bad records after the restored checkpoint that are in the file
+    /// already, so that the replayed interval does not list them twice. Returns with the file
+    /// what an operator should know, if anything.
+    fn open(
+        path: &Path,
+        restored: Option<&SourcePosition>,
+        job: &str,
+        sink_id: &str,
+    ) -> Result<(BadRecordsFile, Option<String>)> {
+        let err = |e| Error::io("open", path, e);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        let len = file.metadata().map_err(err)?.len();
+        if len > 0 {
+            // A line cut short by a crash: end it, so that the next line is whole.
+            let mut last = [0u8];
+            file.read_exact_at(&mut last, len - 1).map_err(err)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n").map_err(err)?;
+            }
+        }
+        let mut out = BadRecordsFile {
+            file,
+            path: path.to_path_buf(),
+            job: job.to_string(),
+            sink_id: sink_id.to_string(),
+            written: HashSet::new(),
+        };
+        let Some(p) = restored.filter(|p| p.bad_records_file.as_deref() == path.to_str()) else {
+            return Ok((out, None));
+        };
+        let checkpointed_len = p.bad_records_len.unwrap_or(0);
+        if p.read.is_empty() {
+            // Version 1 positions come with untagged lines.
+            let note = (len > checkpointed_len).then(|| {
+                format!(
+                    "`{}` may list bad records after byte {checkpointed_len} twice: job `{job}` \
+                     was checkpointed by an older filesink",
+                    path.display(),
+                )
+            });
+            return Ok((out, note));
+        }
+        // Lines after the checkpointed length, or all of them in a file that got shorter (then
+        // it is another file by the same name).
+        let from = if len >= checkpointed_len {
+            checkpointed_len
+        } else {
+            0
+        };
+        let mut reader = BufReader::new(&out.file);
+        reader.seek(SeekFrom::Start(from)).map_err(err)?;
+        let job_key = format!("\"job\":{}", serde_json::Value::from(job));
+        for line in reader.split(b'\n') {
+            let line = line.map_err(err)?;
+            if !line.windows(job_key.len()).any(|w| w == job_key.as_bytes()) {
+                continue;
+            }
+            let Ok(tag) = serde_json::from_slice::<BadRecordTag>(&line) else {
+                continue;
+            };
+            if tag.job.as_deref() == Some(job) && tag.sink_id.as_deref() == Some(sink_id) {
+                if let Some(seq) = tag.seq.filter(|s| *s > p.bad_records) {
+                    out.written.insert(seq);
+                }
+            }
+        }
+        out.file.seek(SeekFrom::End(0)).map_err(err)?;
+        Ok((out, None))
+    }
+
+    /// Appends `bad`, the job's bad records number `first_seq` on, except those already
+    /// written.
+    fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
+        let mut buf = Vec::new();
+        for (seq, b) in (first_seq..).zip(bad) {
+            if self.written.contains(&seq) {
+                continue;
+            }
+            let line = BadRecordLine {
+                record: b,
+                job: &self.job,
+                sink_id: &self.sink_id,
+                seq,
+            };
+            serde_json::to_writer(&mut buf, &line).expect("bad records serialize");
+            buf.push(b'\n');
+        }
+        self.file
+            .write_all(&buf)
+            .map_err(|e| Error::io("write to", &self.path, e))
+    }
+
+    /// Makes the file durable; returns its length.
+    fn sync(&mut self) -> Result<u64> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::fsync(&self.path, e))?;
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("read the length of", &self.path, e))?
+            .len())
+    }
+}
+
+/// Runs `f` on a thread of the blocking pool, so that the file's system calls never block the
+/// async runtime; a panic there is resumed here.
+async fn on_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(t) => Ok(t),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(Error::io("run", "the bad-records file's task", e.into())),
+    }
+}
+
+/// The bad-records file of a run, if it has one, used from async code: every call runs on the
+/// blocking pool.
+pub(crate) struct BadRecords(Option<BadRecordsFile>);
+
+impl BadRecords {
+    /// Opens the file at `path` (see [`BadRecordsFile::open`]); `None`: no bad-records file.
+    pub(crate) async fn open(
+        path: Option<&Path>,
+        restored: Option<&SourcePosition>,
+        job: &str,
+        sink_id: &str,
+    ) -> Result<(BadRecords, Option<String>)> {
+        let Some(path) = path else {
+            return Ok((BadRecords(None), None));
+        };
+        let (path, job, sink_id) = (path.to_path_buf(), job.to_string(), sink_id.to_string());
+        let restored = restored.cloned();
+        let (file, note) =
+            on_thread(move || BadRecordsFile::open(&path, restored.as_ref(), &job, &sink_id))
+                .await??;
+        Ok((BadRecords(Some(file)), note))
+    }
+
+    /// Appends `bad`, the job's bad records number `first_seq` on (see
+    /// [`BadRecordsFile::write`]).
+    pub(crate) async fn write(&mut self, bad: Vec<BadRecord>, first_seq: u64) -> Result<()> {
+        let mut file = self
+            .0
+            .take()
+            .expect("bad records only come with a bad-records file");
+        let (file, result) = on_thread(move || {
+            let r = file.write(&bad, first_seq);
+            (file, r)
+        })
+        .await?;
+        self.0 = Some(file);
+        result
+    }
+
+    /// Makes the file durable and records its path and length in `position`; nothing without
+    /// a file.
+    pub(crate) async fn sync(&mut self, position: &mut SourcePosition) -> Result<()> {
+        let Some(mut file) = self.0.take() else {
+            return Ok(());
+        };
+        let (file, result) = on_thread(move || {
+            let r = file.sync();
+            (file, r)
+        })
+        .await?;
+        position.bad_records_len = Some(result?);
+        position.bad_records_file = file.path.to_str().map(str::to_string);
+        self.0 = Some(file);
+        Ok(())
+    }
+}

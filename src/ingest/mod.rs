@@ -1,0 +1,955 @@
+//! Ingestion: JSON lines or CSV into a lake, exactly once, resumable after a crash. The
+//! inputs are files ([`Input::file`]) or streams: standard input ([`Input::stdin`]) or any
+//! reader ([`Input::reader`]), read once and checked as a resumed run skips what it read.
+//!
+//! [`Ingest`] is the pipeline: a reader thread ([`Source`]) decodes the inputs in chunks of
+//! whole records, each tagged with the position after it; the pipeline writes the chunks
+//! through the sink's writer and, on the checkpoint schedule ([`CheckpointEvery`]), has the
+//! [`Coordinator`] checkpoint with that position ([`SourcePosition`], stored in the
+//! checkpoint's manifest). A run that is killed at any moment and started again with the same
+//! inputs restores from the last complete checkpoint (the coordinator removes what came after
+//! it) and reads on from its position, so every record is written once. An input that changed
+//! under the job is refused ([`Error::InputChanged`]); an input that only grew is read on.
+//!
+//! With a time interval, a checkpoint is due once the interval has passed with records not
+//! yet checkpointed, whether or not the next chunk has come: a timer wakes the loop, so
+//! records that trickle in become visible within about one interval plus the commit.
+//!
+//! The schema is given ([`Ingest::schema`]) or inferred from the first records of the first
+//! input that has any ([`infer_schema`]); JSON values are typed by the rule of
+//! [`json_types`]. A malformed record stops the run, naming its line, unless bad records go to
+//! a file ([`Ingest::bad_records`], which describes its lines).
+//!
+//! A run tells an [`Observer`] what an operator should know (a resumed job, an input that
+//! grew), its progress, each checkpoint, and at which [`Step`] it failed; `filesink ingest`
+//! draws its progress bar from it.
+//!
+//! # Example: exactly once across a crash
+//!
+//! A first run stops once it has written 250 of 1000 records (at 300: chunks end where
+//! checkpoints fall), the way a killed process would: what it wrote after its last checkpoint
+//! stays hidden. The second run resumes and completes; reading
+//! the lake back finds every record once.
+//!
+//! ```
+//! use arrow::array::AsArray;
+//! use arrow::datatypes::Int64Type;
+//! use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
+//! use filesink::FileFormat;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> filesink::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let input = dir.path().join("events.jsonl");
+//! let lines: String = (0..1000)
+//!     .map(|i| format!("{{\"id\":{i},\"day\":\"2026-12-0{}\"}}\n", 1 + i % 3))
+//!     .collect();
+//! std::fs::write(&input, lines).unwrap();
+//! let lake = dir.path().join("lake");
+//!
+//! let ingest = || -> filesink::Result<Ingest> {
+//!     Ok(Ingest::new([Input::file(&input)?])
+//!         .to_local(&lake)
+//!         .format(FileFormat::parquet())
+//!         .partition_by(["day"])
+//!         .checkpoint_every(CheckpointEvery::Rows(100)))
+//! };
+//! // The simulated crash: the records after the 200th are written but never checkpointed.
+//! let first = ingest()?.stop_after_records(250).run().await?;
+//! assert_eq!(first.status, IngestStatus::Stopped);
+//! // The rerun restores checkpoint "200 records", removes the rest, and reads on.
+//! let second = ingest()?.run().await?;
+//! assert_eq!(second.status, IngestStatus::Finished);
+//! assert_eq!(second.records_total, 1000);
+//!
+//! // Read the lake back: every id exactly once.
+//! let mut ids = Vec::new();
+//! for day in ["2026-12-01", "2026-12-02", "2026-12-03"] {
+//!     for f in std::fs::read_dir(lake.join(format!("day={day}"))).unwrap() {
+//!         let file = std::fs::File::open(f.unwrap().path()).unwrap();
+//!         let reader =
+//!             parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(file, 1024)?;
+//!         for batch in reader {
+//!             let batch = batch?;
+//!             let col = batch.column_by_name("id").unwrap().as_primitive::<Int64Type>();
+//!             ids.extend(col.values().iter().copied());
+//!         }
+//!     }
+//! }
+//! ids.sort();
+//! assert_eq!(ids, (0..1000).collect::<Vec<i64>>());
+//! # Ok(())
+//! # }
+//! ```
+
+mod bad_records;
+pub mod json_types;
+mod rules;
+pub mod source;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::Schema;
+
+use crate::bucket::HivePartitioner;
+use crate::checkpoint::manifest;
+use crate::checkpoint::{CheckpointReport, Coordinator, Ownership};
+use crate::error::{Error, Result};
+use crate::format::FileFormat;
+use crate::sink::{RollingPolicy, Sink};
+use crate::storage::{LeaseOptions, LocalStorage, Storage};
+use bad_records::BadRecords;
+pub use json_types::{check_schema, StrictJson};
+pub use rules::{check_bad_records_path, check_distinct, default_job_name, describe_schema};
+use rules::{
+    check_partition_columns, check_same_job, infer_from_inputs, legacy_read, partition_check,
+};
+pub use source::{
+    check_read, infer_schema, BadRecord, Chunk, Cursor, Input, InputFormat, Prefix, RowCheck,
+    Source, SourcePosition, StdinRecords,
+};
+
+/// Most records decoded and written as one batch.
+pub const CHUNK_RECORDS_MAX: usize = 8192;
+/// Chunks decoded ahead of the writer.
+const CHUNKS_AHEAD: usize = 4;
+/// Longest a chunk of standard input waits for more records after its first (shorter with a
+/// shorter checkpoint interval).
+const STDIN_LINGER_MAX: Duration = Duration::from_millis(100);
+
+/// How often an [`Ingest`] checkpoints (makes the output visible and records the input
+/// position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointEvery {
+    /// After this many records.
+    Rows(u64),
+    /// After this much time. Records become visible within about one interval plus the
+    /// commit, however slowly they arrive.
+    Interval(Duration),
+}
+
+impl Default for CheckpointEvery {
+    fn default() -> Self {
+        CheckpointEvery::Rows(Ingest::DEFAULT_CHECKPOINT_ROWS)
+    }
+}
+
+/// What a running [`Ingest`] tells its caller: notes for an operator and progress. Every
+/// method has an empty default; `()` observes nothing.
+pub trait Observer: Send {
+    /// Something an operator should know: a resumed job, pending files committed on restore,
+    /// an input that grew since the job finished, a position written by an older build.
+    fn note(&mut self, message: &str) {
+        let _ = message;
+    }
+    /// Reading starts at `position` (a new job's start, or the restored checkpoint's
+    /// position).
+    fn started(&mut self, inputs: &[Input], position: &SourcePosition) {
+        let _ = (inputs, position);
+    }
+    /// Records up to `position` are written (not yet checkpointed).
+    fn advanced(&mut self, position: &SourcePosition) {
+        let _ = position;
+    }
+    /// A checkpoint before the last completed.
+    fn checkpointed(&mut self, report: &CheckpointReport, position: &SourcePosition) {
+        let _ = (report, position);
+    }
+    /// The last checkpoint completed: the job is finished.
+    fn finished(&mut self) {}
+    /// The run stopped at [`Ingest::stop_after_records`].
+    fn stopped(&mut self) {}
+    /// The run failed at `step` with `error` (which the run returns).
+    fn failed(&mut self, step: Step, error: &Error) {
+        let _ = (step, error);
+    }
+}
+
+impl Observer for () {}
+
+/// Where an [`Ingest`] run failed ([`Observer::failed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Before the job is opened (settings, inputs, schema), or between the steps below.
+    Prepare,
+    /// Opening the job: taking its ownership and restoring its last checkpoint.
+    Open,
+    /// The first checkpoint of a new job (its start: schema, no records).
+    FirstCheckpoint,
+    /// Reading the inputs.
+    Read,
+    /// Writing the records before this position.
+    Write(Cursor),
+    /// A checkpoint before the last.
+    Checkpoint,
+    /// The last checkpoint, which finishes the job.
+    LastCheckpoint,
+}
+
+/// How an [`Ingest`] run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngestStatus {
+    /// Every input is read and the job's last checkpoint is complete.
+    Finished,
+    /// The job had finished before and no input grew since: nothing was done.
+    AlreadyFinished,
+    /// The run stopped at [`Ingest::stop_after_records`], as a crash would: what it wrote
+    /// after its last checkpoint stays hidden, and the next run resumes from that checkpoint.
+    Stopped,
+}
+
+/// What an [`Ingest`] run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestSummary {
+    /// The job.
+    pub job: String,
+    /// How the run ended.
+    pub status: IngestStatus,
+    /// Whether the run resumed a job that had a checkpoint.
+    pub resumed: bool,
+    /// Records this run wrote.
+    pub records: u64,
+    /// Records the job has written in all, up to its last checkpoint.
+    pub records_total: u64,
+    /// Bad records this run set aside.
+    pub bad_records: u64,
+    /// Files this run's checkpoints made visible.
+    pub files: usize,
+    /// Bytes in those files.
+    pub bytes: u64,
+    /// Checkpoints this run completed.
+    pub checkpoints: u64,
+    /// Input bytes this run read.
+    pub input_bytes: u64,
+    /// The job's last complete checkpoint.
+    pub last_checkpoint: u64,
+}
+
+/// Where an [`Ingest`] writes.
+#[derive(Debug, Clone)]
+enum Output {
+    /// A local directory, created (with the sink) only once the job is known to be startable.
+    Local(PathBuf),
+    /// A storage the caller opened.
+    Storage(Arc<dyn Storage>),
+}
+
+/// The ingestion pipeline: inputs, their format and schema, the lake and its layout, the
+/// checkpoint schedule and the job. [`Ingest::run`] opens the job's [`Coordinator`], resumes
+/// from its last checkpoint and drives it to the end of the inputs (see the
+/// [module doc](self)).
+#[derive(Debug)]
+pub struct Ingest {
+    inputs: Vec<Input>,
+    input_format: Option<InputFormat>,
+    output: Option<Output>,
+    format: FileFormat,
+    partition_by: Vec<String>,
+    schema: Option<Schema>,
+    checkpoint_every: CheckpointEvery,
+    part_size_bytes_max: Option<u64>,
+    bad_records: Option<PathBuf>,
+    job: Option<String>,
+    lease_ttl: Duration,
+    stop_after_records: Option<u64>,
+}
+
+/// A message from the reader thread.
+enum Msg {
+    /// Decoded records.
+    Chunk(Chunk),
+    /// Every input is read: the final position, what is read of each input, and the bytes
+    /// read.
+    End(Cursor, Vec<Prefix>, u64),
+    /// Reading failed; nothing after the last chunk may be checkpointed.
+    Failed(Error),
+}
+
+impl Ingest {
+    /// Records between checkpoints by default.
+    pub const DEFAULT_CHECKPOINT_ROWS: u64 = 100_000;
+
+    /// A pipeline over `inputs`, read in order ([`Input::file`], [`Input::stdin`]); output
+    /// Parquet, no partitioning, a checkpoint every [`Ingest::DEFAULT_CHECKPOINT_ROWS`]
+    /// records, the schema inferred, the first malformed record an error. Name the lake with
+    /// [`Ingest::to_local`] or [`Ingest::to_storage`].
+    pub fn new(inputs: impl IntoIterator<Item = Input>) -> Ingest {
+        Ingest {
+            inputs: inputs.into_iter().collect(),
+            input_format: None,
+            output: None,
+            format: FileFormat::parquet(),
+            partition_by: Vec::new(),
+            schema: None,
+            checkpoint_every: CheckpointEvery::default(),
+            part_size_bytes_max: None,
+            bad_records: None,
+            job: None,
+            lease_ttl: LeaseOptions::DEFAULT_TTL,
+            stop_after_records: None,
+        }
+    }
+
+    /// Writes into the local directory `dir`, created with the sink when the job starts (not
+    /// when an argument, the schema or a live run of the job refuses it first).
+    pub fn to_local(mut self, dir: impl Into<PathBuf>) -> Ingest {
+        self.output = Some(Output::Local(dir.into()));
+        self
+    }
+
+    /// Writes into `storage` (an S3 prefix, or any [`Storage`]).
+    pub fn to_storage(mut self, storage: Arc<dyn Storage>) -> Ingest {
+        self.output = Some(Output::Storage(storage));
+        self
+    }
+
+    /// The format of the inputs; by default the one their file extensions say
+    /// ([`InputFormat::from_path`]; standard input: JSON lines).
+    pub fn input_format(mut self, format: InputFormat) -> Ingest {
+        self.input_format = Some(format);
+        self
+    }
+
+    /// The format of the output files (default Parquet).
+    pub fn format(mut self, format: FileFormat) -> Ingest {
+        self.format = format;
+        self
+    }
+
+    /// Partitions the output Hive-style by these columns (`day=2026-11-30/`), outermost first;
+    /// the columns move from the data into the directory names. A job keeps its columns.
+    pub fn partition_by<I: IntoIterator<Item = S>, S: Into<String>>(mut self, cols: I) -> Ingest {
+        self.partition_by = cols.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Decodes every record with `schema` instead of inferring one from the first records. A
+    /// job keeps the schema it started with.
+    pub fn schema(mut self, schema: Schema) -> Ingest {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// The checkpoint schedule (default every [`Ingest::DEFAULT_CHECKPOINT_ROWS`] records).
+    pub fn checkpoint_every(mut self, every: CheckpointEvery) -> Ingest {
+        self.checkpoint_every = every;
+        self
+    }
+
+    /// Rolls a part file once it reaches this size (default: [`RollingPolicy::default`]).
+    pub fn part_size_bytes_max(mut self, bytes: u64) -> Ingest {
+        self.part_size_bytes_max = Some(bytes);
+        self
+    }
+
+    /// Appends malformed records to the file at `path` and goes on; by default the first
+    /// malformed record stops the run. The file holds JSON lines
+    /// `{"source":"file:line","line":…,"error":…,"job":…,"sink_id":…,"seq":…}` (`seq`: the
+    /// job's n-th bad record). Several jobs may share the file; nothing in it is ever removed,
+    /// and a resumed job lists each of its bad records once. It must be outside the lake and
+    /// not be one of the inputs.
+    pub fn bad_records(mut self, path: impl Into<PathBuf>) -> Ingest {
+        self.bad_records = Some(path.into());
+        self
+    }
+
+    /// The job's name; by default derived from the inputs ([`default_job_name`]), so that a
+    /// rerun over the same inputs resumes the same job. Standard input needs one.
+    pub fn job(mut self, name: impl Into<String>) -> Ingest {
+        self.job = Some(name.into());
+        self
+    }
+
+    /// On an object store, how long a killed run keeps its job from a rerun (default
+    /// [`LeaseOptions::DEFAULT_TTL`]). On local disk the job is free the moment the run dies.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Ingest {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// Stops once this run has written at least `records` records, before their checkpoint,
+    /// the way a crash would ([`IngestStatus::Stopped`]): for tests and demonstrations of
+    /// resuming.
+    pub fn stop_after_records(mut self, records: u64) -> Ingest {
+        self.stop_after_records = Some(records);
+        self
+    }
+
+    /// Runs the pipeline to the end of the inputs (see the [module doc](self)), observing
+    /// nothing.
+    pub async fn run(self) -> Result<IngestSummary> {
+        self.run_with(&mut ()).await
+    }
+
+    /// Runs the pipeline, telling `observer` what happens.
+    pub async fn run_with(self, observer: &mut dyn Observer) -> Result<IngestSummary> {
+        let mut step = Step::Prepare;
+        let result = self.run_inner(observer, &mut step).await;
+        if let Err(e) = &result {
+            observer.failed(step, e);
+        }
+        result
+    }
+
+    async fn run_inner(
+        self,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<IngestSummary> {
+        let Ingest {
+            inputs,
+            input_format,
+            output,
+            format,
+            partition_by,
+            schema: explicit,
+            checkpoint_every,
+            part_size_bytes_max,
+            bad_records: bad_records_path,
+            job,
+            lease_ttl,
+            stop_after_records,
+        } = self;
+        let output = output.ok_or_else(|| {
+            Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
+        })?;
+        if inputs.is_empty() {
+            return Err(Error::Config(
+                "an ingestion needs at least one input".into(),
+            ));
+        }
+        let input_format = match input_format {
+            Some(f) => f,
+            None => InputFormat::of_inputs(&inputs)?,
+        };
+        let job = match job {
+            Some(j) => j,
+            None => default_job_name(&inputs).ok_or_else(|| {
+                Error::Config(
+                    "a job that reads standard input needs a name: a job name cannot be derived \
+                     from it"
+                        .into(),
+                )
+            })?,
+        };
+        manifest::validate_job_name(&job)?;
+        if let CheckpointEvery::Rows(0) = checkpoint_every {
+            return Err(Error::Config(
+                "the checkpoint interval must be at least 1 row".into(),
+            ));
+        }
+        if lease_ttl < LeaseOptions::MIN_TTL {
+            return Err(Error::Config(format!(
+                "a lease must live at least {} s",
+                LeaseOptions::MIN_TTL.as_secs()
+            )));
+        }
+        let partitioner = match partition_by.as_slice() {
+            [] => None,
+            cols => Some(HivePartitioner::new(cols.to_vec())?),
+        };
+        let strict = bad_records_path.is_none();
+        let bad_records_path = match &bad_records_path {
+            Some(p) => {
+                let lake_dir = match &output {
+                    Output::Local(dir) => Some(dir.as_path()),
+                    Output::Storage(_) => None,
+                };
+                Some(check_bad_records_path(p, lake_dir, &inputs)?)
+            }
+            None => None,
+        };
+        if let (Some(schema), InputFormat::Jsonl) = (&explicit, input_format) {
+            check_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?;
+        }
+        // A run that overlaps a live run of its job is refused at once, before inference
+        // reads any input (standard input may never end); opening the job below decides for
+        // certain. A local directory that does not exist holds no job and is not created yet.
+        let early: Option<Arc<dyn Storage>> = match &output {
+            Output::Local(p) if !p.exists() => None,
+            Output::Local(p) => Some(Arc::new(LocalStorage::new(p)?) as Arc<dyn Storage>),
+            Output::Storage(s) => Some(s.clone()),
+        };
+        if let Some(storage) = &early {
+            if let Some(holder) = storage.job_holder(&job).await? {
+                return Err(Error::job_busy(
+                    &job,
+                    format!("a live run holds it ({holder}); nothing was changed"),
+                ));
+            }
+        }
+        // Standard input takes what arrived by the first checkpoint's deadline for inference.
+        let inference_deadline = match checkpoint_every {
+            CheckpointEvery::Interval(d) => Some(Instant::now() + d),
+            CheckpointEvery::Rows(_) => None,
+        };
+        // The schema a new job would take: the given one, else inferred from the inputs (the
+        // first with records). A job that is resumed keeps its own; an inference error counts
+        // only for a new job.
+        let (fresh_schema, stdin_prefix) = match explicit.clone() {
+            Some(s) => (Ok(s), None),
+            None => {
+                let inputs = inputs.clone();
+                let inferred = tokio::task::spawn_blocking(move || {
+                    infer_from_inputs(&inputs, input_format, strict, inference_deadline)
+                })
+                .await
+                .map_err(|e| Error::io("infer a schema from", "the inputs", e.into()))?;
+                match inferred {
+                    Ok((s, prefix)) => (Ok(s), prefix),
+                    Err(e) => (Err(e), None),
+                }
+            }
+        };
+        match &fresh_schema {
+            // A schema without columns comes from inputs without records: nothing to
+            // partition.
+            Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
+                check_partition_columns(&partition_by, schema)?;
+            }
+            Ok(_) | Err(_) => {}
+        }
+        let storage: Arc<dyn Storage> = match early {
+            Some(s) => s,
+            None => {
+                // No lake, so no job to resume: the job is new, and an inference error stops
+                // it now, before anything is created.
+                if let Err(e) = fresh_schema {
+                    return Err(e);
+                }
+                match &output {
+                    Output::Local(p) => Arc::new(LocalStorage::new(p)?) as Arc<dyn Storage>,
+                    Output::Storage(s) => s.clone(),
+                }
+            }
+        };
+
+        let mut builder = Sink::builder_shared(storage).format(format);
+        if let Some(p) = &partitioner {
+            builder = builder.bucket_assigner(p.clone());
+        }
+        if let Some(bytes) = part_size_bytes_max {
+            builder =
+                builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
+        }
+        let sink = builder.build()?;
+        *step = Step::Open;
+        let mut coordinator = Coordinator::builder(&sink, &job)
+            .ownership(Ownership::Lease(LeaseOptions { ttl: lease_ttl }))
+            .open()
+            .await?;
+        *step = Step::Prepare;
+
+        let canonical: Vec<String> = inputs.iter().map(|i| i.canonical.clone()).collect();
+        let mut restored = coordinator
+            .source_position()
+            .map(|v| SourcePosition::from_json(&job, v))
+            .transpose()?;
+        // A finished job is read again only for its files that grew; standard input never.
+        let finished_before = coordinator.is_finished();
+        if let Some(p) = &mut restored {
+            check_same_job(&job, p, &canonical, input_format, &partition_by)?;
+            if !p.read.is_empty() {
+                let grew = {
+                    let (job, inputs, read) = (job.clone(), inputs.clone(), p.read.clone());
+                    tokio::task::spawn_blocking(move || check_read(&job, &inputs, &read))
+                        .await
+                        .map_err(|e| Error::io("check", "the inputs", e.into()))??
+                };
+                if finished_before && grew.iter().any(|g| *g) {
+                    let names: Vec<&str> = inputs
+                        .iter()
+                        .zip(&grew)
+                        .filter(|(_, g)| **g)
+                        .map(|(i, _)| i.display.as_str())
+                        .collect();
+                    observer.note(&format!(
+                        "job `{job}` finished at checkpoint {}, and since then `{}` grew: \
+                         ingesting what was added",
+                        coordinator.last_checkpoint(),
+                        names.join("`, `")
+                    ));
+                    coordinator.reopen();
+                }
+            } else if !finished_before {
+                p.read = legacy_read(&job, p, &inputs, observer);
+            }
+        }
+        if coordinator.is_finished() {
+            return Ok(IngestSummary {
+                job,
+                status: IngestStatus::AlreadyFinished,
+                resumed: true,
+                records: 0,
+                records_total: restored.as_ref().map_or(0, |p| p.records),
+                bad_records: 0,
+                files: 0,
+                bytes: 0,
+                checkpoints: 0,
+                input_bytes: 0,
+                last_checkpoint: coordinator.last_checkpoint(),
+            });
+        }
+        let restored_commits = coordinator.restored_outcomes().len();
+        if let Some(p) = &restored {
+            let at = p
+                .inputs
+                .get(p.cursor.input)
+                .and_then(|c| inputs.iter().find(|i| &i.canonical == c))
+                .map_or("the end of the input".to_string(), |i| {
+                    format!("{}:{}", i.display, p.cursor.line)
+                });
+            observer.note(&format!(
+                "resuming job `{job}` from checkpoint {} at {at} ({} records written)",
+                coordinator.last_checkpoint(),
+                p.records
+            ));
+        }
+        if restored_commits > 0 {
+            observer.note(&format!(
+                "committed {restored_commits} pending file(s) of checkpoint {}",
+                coordinator.last_checkpoint()
+            ));
+        }
+
+        // The schema: the job's own when resuming, else the given one, else inferred.
+        let schema = match (&restored, explicit) {
+            (Some(p), Some(s)) if s.fields() != p.schema.fields() => {
+                return Err(Error::InvalidInput(format!(
+                    "job `{job}` was started with another schema ({}); use another --job for \
+                     this one",
+                    describe_schema(&p.schema)
+                )));
+            }
+            (Some(p), _) => p.schema.clone(),
+            (None, _) => fresh_schema?,
+        };
+
+        let sink_id = manifest::sink_identity(sink.storage().as_ref(), false)
+            .await?
+            .map(|s| s.sink_id)
+            .unwrap_or_default();
+        let (mut bad_file, note) = BadRecords::open(
+            bad_records_path.as_deref(),
+            restored.as_ref(),
+            &job,
+            &sink_id,
+        )
+        .await?;
+        if let Some(note) = note {
+            observer.note(&note);
+        }
+
+        let mut position = restored.clone().unwrap_or_else(|| SourcePosition {
+            version: SourcePosition::VERSION,
+            inputs: canonical.clone(),
+            input_format,
+            partition_by: partition_by.clone(),
+            cursor: Cursor::START,
+            read: vec![Prefix::START; inputs.len()],
+            records: 0,
+            bad_records: 0,
+            bad_records_len: None,
+            bad_records_file: None,
+            schema: schema.clone(),
+        });
+        position.bad_records_len = None;
+        position.bad_records_file = None;
+        let mut summary = IngestSummary {
+            job: job.clone(),
+            status: IngestStatus::Finished,
+            resumed: restored.is_some(),
+            records: 0,
+            records_total: position.records,
+            bad_records: 0,
+            files: 0,
+            bytes: 0,
+            checkpoints: 0,
+            input_bytes: 0,
+            last_checkpoint: coordinator.last_checkpoint(),
+        };
+        if restored.is_none() {
+            // Checkpoint 1 of a new job holds no records, only the start: the schema just
+            // inferred (standard input cannot be read twice) and the length of the bad-records
+            // file, so that a run killed before its first real checkpoint resumes with both.
+            bad_file.sync(&mut position).await?;
+            *step = Step::FirstCheckpoint;
+            let report = coordinator.checkpoint(position.to_json()).await?;
+            *step = Step::Prepare;
+            summary.checkpoints += 1;
+            summary.last_checkpoint = report.checkpoint_id;
+        }
+
+        // The reader thread.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(CHUNKS_AHEAD);
+        let rows_every = match checkpoint_every {
+            CheckpointEvery::Rows(n) => Some(n),
+            CheckpointEvery::Interval(_) => None,
+        };
+        let linger = match checkpoint_every {
+            CheckpointEvery::Interval(d) => (d / 4).min(STDIN_LINGER_MAX),
+            CheckpointEvery::Rows(_) => STDIN_LINGER_MAX,
+        };
+        let mut source = Source::new(
+            inputs.clone(),
+            input_format,
+            Arc::new(schema.clone()),
+            strict,
+            position.read.clone(),
+            stdin_prefix,
+            finished_before,
+            linger,
+        );
+        if let Some(p) = &partitioner {
+            source = source.with_row_check(partition_check(p.clone()));
+        }
+        let reader = std::thread::Builder::new()
+            .name("filesink-source".into())
+            .spawn(move || {
+                let mut produced: u64 = 0;
+                loop {
+                    let max = match rows_every {
+                        Some(n) => (n - produced % n).min(CHUNK_RECORDS_MAX as u64) as usize,
+                        None => CHUNK_RECORDS_MAX,
+                    };
+                    let msg = match source.next_chunk(max) {
+                        Ok(Some(chunk)) => {
+                            produced += chunk.batch.as_ref().map_or(0, |b| b.num_rows() as u64);
+                            Msg::Chunk(chunk)
+                        }
+                        Ok(None) => {
+                            Msg::End(source.cursor(), source.read().to_vec(), source.bytes_read())
+                        }
+                        Err(e) => Msg::Failed(e),
+                    };
+                    let last = !matches!(msg, Msg::Chunk(_));
+                    if tx.blocking_send(msg).is_err() || last {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("start a reader thread for", "the inputs", e))?;
+
+        observer.started(&inputs, &position);
+        let mut since_checkpoint: u64 = 0;
+        let mut last_checkpoint_at = Instant::now();
+        let mut checkpointed_cursor = position.cursor;
+
+        loop {
+            // With a time interval and records not checkpointed yet, the checkpoint is due
+            // when the interval is up, whether or not another chunk has come by then: the timer
+            // hands the loop an empty chunk at the current position.
+            let wake = match checkpoint_every {
+                CheckpointEvery::Interval(d) if position.cursor != checkpointed_cursor => {
+                    Some(last_checkpoint_at + d)
+                }
+                _ => None,
+            };
+            let msg = match wake {
+                Some(at) => tokio::select! {
+                    m = rx.recv() => m,
+                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {
+                        Some(Msg::Chunk(Chunk {
+                            batch: None,
+                            bad: Vec::new(),
+                            cursor: position.cursor,
+                            read: Vec::new(),
+                        }))
+                    }
+                },
+                None => rx.recv().await,
+            };
+            match msg {
+                Some(Msg::Chunk(chunk)) => {
+                    if !chunk.bad.is_empty() {
+                        let n = chunk.bad.len() as u64;
+                        bad_file.write(chunk.bad, position.bad_records + 1).await?;
+                        summary.bad_records += n;
+                        position.bad_records += n;
+                    }
+                    if let Some(batch) = &chunk.batch {
+                        *step = Step::Write(chunk.cursor);
+                        coordinator.writer().write(batch).await?;
+                        *step = Step::Prepare;
+                        let n = batch.num_rows() as u64;
+                        summary.records += n;
+                        position.records += n;
+                        since_checkpoint += n;
+                    }
+                    position.cursor = chunk.cursor;
+                    for (i, p) in chunk.read {
+                        position.read[i] = p;
+                    }
+                    observer.advanced(&position);
+                    if stop_after_records.is_some_and(|n| summary.records >= n) {
+                        // As a crash would: no checkpoint for what was written since the last
+                        // one; the next run's restore removes it.
+                        drop(rx);
+                        drop(coordinator);
+                        crate::storage::ownership::settle_releases().await;
+                        observer.stopped();
+                        summary.status = IngestStatus::Stopped;
+                        return Ok(summary);
+                    }
+                    let due = match checkpoint_every {
+                        CheckpointEvery::Rows(n) => since_checkpoint >= n,
+                        CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
+                    };
+                    if due && position.cursor != checkpointed_cursor {
+                        bad_file.sync(&mut position).await?;
+                        *step = Step::Checkpoint;
+                        let report = coordinator.checkpoint(position.to_json()).await?;
+                        *step = Step::Prepare;
+                        summary.files += report.committed_files;
+                        summary.bytes += report.committed_bytes;
+                        summary.checkpoints += 1;
+                        summary.records_total = position.records;
+                        summary.last_checkpoint = report.checkpoint_id;
+                        observer.checkpointed(&report, &position);
+                        since_checkpoint = 0;
+                        last_checkpoint_at = Instant::now();
+                        checkpointed_cursor = position.cursor;
+                    }
+                }
+                Some(Msg::End(cursor, read, bytes_read)) => {
+                    position.cursor = cursor;
+                    position.read = read;
+                    summary.input_bytes = bytes_read;
+                    bad_file.sync(&mut position).await?;
+                    *step = Step::LastCheckpoint;
+                    let report = coordinator.finish(position.to_json()).await?;
+                    *step = Step::Prepare;
+                    summary.files += report.committed_files;
+                    summary.bytes += report.committed_bytes;
+                    summary.checkpoints += 1;
+                    summary.records_total = position.records;
+                    summary.last_checkpoint = report.checkpoint_id;
+                    observer.finished();
+                    break;
+                }
+                // No checkpoint: what was written since the last one stays hidden, and the
+                // next run's restore removes it.
+                Some(Msg::Failed(e)) => {
+                    *step = Step::Read;
+                    return Err(e);
+                }
+                None => {
+                    *step = Step::Read;
+                    return Err(Error::io(
+                        "read",
+                        "the inputs",
+                        std::io::Error::other("the input reader stopped unexpectedly"),
+                    ));
+                }
+            }
+        }
+        // The reader thread has sent its last message and is ending.
+        let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+        Ok(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn input(path: &str) -> Input {
+        Input {
+            display: path.to_string(),
+            path: Some(path.into()),
+            canonical: path.to_string(),
+            size_bytes: Some(0),
+            file_id: None,
+            stream: None,
+        }
+    }
+
+    #[test]
+    fn default_job_is_stem_and_hash_of_the_inputs() {
+        let a = default_job_name(&[input("/data/my-events.2026.jsonl")]).unwrap();
+        assert!(a.starts_with("my_events_2026_"), "{a}");
+        assert_eq!(a.len(), "my_events_2026_".len() + 8);
+        assert!(manifest::validate_job_name(&a).is_ok());
+        let b = default_job_name(&[input("/other/my-events.2026.jsonl")]).unwrap();
+        assert_ne!(a, b);
+        let long = default_job_name(&[input(&format!("/d/{}.csv", "x".repeat(100)))]).unwrap();
+        assert!(manifest::validate_job_name(&long).is_ok(), "{long}");
+        assert_eq!(default_job_name(&[Input::stdin()]), None);
+        assert_eq!(
+            default_job_name(&[Input::reader("r", std::io::empty())]),
+            None
+        );
+    }
+
+    fn records(from: u64, to: u64) -> Vec<u8> {
+        (from..to)
+            .map(|i| format!("{{\"id\":{i},\"day\":\"d{}\"}}\n", i % 2))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    fn reader_ingest(lake: &Path, bytes: Vec<u8>) -> Ingest {
+        Ingest::new([Input::reader("events", std::io::Cursor::new(bytes))])
+            .to_local(lake)
+            .format(FileFormat::json_lines())
+            .partition_by(["day"])
+            .checkpoint_every(CheckpointEvery::Rows(10))
+            .job("from_reader")
+    }
+
+    #[tokio::test]
+    async fn a_reader_resumes_after_what_the_job_read_of_it_and_refuses_other_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = dir.path().join("lake");
+        let first = reader_ingest(&lake, records(0, 100))
+            .stop_after_records(35)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(first.status, IngestStatus::Stopped);
+        assert_eq!(first.records_total, 30);
+        // The same stream again: its first 30 records are skipped and checked, the rest
+        // written.
+        let second = reader_ingest(&lake, records(0, 100)).run().await.unwrap();
+        assert_eq!(second.status, IngestStatus::Finished);
+        assert!(second.resumed);
+        assert_eq!((second.records, second.records_total), (70, 100));
+        // Every record exactly once in the lake's visible files.
+        let mut ids = Vec::new();
+        for day in ["d0", "d1"] {
+            for f in std::fs::read_dir(lake.join(format!("day={day}"))).unwrap() {
+                let path = f.unwrap().path();
+                if path.file_name().unwrap().to_str().unwrap().starts_with('.') {
+                    continue; // hidden: not committed
+                }
+                let text = std::fs::read_to_string(path).unwrap();
+                for line in text.lines() {
+                    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                    ids.push(v["id"].as_i64().unwrap());
+                }
+            }
+        }
+        ids.sort();
+        assert_eq!(ids, (0..100).collect::<Vec<i64>>());
+
+        // Another stream under a job's name is refused once it differs from what was read.
+        let other = dir.path().join("other");
+        let stopped = reader_ingest(&other, records(0, 100))
+            .stop_after_records(15)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(stopped.records_total, 10);
+        let e = reader_ingest(&other, records(5, 105))
+            .run()
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::InputChanged(_)), "{e}");
+        assert!(e.to_string().contains("input `events`"), "{e}");
+    }
+}

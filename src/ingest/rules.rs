@@ -1,0 +1,323 @@
+//! The rules an ingestion keeps besides reading: the job's identity (its default name, the
+//! same inputs, format and partition columns on every run), distinct inputs, where the
+//! bad-records file may be, the schema's partition columns, and the partition values a record
+//! may carry.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use arrow::datatypes::Schema;
+use arrow::record_batch::RecordBatch;
+
+use super::source::{
+    infer_schema, Input, InputFormat, Prefix, RowCheck, SourcePosition, StdinRecords,
+};
+use super::Observer;
+use crate::bucket::{BucketAssigner, HivePartitioner};
+use crate::error::{Error, Result};
+
+/// The job name derived from the inputs: `<stem of the first input>_<8 hex digits of the
+/// CRC-32C of all canonical paths>`, so that a rerun over the same inputs resumes the same
+/// job. `None` when an input is standard input, which names nothing.
+pub fn default_job_name(inputs: &[Input]) -> Option<String> {
+    if inputs.is_empty() || inputs.iter().any(Input::is_stdin) {
+        return None;
+    }
+    let stem = Path::new(&inputs[0].canonical)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("");
+    let mut stem: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(39)
+        .collect();
+    if stem.is_empty() {
+        stem = "input".to_string();
+    }
+    let mut crc = 0u32;
+    for input in inputs {
+        crc = crc32c::crc32c_append(crc, input.canonical.as_bytes());
+        crc = crc32c::crc32c_append(crc, b"\n");
+    }
+    Some(format!("{stem}_{crc:08x}"))
+}
+
+/// Refuses inputs that name one file twice, under any two names (`./a` and `a`, a symbolic
+/// or hard link, standard input redirected from it): its records would be written twice.
+pub fn check_distinct(inputs: &[Input]) -> Result<()> {
+    for (i, a) in inputs.iter().enumerate() {
+        if inputs[..i].iter().any(|b| b.canonical == a.canonical) {
+            return Err(Error::Config(format!(
+                "input `{}` is given twice; its records would be written twice",
+                a.display
+            )));
+        }
+        if let Some(b) = inputs[..i]
+            .iter()
+            .find(|b| b.file_id.is_some() && b.file_id == a.file_id)
+        {
+            return Err(Error::Config(format!(
+                "input `{}` is the same file as input `{}` (a link to it); its records would be \
+                 written twice",
+                a.display, b.display
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `p` made absolute, with every part of it that exists resolved (symbolic links, `..`).
+fn real_path(p: &Path) -> std::io::Result<PathBuf> {
+    let abs = std::path::absolute(p)?;
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut real) = existing.canonicalize() {
+            for part in rest.iter().rev() {
+                real.push(part);
+            }
+            return Ok(real);
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return Ok(abs),
+        }
+    }
+}
+
+/// The absolute path of the bad-records file `path` ([`super::Ingest::bad_records`]), refused
+/// ([`Error::Config`]) inside the local lake `lake_dir`, where it would be listed as data, and
+/// when it is one of the inputs.
+pub fn check_bad_records_path(
+    path: &Path,
+    lake_dir: Option<&Path>,
+    inputs: &[Input],
+) -> Result<PathBuf> {
+    let resolve_err = |e| Error::io("resolve", path, e);
+    let absolute = std::path::absolute(path).map_err(resolve_err)?;
+    if let Some(base) = lake_dir {
+        let real = real_path(path).map_err(resolve_err)?;
+        let real_base = real_path(base).map_err(resolve_err)?;
+        if real.starts_with(&real_base) {
+            return Err(Error::Config(format!(
+                "bad-records `{}` is inside the lake `{}`, where it would be listed as data; \
+                 give a path outside it",
+                path.display(),
+                base.display()
+            )));
+        }
+    }
+    if let Ok(meta) = std::fs::metadata(path) {
+        let id = Some((meta.dev(), meta.ino()));
+        if let Some(input) = inputs.iter().find(|i| i.file_id == id) {
+            return Err(Error::Config(format!(
+                "bad-records `{}` is input `{}`",
+                path.display(),
+                input.display
+            )));
+        }
+    }
+    Ok(absolute)
+}
+
+/// Infers the schema from the first input that has records (an input without records says
+/// nothing about the columns); a schema without columns if none has any.
+pub(super) fn infer_from_inputs(
+    inputs: &[Input],
+    format: InputFormat,
+    strict: bool,
+    stdin_deadline: Option<Instant>,
+) -> Result<(Schema, Option<StdinRecords>)> {
+    let mut first = None;
+    for input in inputs {
+        let (schema, prefix) = infer_schema(input, format, strict, stdin_deadline)?;
+        // Standard input cannot be read twice: what it gave is what there is.
+        if !schema.fields().is_empty() || input.is_stdin() {
+            return Ok((schema, prefix));
+        }
+        first.get_or_insert((schema, prefix));
+    }
+    Ok(first.expect("at least one input"))
+}
+
+/// Each partition column must be a column of the schema.
+pub(super) fn check_partition_columns(partition_by: &[String], schema: &Schema) -> Result<()> {
+    for col in partition_by {
+        if schema.field_with_name(col).is_err() {
+            return Err(Error::Config(format!(
+                "partition column `{col}` is not in the input (columns: {})",
+                describe_schema(schema)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `name type, …`.
+pub fn describe_schema(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A resumed job must be run over the same inputs, read the same way, with the same
+/// partition columns.
+pub(super) fn check_same_job(
+    job: &str,
+    p: &SourcePosition,
+    inputs: &[String],
+    format: InputFormat,
+    partition_by: &[String],
+) -> Result<()> {
+    if p.inputs != inputs {
+        return Err(Error::InvalidInput(format!(
+            "job `{job}` was started with other inputs ({}); give the same inputs to resume it, \
+             or another --job",
+            p.inputs.join(", ")
+        )));
+    }
+    if p.input_format != format {
+        return Err(Error::InvalidInput(format!(
+            "job `{job}` reads its inputs as {}, not {}",
+            p.input_format.name(),
+            format.name()
+        )));
+    }
+    if p.partition_by != partition_by {
+        return Err(Error::InvalidInput(format!(
+            "job `{job}` was started with --partition-by `{}`, not `{}`",
+            p.partition_by.join(","),
+            partition_by.join(",")
+        )));
+    }
+    Ok(())
+}
+
+/// What a position of version 1 (which recorded only the cursor) says was read of each
+/// input: the inputs before the cursor in full as they are now, the cursor's input up to its
+/// offset. Their checksums are computed as they are read again, not checked.
+pub(super) fn legacy_read(
+    job: &str,
+    p: &SourcePosition,
+    inputs: &[Input],
+    observer: &mut dyn Observer,
+) -> Vec<Prefix> {
+    let mut read = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.iter().enumerate() {
+        let prefix = if i < p.cursor.input {
+            let offset = input.size_bytes.unwrap_or(0);
+            Prefix {
+                offset,
+                line: 1,
+                crc32c: None,
+            }
+        } else if i == p.cursor.input {
+            Prefix {
+                offset: p.cursor.offset,
+                line: p.cursor.line,
+                crc32c: None,
+            }
+        } else {
+            Prefix::START
+        };
+        read.push(prefix);
+    }
+    observer.note(&format!(
+        "job `{job}` was checkpointed by an older filesink that did not record what it read of \
+         its inputs: resuming at {} without checking that they are unchanged",
+        inputs
+            .get(p.cursor.input)
+            .map_or("the end".to_string(), |i| format!(
+                "byte {} of `{}`",
+                p.cursor.offset, i.display
+            ))
+    ));
+    read
+}
+
+/// The writer's partition check, made per record before the records reach it: a record whose
+/// partition value cannot name a directory (longer than 255 bytes once escaped) is a bad
+/// record of its own line, not an error of its whole chunk.
+pub(super) fn partition_check(partitioner: HivePartitioner) -> RowCheck {
+    let partitioner = partitioner.keep_partition_columns(true);
+    Box::new(move |batch: &RecordBatch| {
+        let schema = batch.schema();
+        let Ok(cols) = partitioner
+            .columns()
+            .iter()
+            .map(|c| schema.index_of(c))
+            .collect::<std::result::Result<Vec<_>, _>>()
+        else {
+            return Vec::new(); // the writer reports a missing column
+        };
+        let Ok(part) = batch.project(&cols) else {
+            return Vec::new();
+        };
+        if names_are_short(&part) {
+            return Vec::new();
+        }
+        let now = chrono::Utc::now();
+        if partitioner.assign(&part, now).is_ok() {
+            return Vec::new();
+        }
+        (0..part.num_rows())
+            .filter_map(|row| {
+                let e = partitioner.assign(&part.slice(row, 1), now).err()?;
+                let msg = match e {
+                    Error::InvalidInput(m) => m,
+                    other => other.to_string(),
+                };
+                Some((
+                    row,
+                    msg.replacen("the value in row 0 of", "the value of", 1),
+                ))
+            })
+            .collect()
+    })
+}
+
+/// Whether every value of these partition columns surely makes a directory name within the
+/// limit (a value escapes to at most 3 bytes per byte); `false` means "check each one".
+fn names_are_short(part: &RecordBatch) -> bool {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::DataType;
+    part.schema()
+        .fields()
+        .iter()
+        .zip(part.columns())
+        .all(|(f, col)| {
+            let longest_value_bytes = match col.data_type() {
+                DataType::Utf8 => {
+                    let a = col.as_string::<i32>();
+                    (0..a.len())
+                        .map(|i| a.value_length(i) as usize)
+                        .max()
+                        .unwrap_or(0)
+                }
+                DataType::LargeUtf8 => {
+                    let a = col.as_string::<i64>();
+                    (0..a.len())
+                        .map(|i| a.value_length(i) as usize)
+                        .max()
+                        .unwrap_or(0)
+                }
+                t if t.is_primitive() || *t == DataType::Boolean => 64,
+                _ => return false,
+            };
+            3 * (f.name().len() + 1 + longest_value_bytes) <= 255
+        })
+}
