@@ -143,9 +143,13 @@ impl CoordinatorBuilder {
         // or around one) nothing of the job may be written either.
         manifest::sink_identity(self.sink.storage().as_ref(), true).await?;
         let lease: Box<dyn JobLease> = match self.ownership {
-            Ownership::Lease(options) => {
-                self.sink.storage().acquire_job(&self.job, &options).await?
-            }
+            Ownership::Lease(options) => self
+                .sink
+                .storage()
+                .acquire_job(&self.job, &options)
+                .instrument(tracing::debug_span!("acquire", job = %self.job))
+                .await
+                .inspect_err(|e| tracing::info!(error = %e, "job not acquired"))?,
             Ownership::External => Box::new(crate::storage::ownership::External),
         };
         let mut c = Coordinator::restore(&self.sink, &self.job, self.parallelism, lease).await?;

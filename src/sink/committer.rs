@@ -65,7 +65,7 @@ impl Committer {
                     tracing::debug!(file = %c.final_path, bytes = c.size_bytes, "already committed");
                 }
                 Err(e) => {
-                    tracing::warn!(file = %c.final_path, error = %e, "commit failed");
+                    tracing::info!(file = %c.final_path, error = %e, "commit failed");
                 }
             }
         }
