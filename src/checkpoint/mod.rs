@@ -357,7 +357,7 @@ impl Coordinator {
         fields(
             job = %self.job,
             checkpoint = self.last_checkpoint + 1,
-            finished,
+            finished = finished,
             files = tracing::field::Empty,
             bytes = tracing::field::Empty,
             duration_ms = tracing::field::Empty,

@@ -37,7 +37,7 @@ impl Committer {
         name = "commit",
         skip_all,
         fields(
-            writer = committables.first().map(|c| c.writer_id.as_str()),
+            writer = committables.first().map_or("", |c| c.writer_id.as_str()),
             checkpoint = committables.first().map(|c| c.checkpoint_id),
             files = committables.len(),
             committed = tracing::field::Empty,
