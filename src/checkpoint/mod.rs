@@ -32,10 +32,12 @@
 //! replay records whose files are already visible.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::protocol::{CommitOutcome, Committable, WriterState};
 use crate::sink::{Sink, SinkWriter};
@@ -118,7 +120,13 @@ impl CoordinatorBuilder {
     /// Takes the job (refused with [`Error::JobBusy`] if another live run holds it), then
     /// restores from its latest manifest (committing its committables, removing leftovers of
     /// its writers, resuming row files), or starts fresh.
+    #[tracing::instrument(
+        name = "open",
+        skip_all,
+        fields(job = %self.job, writers = self.parallelism, checkpoint = tracing::field::Empty)
+    )]
     pub async fn open(self) -> Result<Coordinator> {
+        let started = Instant::now();
         validate_job_name(&self.job)?;
         if self.parallelism == 0 || self.parallelism > 1024 {
             return Err(Error::Config(format!(
@@ -135,13 +143,23 @@ impl CoordinatorBuilder {
         // or around one) nothing of the job may be written either.
         manifest::sink_identity(self.sink.storage().as_ref(), true).await?;
         let lease: Box<dyn JobLease> = match self.ownership {
-            Ownership::Lease(options) => {
-                self.sink.storage().acquire_job(&self.job, &options).await?
-            }
+            Ownership::Lease(options) => self
+                .sink
+                .storage()
+                .acquire_job(&self.job, &options)
+                .instrument(tracing::debug_span!("acquire", job = %self.job))
+                .await
+                .inspect_err(|e| tracing::info!(error = %e, "job not acquired"))?,
             Ownership::External => Box::new(crate::storage::ownership::External),
         };
         let mut c = Coordinator::restore(&self.sink, &self.job, self.parallelism, lease).await?;
         c.retention = self.retention;
+        tracing::Span::current().record("checkpoint", c.last_checkpoint);
+        tracing::info!(
+            restored_files = c.restored_outcomes.len(),
+            duration_ms = started.elapsed().as_millis() as u64,
+            "job opened"
+        );
         Ok(c)
     }
 }
@@ -333,6 +351,18 @@ impl Coordinator {
         self.checkpoint_inner(source_position, true).await
     }
 
+    #[tracing::instrument(
+        name = "checkpoint",
+        skip_all,
+        fields(
+            job = %self.job,
+            checkpoint = self.last_checkpoint + 1,
+            finished = finished,
+            files = tracing::field::Empty,
+            bytes = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        )
+    )]
     async fn checkpoint_inner(
         &mut self,
         source_position: serde_json::Value,
@@ -349,6 +379,7 @@ impl Coordinator {
         if let Some(lease) = &self.lease {
             lease.check().await?;
         }
+        let started = Instant::now();
         let id = self.last_checkpoint + 1;
         let mut committables = std::mem::take(&mut self.uncommitted);
         let mut states = Vec::with_capacity(self.writers.len());
@@ -377,9 +408,26 @@ impl Coordinator {
             lease.check().await?;
         }
         // The completion point.
+        let manifest_path = manifest::manifest_path(&self.job, id);
+        let manifest_bytes = manifest.encode();
+        let manifest_started = Instant::now();
         self.storage
-            .put_metadata(&manifest::manifest_path(&self.job, id), &manifest.encode())
+            .put_metadata(&manifest_path, &manifest_bytes)
+            .instrument(tracing::debug_span!(
+                "manifest_write",
+                job = %self.job,
+                checkpoint = id,
+                file = %manifest_path,
+                bytes = manifest_bytes.len(),
+            ))
             .await?;
+        tracing::info!(
+            file = %manifest_path,
+            files = committables.len(),
+            duration_ms = manifest_started.elapsed().as_millis() as u64,
+            "checkpoint complete"
+        );
+        metrics::gauge!(crate::protocol::metric::PENDING_FILES).set(committables.len() as f64);
         self.last_checkpoint = id;
         self.source_position = Some(source_position);
         self.finished = finished;
@@ -407,20 +455,37 @@ impl Coordinator {
                 }
             }
         }
+        metrics::gauge!(crate::protocol::metric::PENDING_FILES).set(self.uncommitted.len() as f64);
+        metrics::counter!(crate::protocol::metric::COMMIT_RETRIES)
+            .increment(report.deferred as u64);
+        if report.deferred > 0 {
+            tracing::warn!(
+                files = report.deferred,
+                "commit deferred to the next checkpoint"
+            );
+        }
         if let Some(e) = fatal {
             return Err(e);
         }
         self.prune().await?;
+        let elapsed = started.elapsed();
+        let span = tracing::Span::current();
+        span.record("files", report.committed_files);
+        span.record("bytes", report.committed_bytes);
+        span.record("duration_ms", elapsed.as_millis() as u64);
+        metrics::histogram!(crate::protocol::metric::CHECKPOINT_DURATION)
+            .record(elapsed.as_secs_f64());
         Ok(report)
     }
 
+    #[tracing::instrument(name = "prune", skip_all, fields(job = %self.job))]
     async fn prune(&self) -> Result<()> {
         let ids = manifest::list_checkpoints(self.storage.as_ref(), &self.job).await?;
         if ids.len() > self.retention {
             for (id, _) in &ids[..ids.len() - self.retention] {
-                self.storage
-                    .delete_metadata(&manifest::manifest_path(&self.job, *id))
-                    .await?;
+                let path = manifest::manifest_path(&self.job, *id);
+                self.storage.delete_metadata(&path).await?;
+                tracing::debug!(checkpoint = *id, file = %path, "manifest pruned");
             }
         }
         Ok(())

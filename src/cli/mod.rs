@@ -27,6 +27,7 @@ pub mod exit;
 pub mod ingest;
 pub mod inspect;
 pub mod lake;
+pub mod log;
 pub mod ls;
 pub mod url;
 pub mod util;
@@ -41,6 +42,13 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+    /// Log the protocol steps to standard error: `-v` info, `-vv` debug (`RUST_LOG` applies
+    /// without it; the default is warnings only).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// The format of log lines on standard error.
+    #[arg(long, global = true, value_enum, default_value_t = log::LogFormat::Text)]
+    pub log_format: log::LogFormat,
 }
 
 /// The subcommands.

@@ -92,6 +92,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::Schema;
+use tracing::Instrument;
 
 use crate::bucket::HivePartitioner;
 use crate::checkpoint::manifest;
@@ -387,9 +388,28 @@ impl Ingest {
     /// Runs the pipeline, telling `observer` what happens.
     pub async fn run_with(self, observer: &mut dyn Observer) -> Result<IngestSummary> {
         let mut step = Step::Prepare;
-        let result = self.run_inner(observer, &mut step).await;
-        if let Err(e) = &result {
-            observer.failed(step, e);
+        let started = Instant::now();
+        let result = self
+            .run_inner(observer, &mut step)
+            .instrument(tracing::info_span!("ingest"))
+            .await;
+        match &result {
+            Ok(summary) => tracing::info!(
+                job = %summary.job,
+                status = ?summary.status,
+                checkpoint = summary.last_checkpoint,
+                records = summary.records,
+                bad_records = summary.bad_records,
+                files = summary.files,
+                bytes = summary.bytes,
+                checkpoints = summary.checkpoints,
+                duration_ms = started.elapsed().as_millis() as u64,
+                "ingest run done"
+            ),
+            Err(e) => {
+                tracing::info!(step = ?step, error = %e, "ingest run failed");
+                observer.failed(step, e);
+            }
         }
         result
     }

@@ -12,9 +12,11 @@
 //! - [`paths`]: the metadata layout under a sink's base ([`METADATA_DIR`], manifests, ownership
 //!   records) and the job-name rule;
 //! - [`version`]: [`FORMAT_VERSION`] and the one versioned decoder, [`decode_versioned`];
+//! - [`metric`]: the names of the metrics filesink emits (a table);
 //! - [`BucketId`]: the validated directory of a part file.
 
 pub(crate) mod bucket_id;
+pub mod metric;
 pub mod names;
 pub mod paths;
 pub mod state;

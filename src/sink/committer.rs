@@ -1,6 +1,7 @@
 //! Phase two: making pending files visible.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::protocol::{CommitOutcome, Committable};
 use crate::storage::Storage;
@@ -32,11 +33,52 @@ impl Committer {
     /// committables are committed regardless.
     ///
     /// Call it only with committables of a *complete* checkpoint.
+    #[tracing::instrument(
+        name = "commit",
+        skip_all,
+        fields(
+            writer = committables.first().map_or("", |c| c.writer_id.as_str()),
+            checkpoint = committables.first().map(|c| c.checkpoint_id),
+            files = committables.len(),
+            committed = tracing::field::Empty,
+            bytes = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        )
+    )]
     pub async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
         if committables.is_empty() {
             return Vec::new();
         }
-        self.storage.commit(committables).await
+        let started = Instant::now();
+        let results = self.storage.commit(committables).await;
+        let elapsed = started.elapsed();
+        let (mut files, mut bytes, mut records) = (0u64, 0u64, 0u64);
+        for (c, result) in committables.iter().zip(&results) {
+            match result {
+                Ok(CommitOutcome::Committed) => {
+                    files += 1;
+                    bytes += c.size_bytes;
+                    records += c.record_count;
+                    tracing::debug!(file = %c.final_path, bytes = c.size_bytes, "committed");
+                }
+                Ok(CommitOutcome::AlreadyCommitted) => {
+                    tracing::debug!(file = %c.final_path, bytes = c.size_bytes, "already committed");
+                }
+                Err(e) => {
+                    tracing::info!(file = %c.final_path, error = %e, "commit failed");
+                }
+            }
+        }
+        let span = tracing::Span::current();
+        span.record("committed", files);
+        span.record("bytes", bytes);
+        span.record("duration_ms", elapsed.as_millis() as u64);
+        tracing::debug!(committed = files, bytes, "commit done");
+        metrics::counter!(crate::protocol::metric::FILES_COMMITTED).increment(files);
+        metrics::counter!(crate::protocol::metric::BYTES_COMMITTED).increment(bytes);
+        metrics::counter!(crate::protocol::metric::RECORDS_COMMITTED).increment(records);
+        metrics::histogram!(crate::protocol::metric::COMMIT_DURATION).record(elapsed.as_secs_f64());
+        results
     }
 
     /// Like [`Committer::commit`], but returns the first error after trying every committable.

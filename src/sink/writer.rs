@@ -144,6 +144,15 @@ impl SinkWriter {
         }
     }
 
+    #[tracing::instrument(
+        name = "restore",
+        skip_all,
+        fields(
+            writer = %config.writer_id,
+            checkpoint = state.map(|s| s.checkpoint_id),
+            committables = committables.len(),
+        )
+    )]
     pub(crate) async fn restore(
         config: Arc<SinkConfig>,
         state: Option<&WriterState>,
@@ -205,9 +214,12 @@ impl SinkWriter {
                 && !referenced.contains(leftover.path.as_str())
             {
                 config.storage.remove_leftover(&leftover.path).await?;
+                tracing::info!(file = %leftover.path, "leftover removed");
                 removed_leftovers.push(leftover.path);
             }
         }
+        metrics::counter!(crate::protocol::metric::LEFTOVERS_REMOVED)
+            .increment(removed_leftovers.len() as u64);
 
         // 3. Resume row files from their durable prefix, into files of the new incarnation
         //    (invariant 6).
@@ -231,6 +243,11 @@ impl SinkWriter {
                         &location,
                     )
                     .await?;
+                tracing::debug!(
+                    file = %f.in_progress_path,
+                    bytes = f.durable_len_bytes,
+                    "resumed in-progress file"
+                );
                 let mut supersedes = f.supersedes.clone();
                 supersedes.push(f.in_progress_path.clone());
                 let created_at = UNIX_EPOCH + Duration::from_millis(f.created_at_ms.max(0) as u64);
@@ -360,10 +377,32 @@ impl SinkWriter {
     /// state (the row files kept open, with their durable lengths), together.
     ///
     /// An error fails the checkpoint and poisons the writer.
+    #[tracing::instrument(
+        name = "prepare_commit",
+        skip_all,
+        fields(
+            writer = %self.config.writer_id,
+            checkpoint = checkpoint_id,
+            files = tracing::field::Empty,
+            bytes = tracing::field::Empty,
+            open_files = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        )
+    )]
     pub async fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<PreparedCheckpoint> {
         self.check_poisoned()?;
+        let started = std::time::Instant::now();
         let result = self.prepare_commit_inner(checkpoint_id).await;
         let committables = self.poison_on_error(result)?;
+        let span = tracing::Span::current();
+        span.record("files", committables.len());
+        span.record(
+            "bytes",
+            committables.iter().map(|c| c.size_bytes).sum::<u64>(),
+        );
+        span.record("open_files", self.state.in_progress.len());
+        span.record("duration_ms", started.elapsed().as_millis() as u64);
+        tracing::debug!("voted");
         Ok(PreparedCheckpoint {
             checkpoint_id,
             committables,
@@ -475,6 +514,11 @@ impl SinkWriter {
             if !self.open.contains_key(&bucket) {
                 let location = self.next_location(&bucket);
                 let file = self.config.storage.create(&location).await?;
+                tracing::debug!(
+                    writer = %self.config.writer_id,
+                    file = %location.final_path,
+                    "opened part file"
+                );
                 self.open.insert(
                     bucket.clone(),
                     OpenPart {
@@ -595,6 +639,13 @@ impl SinkWriter {
             encoder.finish(&mut self.scratch)?;
             write_bytes(&mut part, &self.scratch).await?;
         }
+        tracing::debug!(
+            writer = %self.config.writer_id,
+            file = %part.file.location().final_path,
+            bytes = part.file.len_bytes(),
+            records = part.record_count,
+            "rolled"
+        );
         let held = part.file.memory_bytes();
         self.buffered_bytes_total += held;
         self.rolled_held_bytes += held;

@@ -162,6 +162,7 @@ struct ClaimShared {
 
 impl Claim {
     /// Claims `job` on `store` under `base` (the sink's prefix, empty for the root).
+    #[tracing::instrument(name = "claim", skip_all, fields(job = %job, ttl_s = options.ttl.as_secs()))]
     pub(crate) async fn acquire(
         store: Arc<dyn ObjectStore>,
         base: &str,
@@ -203,6 +204,7 @@ impl Claim {
             let _ = shared.store.delete(&shared.key).await;
             return Err(e);
         }
+        tracing::debug!(file = %shared.key, "job claimed");
         let renewer = tokio::spawn(renew(Arc::downgrade(&shared)));
         Ok(Claim {
             shared,
@@ -392,6 +394,7 @@ impl ClaimShared {
             other => other.to_string(),
         };
         *self.lost.lock().unwrap() = Some(reason.clone());
+        tracing::info!(job = %self.job, file = %self.key, reason = %reason, "job ownership lost");
         Error::job_busy(
             &self.job,
             format!("this run lost it: {reason}; its next checkpoint is not written"),
@@ -463,6 +466,7 @@ impl JobLease for Claim {
                 .await
                 .map_err(|e| store_error("delete the claim", &self.shared.key, e))?;
         }
+        tracing::debug!(job = %self.shared.job, file = %self.shared.key, lost, "job released");
         Ok(())
     }
 }
