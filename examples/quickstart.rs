@@ -43,7 +43,7 @@ async fn main() -> filesink::Result<()> {
 
     // First run: 3 checkpoints of 1,000 records, then a "crash" with 500 records unvoted.
     let mut job = Coordinator::open(&sink, "quickstart", 1).await?;
-    let mut next: i64 = job.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    let mut next: i64 = job.source_position::<i64>()?.unwrap_or(0);
     if job.is_finished() {
         println!("job `quickstart` in {base} is finished already; nothing to do");
         return Ok(());
@@ -51,7 +51,7 @@ async fn main() -> filesink::Result<()> {
     for _ in 0..3 {
         job.writer().write(&batch(&schema, next, 1_000)).await?;
         next += 1_000;
-        let report = job.checkpoint(next.into()).await?;
+        let report = job.checkpoint(&next).await?;
         println!(
             "checkpoint {}: {} files committed",
             report.checkpoint_id, report.committed_files
@@ -62,14 +62,14 @@ async fn main() -> filesink::Result<()> {
 
     // Restart: resume from the last complete checkpoint and finish the input.
     let mut job = Coordinator::open(&sink, "quickstart", 1).await?;
-    let mut next = job.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    let mut next = job.source_position::<i64>()?.unwrap_or(0);
     println!("restarted at record {next}");
     while next < 5_000 {
         job.writer().write(&batch(&schema, next, 1_000)).await?;
         next += 1_000;
-        job.checkpoint(next.into()).await?;
+        job.checkpoint(&next).await?;
     }
-    let report = job.finish(next.into()).await?;
+    let report = job.finish(&next).await?;
     println!(
         "finished at checkpoint {}; output in {base}/day=*/",
         report.checkpoint_id

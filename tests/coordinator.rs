@@ -54,7 +54,7 @@ async fn old_manifests_are_pruned_to_the_retention() {
         .with_retention(2);
     for i in 0..5 {
         c.writer().write(&batch(i * 10, 10)).await.unwrap();
-        let report = c.checkpoint((i * 10 + 10).into()).await.unwrap();
+        let report = c.checkpoint(&(i * 10 + 10)).await.unwrap();
         assert_eq!(report.checkpoint_id, i as u64 + 1);
     }
     let ids: Vec<u64> = list_checkpoints(sink.storage().as_ref(), "daily")
@@ -70,7 +70,7 @@ async fn job_with_manifest(dir: &std::path::Path) -> (Sink, std::path::PathBuf) 
     let sink = sink(dir, FileFormat::parquet());
     let mut c = Coordinator::open(&sink, "j", 1).await.unwrap();
     c.writer().write(&batch(0, 10)).await.unwrap();
-    c.checkpoint(10.into()).await.unwrap();
+    c.checkpoint(&10).await.unwrap();
     (sink, dir.join(manifest_path("j", 1)))
 }
 
@@ -149,8 +149,8 @@ async fn two_coordinators_racing_on_one_job_cannot_both_complete_a_checkpoint() 
     let mut b = external().await.unwrap();
     a.writer().write(&batch(0, 10)).await.unwrap();
     b.writer().write(&batch(0, 10)).await.unwrap();
-    a.checkpoint(10.into()).await.unwrap();
-    let err = b.checkpoint(10.into()).await.unwrap_err();
+    a.checkpoint(&10).await.unwrap();
+    let err = b.checkpoint(&10).await.unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 10);
     let ids = list_checkpoints(sink.storage().as_ref(), "race")
@@ -158,4 +158,35 @@ async fn two_coordinators_racing_on_one_job_cannot_both_complete_a_checkpoint() 
         .unwrap();
     assert_eq!(ids.len(), 1);
     assert!(dir.path().join(checkpoints_dir("race")).is_dir());
+}
+
+/// A position is the caller's own serde type: it comes back as that type after a restart, and
+/// a position that is not of the type asked for is refused as corrupt, not misread.
+#[tokio::test]
+async fn a_source_position_comes_back_typed_and_a_foreign_one_is_refused() {
+    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    struct Offsets {
+        file: String,
+        line: u64,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), FileFormat::parquet());
+    let mut c = Coordinator::open(&sink, "typed", 1).await.unwrap();
+    assert_eq!(c.source_position::<Offsets>().unwrap(), None);
+    c.writer().write(&batch(0, 10)).await.unwrap();
+    let at = Offsets {
+        file: "a.jsonl".into(),
+        line: 10,
+    };
+    c.checkpoint(&at).await.unwrap();
+    c.close().await.unwrap();
+
+    let c = Coordinator::open(&sink, "typed", 1).await.unwrap();
+    assert_eq!(c.source_position::<Offsets>().unwrap(), Some(at));
+    let err = c.source_position::<u64>().unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("source position of job `typed`"),
+        "{err}"
+    );
 }

@@ -30,13 +30,13 @@ fn mount_tmpfs(dir: &std::path::Path, size: &str) -> Result<Mount, String> {
 
 async fn run(sink: &Sink, total: i64) -> filesink::Result<()> {
     let mut job = Coordinator::open(sink, "fill", 1).await?;
-    let mut next = job.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    let mut next = job.source_position::<i64>().unwrap().unwrap_or(0);
     while next < total {
         job.writer().write(&batch(next, 1000)).await?;
         next += 1000;
-        job.checkpoint(next.into()).await?;
+        job.checkpoint(&next).await?;
     }
-    job.finish(next.into()).await?;
+    job.finish(&next).await?;
     Ok(())
 }
 

@@ -67,7 +67,7 @@ async fn checkpointed_then_writing(
         .await
         .unwrap();
     c.writer().write(&batch(0, 40)).await.unwrap();
-    c.checkpoint(40.into()).await.unwrap();
+    c.checkpoint(&40).await.unwrap();
     c.writer().write(&batch(40, 40)).await.unwrap();
     c
 }
@@ -106,9 +106,9 @@ async fn a_crashed_runs_claim_blocks_its_job_until_it_expires(b: Backend) {
     );
     tokio::time::sleep(expiry(ttl).saturating_sub(died.elapsed())).await;
     let mut c = Coordinator::open(&s, "crashy", 1).await.unwrap();
-    assert_eq!(c.source_position().and_then(|p| p.as_i64()), Some(40));
+    assert_eq!(c.source_position::<i64>().unwrap(), Some(40));
     c.writer().write(&batch(40, 40)).await.unwrap();
-    c.finish(80.into()).await.unwrap();
+    c.finish(&80).await.unwrap();
     c.close().await.unwrap();
     b.assert_exactly_once(&FileFormat::json_lines(), 80).await;
     assert!(
@@ -131,7 +131,7 @@ async fn a_run_that_lost_its_job_cannot_complete_a_checkpoint(b: Backend) {
         paused_tx.send(()).unwrap();
         // Paused: the whole runtime stops, renewals included.
         wake_rx.recv().unwrap();
-        let result = c.checkpoint(80.into()).await;
+        let result = c.checkpoint(&80).await;
         drop(c);
         result
     });
@@ -139,12 +139,9 @@ async fn a_run_that_lost_its_job_cannot_complete_a_checkpoint(b: Backend) {
     tokio::time::sleep(expiry(ttl)).await;
     let s = sink_on(b.reopen());
     let mut successor = Coordinator::open(&s, "paused", 1).await.unwrap();
-    assert_eq!(
-        successor.source_position().and_then(|p| p.as_i64()),
-        Some(40)
-    );
+    assert_eq!(successor.source_position::<i64>().unwrap(), Some(40));
     successor.writer().write(&batch(40, 40)).await.unwrap();
-    successor.checkpoint(80.into()).await.unwrap();
+    successor.checkpoint(&80).await.unwrap();
     let visible = b.visible().await;
     wake_tx.send(()).unwrap();
     let result = tokio::task::spawn_blocking(move || zombie.join().unwrap())
@@ -162,7 +159,7 @@ async fn a_run_that_lost_its_job_cannot_complete_a_checkpoint(b: Backend) {
         b.name
     );
     successor.writer().write(&batch(80, 40)).await.unwrap();
-    successor.finish(120.into()).await.unwrap();
+    successor.finish(&120).await.unwrap();
     successor.close().await.unwrap();
     b.assert_exactly_once(&FileFormat::json_lines(), 120).await;
 }

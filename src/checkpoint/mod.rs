@@ -288,9 +288,28 @@ impl Coordinator {
         }
     }
 
-    /// The source position of the restored checkpoint; `None` for a fresh job.
-    pub fn source_position(&self) -> Option<&serde_json::Value> {
-        self.source_position.as_ref()
+    /// The source position of the restored checkpoint, as the type it was checkpointed with
+    /// ([`Coordinator::checkpoint`]); `None` for a fresh job. A position that does not decode
+    /// as `P` is [`Error::Corrupt`]: the job was written by another program, or by another
+    /// version of this one with another position type.
+    ///
+    /// ```
+    /// # async fn f(job: &filesink::checkpoint::Coordinator) -> filesink::Result<()> {
+    /// let next_line: u64 = job.source_position()?.unwrap_or(0);
+    /// # Ok(()) }
+    /// ```
+    pub fn source_position<P: serde::de::DeserializeOwned>(&self) -> Result<Option<P>> {
+        self.source_position
+            .as_ref()
+            .map(|v| {
+                P::deserialize(v).map_err(|e| {
+                    Error::corrupt(
+                        format!("source position of job `{}`", self.job),
+                        format!("it is not a `{}` ({e})", std::any::type_name::<P>()),
+                    )
+                })
+            })
+            .transpose()
     }
 
     /// Whether the restored checkpoint was the job's last one (see [`Coordinator::finish`]).
@@ -338,17 +357,25 @@ impl Coordinator {
     /// restore from the previous one. A commit error that cannot be retried ([`Error::Conflict`],
     /// [`Error::DataLost`]) is returned after the manifest is written; retryable commit errors
     /// are deferred to the next checkpoint.
-    pub async fn checkpoint(
+    ///
+    /// `source_position` is any serde value (an offset, a struct of offsets per input); a
+    /// restored coordinator gives it back through [`Coordinator::source_position`].
+    pub async fn checkpoint<P: Serialize + ?Sized>(
         &mut self,
-        source_position: serde_json::Value,
+        source_position: &P,
     ) -> Result<CheckpointReport> {
-        self.checkpoint_inner(source_position, false).await
+        let position = encode_position(&self.job, source_position)?;
+        self.checkpoint_inner(position, false).await
     }
 
     /// The job's last checkpoint: rolls every open file, checkpoints, and marks the manifest
     /// finished, so that a rerun of the job knows there is nothing left to do.
-    pub async fn finish(&mut self, source_position: serde_json::Value) -> Result<CheckpointReport> {
-        self.checkpoint_inner(source_position, true).await
+    pub async fn finish<P: Serialize + ?Sized>(
+        &mut self,
+        source_position: &P,
+    ) -> Result<CheckpointReport> {
+        let position = encode_position(&self.job, source_position)?;
+        self.checkpoint_inner(position, true).await
     }
 
     #[tracing::instrument(
@@ -490,6 +517,15 @@ impl Coordinator {
         }
         Ok(())
     }
+}
+
+/// A source position as the JSON value a manifest records.
+fn encode_position<P: Serialize + ?Sized>(job: &str, position: &P) -> Result<serde_json::Value> {
+    serde_json::to_value(position).map_err(|e| {
+        Error::InvalidInput(format!(
+            "the source position of job `{job}` does not serialize as JSON: {e}"
+        ))
+    })
 }
 
 /// A writer of a coordinated job: it writes, and only its [`Coordinator`] votes.

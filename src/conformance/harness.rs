@@ -260,7 +260,7 @@ pub async fn run_two_writers(
     if c.is_finished() {
         return None;
     }
-    let mut next = c.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    let mut next = c.source_position::<i64>().expect("position").unwrap_or(0);
     let mut written = 0;
     while next < total {
         let w = ((next / 100) % 2) as usize;
@@ -274,9 +274,9 @@ pub async fn run_two_writers(
             return Some(c);
         }
         if written % every == 0 {
-            c.checkpoint(next.into()).await.expect("checkpoint");
+            c.checkpoint(&next).await.expect("checkpoint");
         }
     }
-    c.finish(next.into()).await.expect("finish");
+    c.finish(&next).await.expect("finish");
     Some(c)
 }

@@ -456,7 +456,7 @@ pub async fn two_coordinators_on_one_job_one_wins(b: &dyn Location, race: bool) 
     };
     let mut first = external(&s).await.unwrap();
     first.writer().write(&batch(0, 40)).await.unwrap();
-    first.checkpoint(40.into()).await.unwrap();
+    first.checkpoint(&40).await.unwrap();
     drop(first);
     let mut one = external(&s).await.unwrap();
     let mut two = external(&s).await.unwrap();
@@ -464,12 +464,9 @@ pub async fn two_coordinators_on_one_job_one_wins(b: &dyn Location, race: bool) 
     two.writer().write(&batch(40, 40)).await.unwrap();
     let before = b.visible().await;
     let (r1, r2) = if race {
-        tokio::join!(one.checkpoint(80.into()), two.checkpoint(80.into()))
+        tokio::join!(one.checkpoint(&80), two.checkpoint(&80))
     } else {
-        (
-            one.checkpoint(80.into()).await,
-            two.checkpoint(80.into()).await,
-        )
+        (one.checkpoint(&80).await, two.checkpoint(&80).await)
     };
     let (won, lost) = match (r1, r2) {
         (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w, l),
@@ -489,8 +486,8 @@ pub async fn two_coordinators_on_one_job_one_wins(b: &dyn Location, race: bool) 
     assert_nothing_overwritten(b, &before, "after the race").await;
     drop((one, two));
     let mut again = external(&s).await.unwrap();
-    assert_eq!(again.source_position().and_then(|p| p.as_i64()), Some(80));
-    again.finish(80.into()).await.unwrap();
+    assert_eq!(again.source_position::<i64>().unwrap(), Some(80));
+    again.finish(&80).await.unwrap();
     assert_exactly_once(b, &format, 80).await;
     assert_no_leftovers(b).await;
 }
@@ -509,16 +506,13 @@ pub async fn a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete
     };
     let mut zombie = external(&s).await.unwrap();
     zombie.writer().write(&batch(0, 40)).await.unwrap();
-    zombie.checkpoint(40.into()).await.unwrap();
+    zombie.checkpoint(&40).await.unwrap();
     zombie.writer().write(&batch(40, 40)).await.unwrap();
     // Failover: the successor restores from checkpoint 1 and removes the zombie's open file.
     let mut successor = external(&s).await.unwrap();
-    assert_eq!(
-        successor.source_position().and_then(|p| p.as_i64()),
-        Some(40)
-    );
+    assert_eq!(successor.source_position::<i64>().unwrap(), Some(40));
     successor.writer().write(&batch(40, 40)).await.unwrap();
-    successor.checkpoint(80.into()).await.unwrap();
+    successor.checkpoint(&80).await.unwrap();
     let before = b.visible().await;
     zombie
         .writer()
@@ -529,7 +523,7 @@ pub async fn a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete
             eprintln!("[{}] the zombie's write failed: {e}", b.name());
         });
     let err = zombie
-        .checkpoint(80.into())
+        .checkpoint(&80)
         .await
         .expect_err("a zombie must not complete a checkpoint");
     eprintln!("[{}] the zombie's checkpoint failed: {err}", b.name());
@@ -544,7 +538,7 @@ pub async fn a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete
     drop(zombie);
     assert_exactly_once(b, &format, 80).await;
     successor.writer().write(&batch(80, 40)).await.unwrap();
-    successor.finish(120.into()).await.unwrap();
+    successor.finish(&120).await.unwrap();
     drop(successor);
     // A restart cleans up whatever the zombie left.
     let s = Sink::builder_shared(b.reopen())
@@ -647,7 +641,7 @@ pub async fn a_second_run_of_a_live_job_is_refused_and_changes_nothing(b: &dyn L
         .unwrap();
     let mut first = Coordinator::open(&s, "owned", 1).await.unwrap();
     first.writer().write(&batch(0, 40)).await.unwrap();
-    first.checkpoint(40.into()).await.unwrap();
+    first.checkpoint(&40).await.unwrap();
     first.writer().write(&batch(40, 40)).await.unwrap();
     let visible = b.visible().await;
     let mut hidden = b.storage().list_leftovers().await.unwrap();
@@ -681,12 +675,12 @@ pub async fn a_second_run_of_a_live_job_is_refused_and_changes_nothing(b: &dyn L
         "[{}] the refused run touched hidden files",
         b.name()
     );
-    first.checkpoint(80.into()).await.unwrap();
+    first.checkpoint(&80).await.unwrap();
     first.close().await.unwrap();
     let mut second = Coordinator::open(&fresh, "owned", 1).await.unwrap();
-    assert_eq!(second.source_position().and_then(|p| p.as_i64()), Some(80));
+    assert_eq!(second.source_position::<i64>().unwrap(), Some(80));
     second.writer().write(&batch(80, 40)).await.unwrap();
-    second.finish(120.into()).await.unwrap();
+    second.finish(&120).await.unwrap();
     drop(second);
     assert_exactly_once(b, &format, 120).await;
     assert_no_leftovers(b).await;
@@ -740,7 +734,7 @@ pub async fn runs_starting_at_the_same_moment_never_both_own_a_job(b: &dyn Locat
     }
     let mut lone = Coordinator::open(&s, "twice", 1).await.unwrap();
     lone.writer().write(&batch(0, 40)).await.unwrap();
-    lone.finish(40.into()).await.unwrap();
+    lone.finish(&40).await.unwrap();
     lone.close().await.unwrap();
     assert_exactly_once(b, &format, 40).await;
     assert_no_leftovers(b).await;

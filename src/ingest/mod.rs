@@ -565,8 +565,8 @@ impl Ingest {
 
         let canonical: Vec<String> = inputs.iter().map(|i| i.canonical.clone()).collect();
         let mut restored = coordinator
-            .source_position()
-            .map(|v| SourcePosition::from_json(&job, v))
+            .source_position::<serde_json::Value>()?
+            .map(|v| SourcePosition::from_json(&job, &v))
             .transpose()?;
         // A finished job is read again only for its files that grew; standard input never.
         let finished_before = coordinator.is_finished();
@@ -697,7 +697,7 @@ impl Ingest {
             // file, so that a run killed before its first real checkpoint resumes with both.
             bad_file.sync(&mut position).await?;
             *step = Step::FirstCheckpoint;
-            let report = coordinator.checkpoint(position.to_json()).await?;
+            let report = coordinator.checkpoint(&position).await?;
             *step = Step::Prepare;
             summary.checkpoints += 1;
             summary.last_checkpoint = report.checkpoint_id;
@@ -821,7 +821,7 @@ impl Ingest {
                     if due && position.cursor != checkpointed_cursor {
                         bad_file.sync(&mut position).await?;
                         *step = Step::Checkpoint;
-                        let report = coordinator.checkpoint(position.to_json()).await?;
+                        let report = coordinator.checkpoint(&position).await?;
                         *step = Step::Prepare;
                         summary.files += report.committed_files;
                         summary.bytes += report.committed_bytes;
@@ -840,7 +840,7 @@ impl Ingest {
                     summary.input_bytes = bytes_read;
                     bad_file.sync(&mut position).await?;
                     *step = Step::LastCheckpoint;
-                    let report = coordinator.finish(position.to_json()).await?;
+                    let report = coordinator.finish(&position).await?;
                     *step = Step::Prepare;
                     summary.files += report.committed_files;
                     summary.bytes += report.committed_bytes;

@@ -58,17 +58,17 @@ pub async fn run(storage: Arc<dyn Storage>, seed: u64, acked: &mut i64) -> files
     if job.is_finished() {
         return Ok(());
     }
-    let mut next = job.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    let mut next = job.source_position::<i64>().unwrap().unwrap_or(0);
     *acked = (*acked).max(next);
     while next < RECORDS {
         job.writer().write(&super::batch(next, BATCH_LEN)).await?;
         next += BATCH_LEN;
         if rng.next() % 2 == 0 {
-            job.checkpoint(next.into()).await?;
+            job.checkpoint(&next).await?;
             *acked = (*acked).max(next);
         }
     }
-    job.finish(next.into()).await?;
+    job.finish(&next).await?;
     *acked = next;
     Ok(())
 }
@@ -89,7 +89,7 @@ pub async fn run_two_writers(
     if c.is_finished() {
         return None;
     }
-    let mut next = c.source_position().and_then(|p| p.as_i64()).unwrap_or(0);
+    let mut next = c.source_position::<i64>().unwrap().unwrap_or(0);
     let mut written = 0;
     while next < total {
         let w = ((next / 100) % 2) as usize;
@@ -103,9 +103,9 @@ pub async fn run_two_writers(
             return Some(c);
         }
         if written % every == 0 {
-            c.checkpoint(next.into()).await.unwrap();
+            c.checkpoint(&next).await.unwrap();
         }
     }
-    c.finish(next.into()).await.unwrap();
+    c.finish(&next).await.unwrap();
     Some(c)
 }
