@@ -215,7 +215,7 @@ fn crashed_library_lake(base: &Path, job: &str) {
         let mut coordinator = filesink::Coordinator::open(&sink, job, 1).await.unwrap();
         let batch = common::batch(0, 20);
         coordinator.writer().write(&batch).await.unwrap();
-        coordinator.checkpoint(20.into()).await.unwrap();
+        coordinator.checkpoint(&20).await.unwrap();
         coordinator
             .writer()
             .write(&common::batch(20, 10))
@@ -339,7 +339,7 @@ fn a_lake_inside_a_lake_is_never_touched_by_the_outer_one() {
         let mut coordinator = filesink::Coordinator::open(&sink, "nightly", 1)
             .await
             .unwrap();
-        coordinator.finish(20.into()).await.unwrap();
+        coordinator.finish(&20).await.unwrap();
     });
     common::assert_exactly_once(&inner, &FileFormat::json_lines(), 20);
 }

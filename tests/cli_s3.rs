@@ -720,3 +720,54 @@ fn abort_leaves_foreign_and_nested_sink_uploads_on_s3_and_no_lake_nests_in_anoth
         }
     });
 }
+
+/// One parser of locations: an S3 prefix is a key prefix taken as written (a space stays a
+/// space, as with the AWS CLI), the same whether the library or the CLI opens it. A job
+/// written through the library and one ingested by the CLI at the same URL land under the
+/// same keys, and `ls` of that URL sees both.
+#[test]
+fn a_prefix_with_a_space_names_the_same_keys_in_the_library_and_the_cli() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let prefix = format!("{prefix}/my lake");
+    let url = url(&bucket, &prefix);
+
+    runtime().block_on(async {
+        let storage = filesink::storage::ObjectStorage::s3(&url).unwrap();
+        let sink = filesink::Sink::builder_shared(std::sync::Arc::new(storage))
+            .format(filesink::FileFormat::parquet())
+            .build()
+            .unwrap();
+        let mut job = filesink::Coordinator::open(&sink, "library", 1)
+            .await
+            .unwrap();
+        job.writer()
+            .write(&common::batch(10_000, 10))
+            .await
+            .unwrap();
+        job.finish(&10).await.unwrap();
+        job.close().await.unwrap();
+    });
+    run_ok(&[
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        &url,
+        "--checkpoint-every",
+        "1000rows",
+    ]);
+
+    let mut expected: Vec<i64> = (0..5000).chain(10_000..10_010).collect();
+    expected.sort_unstable();
+    assert_eq!(visible_ids(&bucket, &prefix), expected);
+    let ls = ls_json(&url);
+    assert_eq!(ls["location"], url.as_str(), "{ls}");
+    let jobs: BTreeSet<String> = ls["jobs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no jobs in {ls}"))
+        .iter()
+        .map(|j| j["job"].as_str().unwrap().to_string())
+        .collect();
+    assert!(jobs.contains("library"), "{ls}");
+    assert_eq!(jobs.len(), 2, "{ls}");
+}

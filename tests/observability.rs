@@ -160,7 +160,7 @@ async fn protocol_steps_are_spans_and_committed_files_are_counted() {
     let mut committed = 0;
     for i in 0..3 {
         c.writer().write(&batch(i * 10, 10)).await.unwrap();
-        let report = c.checkpoint((i * 10 + 10).into()).await.unwrap();
+        let report = c.checkpoint(&(i * 10 + 10)).await.unwrap();
         committed += report.committed_files as u64;
     }
     c.close().await.unwrap();

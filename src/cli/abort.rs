@@ -30,8 +30,8 @@ use serde_json::json;
 use super::commit::{commit_manifest, failure, FileOutcome};
 use super::exit::{CliError, CliResult};
 use super::lake::{references, Lake};
-use super::url::Location;
 use super::util::{human_age, human_bytes, now_ms, parse_duration};
+use filesink::storage::Location;
 
 /// Arguments of `filesink abort`.
 #[derive(Debug, clap::Args)]

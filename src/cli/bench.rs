@@ -124,8 +124,8 @@ pub async fn run(args: &BenchArgs) -> Result<(), BoxError> {
     }
     let parent = match &args.to {
         // Every local form `ingest --to` takes: `dir`, `./dir`, `/abs/dir`, `file:///abs/dir`.
-        Some(dir) => match super::url::Location::parse(dir).map_err(|e| e.to_string())? {
-            super::url::Location::Local(path) => path,
+        Some(dir) => match filesink::storage::Location::parse(dir).map_err(|e| e.to_string())? {
+            filesink::storage::Location::Local(path) => path,
             other => return Err(format!("`{other}` is not a directory").into()),
         },
         None => std::env::current_dir()?,

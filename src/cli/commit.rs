@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::exit::{code_of, CliError, CliResult, CONFLICT, DATA_LOST, ERROR};
 use super::lake::{require_checkpoint, FileState, Lake};
-use super::url::Location;
 use super::util::{human_bytes, parse_job};
+use filesink::storage::Location;
 
 /// Which checkpoint of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -272,3 +272,10 @@ mod tests {
         assert!(e.lines().is_empty());
     }
 }
+
+/// A location argument that does not parse is a usage error (exit code 2).
+impl From<filesink::storage::LocationError> for CliError {
+    fn from(e: filesink::storage::LocationError) -> Self {
+        CliError::usage(e.to_string())
+    }
+}

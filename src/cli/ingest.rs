@@ -19,8 +19,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::exit::{CliError, CliResult, INPUT_CHANGED};
 use super::lake::open_storage;
-use super::url::Location;
 use super::util::{human_bytes, parse_checkpoint_every, parse_job, parse_size};
+use filesink::storage::Location;
 
 /// Least time between two plain progress lines when standard error is not a terminal.
 const PLAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);

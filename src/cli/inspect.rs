@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::exit::{CliError, CliResult};
 use super::lake::{require_checkpoint, FileState, Lake};
-use super::url::Location;
 use super::util::{human_age, human_bytes, human_time, now_ms, parse_job};
+use filesink::storage::Location;
 
 /// Arguments of `filesink inspect`.
 #[derive(Debug, clap::Args)]

@@ -13,7 +13,7 @@ use filesink::{Committable, Sink};
 pub use filesink::admin::{committed, references, FileState, HeldJobs, JobInfo};
 
 use super::exit::{CliError, CliResult};
-use super::url::Location;
+use filesink::storage::Location;
 
 /// The storage of `location`: a [`LocalStorage`] (which creates the directory if it is
 /// missing) or an S3 [`ObjectStorage`], which is also returned as such for what only S3 has
@@ -23,8 +23,8 @@ pub fn open_storage(
 ) -> filesink::Result<(Arc<dyn Storage>, Option<ObjectStorage>)> {
     match location {
         Location::Local(path) => Ok((Arc::new(LocalStorage::new(path)?), None)),
-        Location::S3 { url } => {
-            let s3 = ObjectStorage::s3(url)?;
+        Location::S3 { .. } => {
+            let s3 = ObjectStorage::s3_at(location)?;
             Ok((Arc::new(s3.clone()), Some(s3)))
         }
     }

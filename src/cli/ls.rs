@@ -12,8 +12,8 @@ use serde_json::json;
 
 use super::exit::{CliError, CliResult};
 use super::lake::{committed, references, FileState, Lake};
-use super::url::Location;
 use super::util::{human_age, human_bytes, human_time, now_ms};
+use filesink::storage::Location;
 
 /// Arguments of `filesink ls`.
 #[derive(Debug, clap::Args)]

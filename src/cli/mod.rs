@@ -29,7 +29,7 @@ pub mod inspect;
 pub mod lake;
 pub mod log;
 pub mod ls;
-pub mod url;
+
 pub mod util;
 
 use exit::{CliError, CliResult};

@@ -1,8 +1,10 @@
 //! Backends: where part files live and how they are committed.
 //!
 //! The protocol in [`crate::sink`] is written once against the [`Storage`] trait; a backend only
-//! supplies the primitives below, with the guarantees stated on each method. Today there is one
-//! backend, [`LocalStorage`] (POSIX file systems: fsync and `renameat2(RENAME_NOREPLACE)`).
+//! supplies the primitives below, with the guarantees stated on each method. The backends are
+//! [`LocalStorage`] (POSIX file systems: fsync and `renameat2(RENAME_NOREPLACE)`) and
+//! [`ObjectStorage`] (object stores; S3 multipart uploads with the `s3` feature). A
+//! [`Location`] names either.
 
 use std::fmt::Debug;
 
@@ -14,6 +16,7 @@ use crate::Result;
 #[cfg(feature = "test-util")]
 pub mod fault;
 pub mod local;
+mod location;
 mod object;
 pub mod ownership;
 #[cfg(feature = "test-util")]
@@ -22,38 +25,15 @@ pub mod power_loss;
 mod sigv4;
 
 pub use local::LocalStorage;
+pub use location::{Location, LocationError};
 pub use object::{ObjectStorage, S3Capabilities};
 pub use ownership::{JobLease, LeaseOptions};
 
-/// Parses a sink location: a local path, `file:///path`, or `s3://bucket/prefix` (configured
-/// from the `AWS_*` environment variables).
+/// Opens the storage of a sink location: a local path, `file:///path`, or
+/// `s3://bucket/prefix` (configured from the `AWS_*` environment variables). The location is
+/// parsed by [`Location::parse`], the one parser of locations.
 pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Storage>> {
-    match url
-        .split_once("://")
-        .map(|(scheme, _)| scheme.to_ascii_lowercase())
-    {
-        None => Ok(std::sync::Arc::new(LocalStorage::new(url)?)),
-        Some(scheme) if scheme == "file" => {
-            let path = url::Url::parse(url)
-                .ok()
-                .and_then(|u| u.to_file_path().ok())
-                .ok_or_else(|| {
-                    crate::Error::Config(format!("`{url}` is not a file:///absolute/path URL"))
-                })?;
-            Ok(std::sync::Arc::new(LocalStorage::new(path)?))
-        }
-        #[cfg(feature = "s3")]
-        Some(scheme) if scheme == "s3" || scheme == "s3a" => {
-            Ok(std::sync::Arc::new(ObjectStorage::s3(url)?))
-        }
-        #[cfg(not(feature = "s3"))]
-        Some(scheme) if scheme == "s3" || scheme == "s3a" => Err(crate::Error::NotSupported(
-            format!("`{url}`: this build of filesink has no `s3` feature"),
-        )),
-        Some(scheme) => Err(crate::Error::NotSupported(format!(
-            "`{scheme}://` locations; use a local path, file:// or s3://"
-        ))),
-    }
+    Location::parse(url)?.open()
 }
 
 /// Where a new part file goes: its hidden in-progress path and its final path, both relative to

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 
 use super::{Inner, ObjectStorage};
-use crate::protocol::validate_rel_path;
 use crate::storage::sigv4::BucketClient;
+use crate::storage::Location;
 use crate::{Error, Result};
 
 impl ObjectStorage {
@@ -16,7 +16,7 @@ impl ObjectStorage {
     /// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`,
     /// `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`).
     pub fn s3(url: &str) -> Result<Self> {
-        Self::s3_from(url, AmazonS3Builder::from_env())
+        Self::s3_from(&Self::s3_parse(url)?, AmazonS3Builder::from_env())
     }
 
     /// `s3://bucket/prefix` on an S3-compatible store configured by `options` alone, not by
@@ -31,24 +31,27 @@ impl ObjectStorage {
         let builder = options
             .into_iter()
             .fold(AmazonS3Builder::new(), |b, (k, v)| b.with_config(k, v));
-        Self::s3_from(url, builder)
+        Self::s3_from(&Self::s3_parse(url)?, builder)
     }
 
-    fn s3_from(url: &str, builder: AmazonS3Builder) -> Result<Self> {
-        let parsed = url::Url::parse(url)
-            .map_err(|e| Error::Config(format!("`{url}` is not a URL: {e}")))?;
-        if parsed.scheme() != "s3" && parsed.scheme() != "s3a" {
-            return Err(Error::Config(format!("`{url}` is not an s3:// URL")));
+    /// The S3 store of a parsed [`Location::S3`], configured from the `AWS_*` environment.
+    pub fn s3_at(location: &Location) -> Result<Self> {
+        Self::s3_from(location, AmazonS3Builder::from_env())
+    }
+
+    fn s3_parse(url: &str) -> Result<Location> {
+        match Location::parse(url)? {
+            s3 @ Location::S3 { .. } => Ok(s3),
+            _ => Err(Error::Config(format!("`{url}` is not an s3:// URL"))),
         }
-        let bucket = parsed
-            .host_str()
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| Error::Config(format!("`{url}` names no bucket")))?
-            .to_string();
-        let prefix = parsed.path().trim_matches('/').to_string();
-        if !prefix.is_empty() {
-            validate_rel_path(&prefix).map_err(|e| Error::Config(format!("`{url}`: {e}")))?;
-        }
+    }
+
+    fn s3_from(location: &Location, builder: AmazonS3Builder) -> Result<Self> {
+        let Location::S3 { bucket, prefix } = location else {
+            return Err(Error::Config(format!("`{location}` is not an s3:// URL")));
+        };
+        let url = location.to_string();
+        let (bucket, prefix) = (bucket.clone(), prefix.clone());
         let builder = builder.with_bucket_name(&bucket);
         let cfg = |k: AmazonS3ConfigKey| builder.get_config_value(&k);
         let region = cfg(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".into());
@@ -85,7 +88,7 @@ impl ObjectStorage {
         );
         Ok(ObjectStorage {
             inner: Arc::new(Inner {
-                url: url.trim_end_matches('/').to_string(),
+                url,
                 store: s3.clone(),
                 multipart: Some(s3),
                 bucket: Some(bucket_client),
