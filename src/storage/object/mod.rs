@@ -288,39 +288,11 @@ impl Storage for ObjectStorage {
         // bounded number of files at a time, instead of one round trip after another. Every
         // started file is waited for before the call returns; the first error fails it, and no
         // further file is started after one.
-        let mut handles: Vec<Option<PendingHandle>> = (0..parts.len()).map(|_| None).collect();
-        let mut first_error = None;
-        let mut queue = parts.into_iter().enumerate();
-        let mut set = JoinSet::new();
-        loop {
-            while first_error.is_none() && set.len() < SEAL_IN_FLIGHT_MAX {
-                let Some((i, mut part)) = queue.next() else {
-                    break;
-                };
-                set.spawn(async move {
-                    let sealed = match part.sync().await {
-                        Ok(()) => part.close().await,
-                        Err(e) => Err(e),
-                    };
-                    (i, sealed)
-                });
-            }
-            match set.join_next().await {
-                None => break,
-                Some(Ok((i, Ok(handle)))) => handles[i] = Some(handle),
-                Some(Ok((_, Err(e)))) => {
-                    first_error.get_or_insert(e);
-                }
-                Some(Err(e)) => std::panic::resume_unwind(e.into_panic()),
-            }
-        }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        Ok(handles
-            .into_iter()
-            .map(|h| h.expect("every part was sealed"))
-            .collect())
+        super::bounded::try_map(parts, SEAL_IN_FLIGHT_MAX, |mut part| async move {
+            part.sync().await?;
+            part.close().await
+        })
+        .await
     }
 
     async fn persist(&self, _parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
@@ -332,44 +304,26 @@ impl Storage for ObjectStorage {
 
     async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
         // CompleteMultipartUpload calls are independent: run them together, bounded.
-        let mut results: Vec<Option<Result<CommitOutcome>>> =
-            (0..committables.len()).map(|_| None).collect();
-        let mut set = JoinSet::new();
-        let mut next = 0;
         const IN_FLIGHT_MAX: usize = 32;
-        while next < committables.len() || !set.is_empty() {
-            while next < committables.len() && set.len() < IN_FLIGHT_MAX {
-                let (i, c, inner) = (next, committables[next].clone(), self.inner.clone());
-                set.spawn(async move {
-                    let r = match c.validate() {
-                        Err(e) => Err(e),
-                        Ok(()) => match &c.pending {
-                            PendingHandle::Multipart { upload_id, parts } => {
-                                inner.commit_multipart(&c, upload_id, parts).await
-                            }
-                            PendingHandle::Staged { staging_path } => {
-                                inner.commit_staged(&c, staging_path).await
-                            }
-                            other => Err(Error::NotSupported(format!(
-                                "an object store cannot commit a {other:?} handle"
-                            ))),
-                        },
-                    };
-                    (i, r)
-                });
-                next += 1;
-            }
-            if let Some(joined) = set.join_next().await {
-                match joined {
-                    Ok((i, r)) => results[i] = Some(r),
-                    Err(e) => std::panic::resume_unwind(e.into_panic()),
+        super::bounded::map(
+            committables.iter().collect(),
+            IN_FLIGHT_MAX,
+            |c| async move {
+                c.validate()?;
+                match &c.pending {
+                    PendingHandle::Multipart { upload_id, parts } => {
+                        self.inner.commit_multipart(c, upload_id, parts).await
+                    }
+                    PendingHandle::Staged { staging_path } => {
+                        self.inner.commit_staged(c, staging_path).await
+                    }
+                    other => Err(Error::NotSupported(format!(
+                        "an object store cannot commit a {other:?} handle"
+                    ))),
                 }
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.expect("every commit ran"))
-            .collect()
+            },
+        )
+        .await
     }
 
     async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
