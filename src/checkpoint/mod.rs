@@ -494,7 +494,7 @@ impl Coordinator {
         if let Some(e) = fatal {
             return Err(e);
         }
-        self.prune().await?;
+        Self::prune(self.storage.as_ref(), &self.job, self.retention).await?;
         let elapsed = started.elapsed();
         let span = tracing::Span::current();
         span.record("files", report.committed_files);
@@ -505,13 +505,15 @@ impl Coordinator {
         Ok(report)
     }
 
-    #[tracing::instrument(name = "prune", skip_all, fields(job = %self.job))]
-    async fn prune(&self) -> Result<()> {
-        let ids = manifest::list_checkpoints(self.storage.as_ref(), &self.job).await?;
-        if ids.len() > self.retention {
-            for (id, _) in &ids[..ids.len() - self.retention] {
-                let path = manifest::manifest_path(&self.job, *id);
-                self.storage.delete_metadata(&path).await?;
+    /// Removes the job's manifests beyond the retention. It borrows only what it needs, not
+    /// the coordinator (whose writers are not `Sync`), so that a checkpoint's future is `Send`.
+    #[tracing::instrument(name = "prune", skip_all, fields(job = %job))]
+    async fn prune(storage: &dyn Storage, job: &str, retention: usize) -> Result<()> {
+        let ids = manifest::list_checkpoints(storage, job).await?;
+        if ids.len() > retention {
+            for (id, _) in &ids[..ids.len() - retention] {
+                let path = manifest::manifest_path(job, *id);
+                storage.delete_metadata(&path).await?;
                 tracing::debug!(checkpoint = *id, file = %path, "manifest pruned");
             }
         }

@@ -973,3 +973,18 @@ mod tests {
         assert!(e.to_string().contains("input `events`"), "{e}");
     }
 }
+
+/// A pipeline is `Send`: a caller can `tokio::spawn` it (compile-time check).
+#[cfg(test)]
+mod send_check {
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[allow(dead_code)]
+    fn the_pipeline_can_be_spawned(
+        ingest: super::Ingest,
+        observer: &mut (dyn super::Observer + Send),
+    ) {
+        let fut = ingest.run_with(observer);
+        assert_send(&fut);
+    }
+}
