@@ -229,6 +229,13 @@ impl From<filesink::Error> for CliError {
 /// `Result` with [`CliError`].
 pub type CliResult<T = ()> = Result<T, CliError>;
 
+/// A location argument that does not parse is a usage error (exit code 2).
+impl From<filesink::storage::LocationError> for CliError {
+    fn from(e: filesink::storage::LocationError) -> Self {
+        CliError::usage(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,12 +277,5 @@ mod tests {
         let e = CliError::stdout(io::Error::from(io::ErrorKind::BrokenPipe));
         assert_eq!(e.code(), OK);
         assert!(e.lines().is_empty());
-    }
-}
-
-/// A location argument that does not parse is a usage error (exit code 2).
-impl From<filesink::storage::LocationError> for CliError {
-    fn from(e: filesink::storage::LocationError) -> Self {
-        CliError::usage(e.to_string())
     }
 }
