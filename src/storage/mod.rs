@@ -249,7 +249,7 @@ pub trait PartWriter: Send + Debug {
     /// Bytes of this part the backend holds in memory, not yet handed to the store or the
     /// operating system (S3: the part being filled and the parts in flight; a staged object:
     /// the whole file). The writer's memory budget counts them beside its encoders. Local
-    /// files hold none.
+    /// files: appended bytes not written yet.
     fn memory_bytes(&self) -> u64 {
         0
     }

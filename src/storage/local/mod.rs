@@ -411,30 +411,10 @@ impl Storage for LocalStorage {
     }
 
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
-        let (dir, _) = split_rel(&location.in_progress_path);
-        self.inner.ensure_dir(dir)?;
-        let path = self.inner.abs(&location.in_progress_path);
-        let file = self
-            .inner
-            .fs
-            .create_new(&path)
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists => {
-                    Error::conflict(&path, "an in-progress file of that name exists already")
-                }
-                _ => Error::io("create", &path, e),
-            })?;
-        self.inner
-            .unsynced_dirs
-            .lock()
-            .unwrap()
-            .insert(self.inner.abs(dir));
-        Ok(Box::new(LocalPart {
-            location: location.clone(),
-            path,
-            file,
-            len: 0,
-        }))
+        let (inner, location) = (self.inner.clone(), location.clone());
+        Ok(Box::new(
+            blocking(move || inner.create_part(location)).await?,
+        ))
     }
 
     async fn resume(
@@ -444,44 +424,10 @@ impl Storage for LocalStorage {
         crc32c: u32,
         location: &PartLocation,
     ) -> Result<Box<dyn PartWriter>> {
-        let src = self.inner.abs(from);
-        let mut input = self.inner.fs.open(&src).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => Error::data_lost(
-                &src,
-                format!("the in-progress file with {durable_len_bytes} durable bytes is gone"),
-            ),
-            _ => Error::io("open", &src, e),
-        })?;
-        let len = input.len_bytes().map_err(|e| Error::io("stat", &src, e))?;
-        if len < durable_len_bytes {
-            return Err(Error::data_lost(
-                &src,
-                format!("the file has {len} bytes, the checkpoint recorded {durable_len_bytes} durable bytes"),
-            ));
-        }
-        let mut part = self.create(location).await?;
-        let mut buf = vec![0u8; 1 << 20];
-        let mut left = durable_len_bytes;
-        let mut crc = 0u32;
-        while left > 0 {
-            let n = (buf.len() as u64).min(left) as usize;
-            input
-                .read_exact(&mut buf[..n])
-                .map_err(|e| Error::io("read", &src, e))?;
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-            part.write(&buf[..n]).await?;
-            left -= n as u64;
-        }
-        if crc != crc32c {
-            let _ = self
-                .inner
-                .remove_hidden(&self.inner.abs(&location.in_progress_path));
-            return Err(Error::corrupt(
-                format!("in-progress file `{}`", src.display()),
-                "its durable bytes do not match the checksum recorded at the checkpoint",
-            ));
-        }
-        Ok(part)
+        let (inner, from, location) = (self.inner.clone(), from.to_string(), location.clone());
+        let part =
+            blocking(move || inner.resume_part(&from, durable_len_bytes, crc32c, location)).await?;
+        Ok(Box::new(part))
     }
 
     async fn seal(&self, mut parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
@@ -521,7 +467,13 @@ impl Storage for LocalStorage {
                  only removes its own hidden files"
             )));
         }
-        self.inner.remove_hidden(&self.inner.abs(path))
+        let (inner, path) = (self.inner.clone(), path.to_string());
+        blocking(move || {
+            inner.remove_hidden(&inner.abs(&path))?;
+            tracing::debug!(file = %path, "hidden file removed");
+            Ok(())
+        })
+        .await
     }
 
     async fn acquire_job(
@@ -567,10 +519,12 @@ impl Storage for LocalStorage {
         let dir = crate::protocol::job_dir(job);
         validate_rel_path(&dir).map_err(Error::InvalidInput)?;
         let path = self.inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
-        match self.inner.fs.lock_holder(&path) {
+        let fs = self.inner.fs.clone();
+        blocking(move || match fs.lock_holder(&path) {
             Ok(h) => Ok(h.map(|t| String::from_utf8_lossy(&t).into_owned())),
             Err(e) => Err(Error::io("query the lock", path, e)),
-        }
+        })
+        .await
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
@@ -582,25 +536,26 @@ impl Storage for LocalStorage {
 
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
         validate_rel_path(path).map_err(Error::InvalidInput)?;
-        let abs = self.inner.abs(path);
-        let bytes = match self.inner.fs.read(&abs) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("read", abs, e)),
-        };
-        // The bytes were flushed before the name was given (`put_durable_noreplace`), but the
-        // name may still sit in the cache of a process that died: flush it, and the names of
-        // the directories above, before anyone acts on what was read.
         let inner = self.inner.clone();
-        let dir = split_rel(path).0.to_string();
+        let path = path.to_string();
         blocking(move || {
-            inner.ensure_dir(&dir)?;
-            let abs_dir = inner.abs(&dir);
+            let abs = inner.abs(&path);
+            let bytes = match inner.fs.read(&abs) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(Error::io("read", abs, e)),
+            };
+            // The bytes were flushed before the name was given (`put_durable_noreplace`), but
+            // the name may still sit in the cache of a process that died: flush it, and the
+            // names of the directories above, before anyone acts on what was read.
+            let dir = split_rel(&path).0;
+            inner.ensure_dir(dir)?;
+            let abs_dir = inner.abs(dir);
             inner.unsynced_dirs.lock().unwrap().insert(abs_dir);
-            inner.sync_dirs()
+            inner.sync_dirs()?;
+            Ok(Some(bytes))
         })
-        .await?;
-        Ok(Some(bytes))
+        .await
     }
 
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
@@ -608,10 +563,11 @@ impl Storage for LocalStorage {
             validate_rel_path(dir).map_err(Error::InvalidInput)?;
         }
         let abs = self.inner.abs(dir);
-        let entries = match self.inner.fs.read_dir(&abs) {
+        let fs = self.inner.fs.clone();
+        let entries = match blocking(move || Ok(fs.read_dir(&abs).map_err(|e| (abs, e)))).await? {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", abs, e)),
+            Err((_, e)) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err((abs, e)) => return Err(Error::io("list", abs, e)),
         };
         Ok(entries
             .into_iter()
@@ -626,11 +582,13 @@ impl Storage for LocalStorage {
     async fn delete_metadata(&self, path: &str) -> Result<()> {
         validate_rel_path(path).map_err(Error::InvalidInput)?;
         let abs = self.inner.abs(path);
-        match self.inner.fs.remove_file(&abs) {
+        let fs = self.inner.fs.clone();
+        blocking(move || match fs.remove_file(&abs) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove", abs, e)),
-        }
+        })
+        .await
     }
 
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
@@ -652,10 +610,11 @@ impl Storage for LocalStorage {
         };
         let dst = self.inner.abs(&c.final_path);
         let src = self.inner.abs(in_progress_path);
-        match self.inner.check_final(&dst, c) {
+        let (inner, c) = (self.inner.clone(), c.clone());
+        blocking(move || match inner.check_final(&dst, &c) {
             Ok(()) => Ok(CommitState::Committed),
             Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                Ok(if self.inner.fs.stat(&src).is_ok_and(|s| s.is_file) {
+                Ok(if inner.fs.stat(&src).is_ok_and(|s| s.is_file) {
                     CommitState::Pending
                 } else {
                     CommitState::Missing
@@ -663,11 +622,84 @@ impl Storage for LocalStorage {
             }
             Err(Error::Conflict { .. }) => Ok(CommitState::Conflict),
             Err(e) => Err(e),
-        }
+        })
+        .await
     }
 }
 
 impl Inner {
+    /// A new, empty in-progress file at `location` (its directory created if missing).
+    fn create_part(&self, location: PartLocation) -> Result<LocalPart> {
+        let (dir, _) = split_rel(&location.in_progress_path);
+        self.ensure_dir(dir)?;
+        let path = self.abs(&location.in_progress_path);
+        let file = self.fs.create_new(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => {
+                Error::conflict(&path, "an in-progress file of that name exists already")
+            }
+            _ => Error::io("create", &path, e),
+        })?;
+        self.unsynced_dirs.lock().unwrap().insert(self.abs(dir));
+        Ok(LocalPart {
+            location,
+            path,
+            file,
+            len: 0,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// A new in-progress file at `location` holding the first `durable_len_bytes` of `from`,
+    /// checked against the checkpoint's CRC-32C.
+    fn resume_part(
+        &self,
+        from: &str,
+        durable_len_bytes: u64,
+        crc32c: u32,
+        location: PartLocation,
+    ) -> Result<LocalPart> {
+        let src = self.abs(from);
+        let mut input = self.fs.open(&src).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Error::data_lost(
+                &src,
+                format!("the in-progress file with {durable_len_bytes} durable bytes is gone"),
+            ),
+            _ => Error::io("open", &src, e),
+        })?;
+        let len = input.len_bytes().map_err(|e| Error::io("stat", &src, e))?;
+        if len < durable_len_bytes {
+            return Err(Error::data_lost(
+                &src,
+                format!("the file has {len} bytes, the checkpoint recorded {durable_len_bytes} durable bytes"),
+            ));
+        }
+        let in_progress = self.abs(&location.in_progress_path);
+        let mut part = self.create_part(location)?;
+        let mut buf = vec![0u8; (1 << 20).min(durable_len_bytes.max(1) as usize)];
+        let mut left = durable_len_bytes;
+        let mut crc = 0u32;
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            input
+                .read_exact(&mut buf[..n])
+                .map_err(|e| Error::io("read", &src, e))?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            part.file
+                .write_all(&buf[..n])
+                .map_err(|e| Error::io("write", &part.path, e))?;
+            part.len += n as u64;
+            left -= n as u64;
+        }
+        if crc != crc32c {
+            let _ = self.remove_hidden(&in_progress);
+            return Err(Error::corrupt(
+                format!("in-progress file `{}`", src.display()),
+                "its durable bytes do not match the checksum recorded at the checkpoint",
+            ));
+        }
+        Ok(part)
+    }
+
     /// Temp file, fsync, rename without replace, fsync the directory (and the parents of any
     /// directory created on the way): the one way metadata reaches the disk.
     fn put_durable_noreplace(&self, rel: &str, bytes: &[u8]) -> Result<()> {
@@ -705,12 +737,32 @@ impl Inner {
 }
 
 /// An in-progress file on local disk.
+///
+/// Small writes collect in `buffer` and reach the file together, from a blocking thread, so
+/// that no write blocks the async runtime and a row format's many small appends cost few
+/// system calls. The buffer is written before every fsync of the file ([`PartWriter::sync`],
+/// [`LocalStorage::flush_group`]) and counted in [`PartWriter::memory_bytes`].
 #[derive(Debug)]
 struct LocalPart {
     location: PartLocation,
     path: PathBuf,
     file: Arc<dyn FsFile>,
+    /// Bytes appended, buffered ones included.
     len: u64,
+    /// Appended bytes not written to the file yet.
+    buffer: Vec<u8>,
+}
+
+/// How many appended bytes a [`LocalPart`] collects before writing them.
+const WRITE_BUFFER_BYTES: usize = 64 << 10;
+
+/// Writes a part's buffered bytes to its file (on a blocking thread).
+fn write_buffered(file: &dyn FsFile, path: &Path, buffer: &[u8]) -> Result<()> {
+    if buffer.is_empty() {
+        return Ok(());
+    }
+    file.write_all(buffer)
+        .map_err(|e| Error::io("write", path, e))
 }
 
 impl LocalStorage {
@@ -723,9 +775,16 @@ impl LocalStorage {
         &self,
         parts: impl Iterator<Item = &'a mut (dyn PartWriter + 'static)>,
     ) -> Result<()> {
-        let files = parts.map(local_file).collect::<Result<Vec<_>>>()?;
+        let parts = parts.map(local_file).collect::<Result<Vec<_>>>()?;
         let inner = self.inner.clone();
         blocking(move || {
+            for (path, file, buffer) in &parts {
+                write_buffered(file.as_ref(), path, buffer)?;
+            }
+            let files: Vec<(PathBuf, Arc<dyn FsFile>)> = parts
+                .into_iter()
+                .map(|(path, file, _)| (path, file))
+                .collect();
             inner.sync_parts(&files)?;
             inner.sync_dirs()?;
             for (path, file) in &files {
@@ -746,10 +805,17 @@ impl LocalStorage {
     }
 }
 
-/// The path and file handle of one of this backend's parts, for a group flush.
-fn local_file(part: &mut (dyn PartWriter + 'static)) -> Result<(PathBuf, Arc<dyn FsFile>)> {
+/// The path, file handle and buffered bytes (taken) of one of this backend's parts, for a
+/// group flush.
+fn local_file(
+    part: &mut (dyn PartWriter + 'static),
+) -> Result<(PathBuf, Arc<dyn FsFile>, Vec<u8>)> {
     match part.as_any_mut().downcast_mut::<LocalPart>() {
-        Some(p) => Ok((p.path.clone(), p.file.clone())),
+        Some(p) => Ok((
+            p.path.clone(),
+            p.file.clone(),
+            std::mem::take(&mut p.buffer),
+        )),
         None => Err(Error::NotSupported(
             "the local backend can only flush its own part files".into(),
         )),
@@ -766,20 +832,38 @@ impl PartWriter for LocalPart {
         self.len
     }
 
+    fn memory_bytes(&self) -> u64 {
+        self.buffer.len() as u64
+    }
+
     async fn write(&mut self, data: &[u8]) -> Result<()> {
-        self.file
-            .write_all(data)
-            .map_err(|e| Error::io("write", &self.path, e))?;
+        if self.buffer.len() + data.len() <= WRITE_BUFFER_BYTES {
+            self.buffer.extend_from_slice(data);
+        } else {
+            let mut bytes = std::mem::take(&mut self.buffer);
+            bytes.extend_from_slice(data);
+            let (file, path) = (self.file.clone(), self.path.clone());
+            blocking(move || write_buffered(file.as_ref(), &path, &bytes)).await?;
+        }
         self.len += data.len() as u64;
         Ok(())
     }
 
     async fn sync(&mut self) -> Result<()> {
+        let buffer = std::mem::take(&mut self.buffer);
         let (file, path) = (self.file.clone(), self.path.clone());
-        blocking(move || file.sync_data().map_err(|e| Error::fsync(path, e))).await
+        blocking(move || {
+            write_buffered(file.as_ref(), &path, &buffer)?;
+            file.sync_data().map_err(|e| Error::fsync(path, e))
+        })
+        .await
     }
 
     async fn close(self: Box<Self>) -> Result<PendingHandle> {
+        // Sealed after a flush that wrote the buffer; a part closed otherwise still gets its
+        // bytes.
+        let (file, path, buffer) = (self.file.clone(), self.path.clone(), self.buffer);
+        blocking(move || write_buffered(file.as_ref(), &path, &buffer)).await?;
         Ok(PendingHandle::LocalFile {
             in_progress_path: self.location.in_progress_path.clone(),
         })
