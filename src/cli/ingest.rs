@@ -331,32 +331,13 @@ fn check_bad_records_path(path: &Path, lake: &Location, inputs: &[Input]) -> Cli
 }
 
 fn resolve_input_format(inputs: &[Input], given: Option<InputFormat>) -> CliResult<InputFormat> {
-    if let Some(f) = given {
-        return Ok(f);
+    match given {
+        Some(f) => Ok(f),
+        None => InputFormat::of_inputs(inputs).map_err(|e| match e {
+            filesink::Error::Config(m) => CliError::usage(m),
+            e => e.into(),
+        }),
     }
-    let mut format = None;
-    for input in inputs {
-        let f = if input.is_stdin() {
-            InputFormat::Jsonl
-        } else {
-            InputFormat::from_path(&input.display).ok_or_else(|| {
-                CliError::usage(format!(
-                    "cannot tell the format of `{}` from its name; pass --input-format jsonl or csv",
-                    input.display
-                ))
-            })?
-        };
-        match format {
-            None => format = Some(f),
-            Some(g) if g != f => {
-                return Err(CliError::usage(
-                    "the inputs mix JSON lines and CSV; ingest them as separate jobs",
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(format.expect("at least one input"))
 }
 
 /// Reads a `--schema` file: the serde JSON of an arrow schema.

@@ -237,6 +237,18 @@ impl Job {
         self.writer = None;
     }
 
+    /// Restarts from the latest complete checkpoint and runs to the end of the source,
+    /// checkpointing every `every` batches.
+    pub async fn restart_and_finish(&mut self, every: usize) {
+        let restored = self.start().await;
+        self.writer = Some(restored.writer);
+        while self.position < self.total_batches {
+            self.write(every).await;
+            self.checkpoint(true, true).await;
+        }
+        self.finish().await;
+    }
+
     /// The end of the input: every open file rolls, and a last checkpoint commits it.
     pub async fn finish(&mut self) -> Checkpoint {
         self.writer().end_of_input().await.expect("end_of_input");

@@ -87,7 +87,8 @@ impl InputFormat {
             } else {
                 InputFormat::from_path(&input.display).ok_or_else(|| {
                     Error::Config(format!(
-                        "cannot tell the format of `{}` from its name; give the input format",
+                        "cannot tell the format of `{}` from its name; give the input format \
+                         (`--input-format jsonl` or `csv`, `Ingest::input_format` in the library)",
                         input.display
                     ))
                 })?

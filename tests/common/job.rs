@@ -73,39 +73,5 @@ pub async fn run(storage: Arc<dyn Storage>, seed: u64, acked: &mut i64) -> files
     Ok(())
 }
 
-/// Runs `job` from its latest manifest over ids `offset..offset + total` in batches of 100 on
-/// two writers (two parallel subtasks: even and odd batches), checkpointing every `every`
-/// batches; stops after `stop_after` batches of this run (a crash) unless it reaches the end.
-/// `None` if the job had finished already.
-pub async fn run_two_writers(
-    s: &Sink,
-    job: &str,
-    offset: i64,
-    total: i64,
-    every: i64,
-    stop_after: Option<i64>,
-) -> Option<Coordinator> {
-    let mut c = Coordinator::open(s, job, 2).await.unwrap();
-    if c.is_finished() {
-        return None;
-    }
-    let mut next = c.source_position::<i64>().unwrap().unwrap_or(0);
-    let mut written = 0;
-    while next < total {
-        let w = ((next / 100) % 2) as usize;
-        c.writers()[w]
-            .write(&super::batch(offset + next, 100))
-            .await
-            .unwrap();
-        next += 100;
-        written += 1;
-        if stop_after == Some(written) {
-            return Some(c);
-        }
-        if written % every == 0 {
-            c.checkpoint(&next).await.unwrap();
-        }
-    }
-    c.finish(&next).await.unwrap();
-    Some(c)
-}
+#[allow(unused_imports)]
+pub use filesink::conformance::harness::run_two_writers;

@@ -10,51 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
 use arrow::record_batch::RecordBatch;
-use filesink::{Committable, FileFormat, WriterState};
+use filesink::FileFormat;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-/// `id` (unique per record), `day` (5 distinct values), `payload`.
-pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("day", DataType::Utf8, false),
-        Field::new("payload", DataType::Utf8, false),
-    ]))
-}
-
-/// Records `start..start+len` as one batch.
-pub fn batch(start: i64, len: i64) -> RecordBatch {
-    let ids: Vec<i64> = (start..start + len).collect();
-    let days: Vec<String> = ids
-        .iter()
-        .map(|i| format!("2026-11-{:02}", 25 + i % 5))
-        .collect();
-    let payloads: Vec<String> = ids
-        .iter()
-        .map(|i| format!("record-{i}-{}", "x".repeat((i % 7) as usize)))
-        .collect();
-    RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(Int64Array::from(ids)),
-            Arc::new(StringArray::from(days)),
-            Arc::new(StringArray::from(payloads)),
-        ],
-    )
-    .unwrap()
-}
-
-/// A complete checkpoint as a job's checkpoint storage would hold it.
-#[derive(Debug, Clone)]
-pub struct Checkpoint {
-    pub id: u64,
-    /// The source position: the next batch index to read.
-    pub source_position: usize,
-    pub state: WriterState,
-    pub committables: Vec<Committable>,
-}
+#[allow(unused_imports)]
+pub use filesink::conformance::harness::{batch, schema, Checkpoint, Job};
 
 /// Every visible (non-hidden) data file under `base`, recursively, sorted.
 pub fn visible_files(base: &Path) -> Vec<PathBuf> {
@@ -205,114 +167,4 @@ pub fn column_strings(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
     (0..col.len())
         .map(|i| col.is_valid(i).then(|| col.value(i).to_string()))
         .collect()
-}
-
-/// A job in miniature: a source of `total_batches` batches of `batch_len` records with ids,
-/// the sink's writer, and the checkpoint storage. A crash is dropping the writer: the process
-/// stops wherever it is, and every file it left stays on disk.
-pub struct Job {
-    pub sink: filesink::Sink,
-    pub total_batches: usize,
-    pub batch_len: i64,
-    pub completed: Vec<Checkpoint>,
-    pub writer: Option<filesink::SinkWriter>,
-    pub position: usize,
-    pub next_checkpoint: u64,
-}
-
-impl Job {
-    pub fn new(sink: filesink::Sink, total_batches: usize, batch_len: i64) -> Self {
-        Job {
-            sink,
-            total_batches,
-            batch_len,
-            completed: Vec::new(),
-            writer: None,
-            position: 0,
-            next_checkpoint: 1,
-        }
-    }
-
-    /// Starts or restarts from the latest complete checkpoint, as a restarted job does.
-    pub async fn start(&mut self) -> filesink::Restored {
-        let latest = self.completed.last().cloned();
-        let restored = self
-            .sink
-            .restore_writer(
-                latest.as_ref().map(|c| &c.state),
-                latest.as_ref().map_or(&[][..], |c| &c.committables),
-            )
-            .await
-            .expect("restore");
-        self.position = latest.as_ref().map_or(0, |c| c.source_position);
-        self.next_checkpoint = latest.as_ref().map_or(1, |c| c.id + 1);
-        restored
-    }
-
-    pub fn writer(&mut self) -> &mut filesink::SinkWriter {
-        self.writer.as_mut().expect("job not started")
-    }
-
-    /// Writes the next `n` batches of the source (fewer at its end).
-    pub async fn write(&mut self, n: usize) {
-        for _ in 0..n {
-            if self.position >= self.total_batches {
-                return;
-            }
-            let b = batch(self.position as i64 * self.batch_len, self.batch_len);
-            self.writer().write(&b).await.expect("write");
-            self.position += 1;
-        }
-    }
-
-    /// Takes a checkpoint: the vote, then (if `complete`) storing it, then (if `commit`) the
-    /// commit. Returns the checkpoint.
-    pub async fn checkpoint(&mut self, complete: bool, commit: bool) -> Checkpoint {
-        let id = self.next_checkpoint;
-        self.next_checkpoint += 1;
-        let prepared = self
-            .writer()
-            .prepare_commit(id)
-            .await
-            .expect("prepare_commit");
-        let cp = Checkpoint {
-            id,
-            source_position: self.position,
-            state: prepared.state,
-            committables: prepared.committables,
-        };
-        if complete {
-            self.completed.push(cp.clone());
-            if commit {
-                self.sink
-                    .committer()
-                    .commit_all(&cp.committables)
-                    .await
-                    .expect("commit");
-            }
-        }
-        cp
-    }
-
-    /// The process dies: nothing more happens, files stay as they are.
-    pub fn crash(&mut self) {
-        self.writer = None;
-    }
-
-    /// Restarts and runs to the end of the source, checkpointing every `every` batches.
-    pub async fn restart_and_finish(&mut self, every: usize) {
-        let restored = self.start().await;
-        self.writer = Some(restored.writer);
-        while self.position < self.total_batches {
-            self.write(every).await;
-            self.checkpoint(true, true).await;
-        }
-        self.finish().await;
-    }
-
-    /// The end of the input: every open file rolls, and a last checkpoint commits it.
-    pub async fn finish(&mut self) -> Checkpoint {
-        self.writer().end_of_input().await.expect("end_of_input");
-        self.checkpoint(true, true).await
-    }
 }

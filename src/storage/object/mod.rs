@@ -250,9 +250,16 @@ impl Storage for ObjectStorage {
         let upload = match &inner.multipart {
             Some(m) => {
                 let key = inner.key(&location.final_path)?;
+                let started = std::time::Instant::now();
                 let id = m.create_multipart(&key).await.map_err(|e| {
                     inner.store_error("start an upload of", &location.final_path, e)
                 })?;
+                tracing::debug!(
+                    file = %location.final_path,
+                    upload_id = %id,
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "multipart upload created"
+                );
                 Some(id)
             }
             None => None,
@@ -343,7 +350,10 @@ impl Storage for ObjectStorage {
             )));
         }
         match inner.store.delete(&inner.key(path)?).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                tracing::debug!(file = %path, "hidden object removed");
+                Ok(())
+            }
             Err(e) => Err(inner.store_error("delete", path, e)),
         }
     }

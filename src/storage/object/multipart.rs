@@ -66,7 +66,17 @@ impl Inner {
             })
             .collect();
         let id = upload_id.to_string();
+        let started = std::time::Instant::now();
         let completed = multipart.complete_multipart(&key, &id, ids).await;
+        tracing::debug!(
+            file = %c.final_path,
+            upload_id = %id,
+            parts = parts.len(),
+            bytes = c.size_bytes,
+            ok = completed.is_ok(),
+            duration_ms = started.elapsed().as_millis() as u64,
+            "multipart upload completed"
+        );
         let first_error = match completed {
             Ok(_) => return Ok(CommitOutcome::Committed),
             Err(e) => e,
@@ -191,7 +201,10 @@ impl Inner {
             .await
         {
             // 404 `NoSuchUpload`: aborted or completed before.
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                tracing::debug!(file = %final_path, upload_id, "multipart upload aborted");
+                Ok(())
+            }
             Err(e) => Err(inner.store_error("abort the upload of", final_path, e)),
         }
     }

@@ -52,9 +52,11 @@ impl ObjectPart {
             .expect("multipart parts have an upload");
         let final_path = self.location.final_path.clone();
         self.next_part += 1;
+        let bytes_len = bytes.len();
         self.in_flight.spawn(async move {
             let multipart = inner.multipart.as_ref().expect("multipart store");
             let key = inner.key(&final_path)?;
+            let started = std::time::Instant::now();
             let part = multipart
                 .put_part(&key, &id, idx, PutPayload::from(Bytes::from(bytes)))
                 .await
@@ -69,6 +71,13 @@ impl ObjectPart {
                     ),
                     e => inner.store_error("upload a part of", &final_path, e),
                 })?;
+            tracing::trace!(
+                file = %final_path,
+                part = idx,
+                bytes = bytes_len,
+                duration_ms = started.elapsed().as_millis() as u64,
+                "part uploaded"
+            );
             Ok((idx, part.content_id))
         });
         Ok(())
