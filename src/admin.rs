@@ -25,6 +25,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::checkpoint::manifest::{self, Manifest, SinkIdentity};
 use crate::checkpoint::OwnNames;
 use crate::error::{Error, Result};
@@ -310,6 +312,24 @@ impl Lake {
             }
         }
         Ok(l.into_iter().partition(|l| own.owns(l)))
+    }
+
+    /// Removes a leftover that [`may_remove`] allows (the caller holds its job, see
+    /// [`Lake::hold_jobs`]): a hidden file, or on S3 an incomplete multipart upload. Counted in
+    /// [`crate::protocol::metric::LEFTOVERS_REMOVED`]; the backend refuses any name that is
+    /// not one of filesink's hidden names.
+    pub async fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        self.storage
+            .remove_leftover(&leftover.path)
+            .instrument(tracing::debug_span!(
+                "cleanup",
+                file = %leftover.path,
+                bytes = leftover.size_bytes,
+            ))
+            .await?;
+        tracing::info!(file = %leftover.path, bytes = leftover.size_bytes, "leftover removed");
+        metrics::counter!(crate::protocol::metric::LEFTOVERS_REMOVED).increment(1);
+        Ok(())
     }
 
     /// The visible data files (every name readers see), with their sizes.

@@ -17,6 +17,10 @@ fn main() -> ExitCode {
         }
     };
     cli::log::init(args.verbose, args.log_format);
+    let (metrics, log_format) = match args.metrics {
+        true => (cli::metrics::Collector::install(), args.log_format),
+        false => (None, args.log_format),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -28,7 +32,11 @@ fn main() -> ExitCode {
             return ExitCode::from(cli::exit::ERROR);
         }
     };
-    match runtime.block_on(cli::run(args)) {
+    let result = runtime.block_on(cli::run(args));
+    if let Some(m) = metrics {
+        m.print(log_format);
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             e.report();

@@ -210,3 +210,62 @@ async fn protocol_steps_are_spans_and_committed_files_are_counted() {
     assert!(counters.get(metric::BYTES_COMMITTED) > 0);
     assert_eq!(counters.get(metric::RECORDS_COMMITTED), 30);
 }
+
+/// `--metrics` prints the library's metrics when the command ends: as JSON with
+/// `--log-format json` (the committed files and records equal what the lake holds), as a table
+/// otherwise; and `abort` counts the leftovers it removes.
+#[test]
+fn the_cli_prints_a_metrics_summary_of_the_run() {
+    use common::cli::*;
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let o = run_ok(&[
+        "--metrics",
+        "--log-format",
+        "json",
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        s(&lake),
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "1000rows",
+    ]);
+    let last = stderr(&o).lines().last().unwrap_or_default().to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    let m = &v["metrics"];
+    assert_eq!(
+        m[metric::FILES_COMMITTED].as_u64(),
+        Some(visible_files(&lake).len() as u64),
+        "{v}"
+    );
+    assert_eq!(m[metric::RECORDS_COMMITTED], 5000, "{v}");
+    assert!(
+        m[metric::CHECKPOINT_DURATION]["count"].as_u64() >= Some(5),
+        "{v}"
+    );
+
+    // A run that crashed before its first checkpoint leaves an in-progress file; abort
+    // removes it and counts it.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let sink = Sink::local(&lake)
+            .unwrap()
+            .format(FileFormat::parquet())
+            .build()
+            .unwrap();
+        let mut c = Coordinator::open(&sink, "crashed", 1).await.unwrap();
+        c.writer().write(&batch(0, 10)).await.unwrap();
+        drop(c);
+        filesink::storage::ownership::settle_releases().await;
+    });
+    let o = run_ok(&["--metrics", "--log-format", "json", "abort", s(&lake)]);
+    let last = stderr(&o).lines().last().unwrap_or_default().to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    assert_eq!(v["metrics"][metric::LEFTOVERS_REMOVED], 1, "{v}");
+
+    let o = run_ok(&["--metrics", "ls", s(&lake)]);
+    assert!(stderr(&o).starts_with("metrics:"), "{}", stderr(&o));
+}

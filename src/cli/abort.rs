@@ -131,7 +131,7 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
             removed.push((l, None));
             continue;
         }
-        match lake.storage.remove_leftover(&l.path).await {
+        match lake.remove_leftover(l).await {
             Ok(()) => removed.push((l, None)),
             Err(e) => {
                 removed.push((l, Some(super::ls::error_chain(&e))));

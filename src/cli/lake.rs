@@ -112,6 +112,14 @@ impl Lake {
         self.model.identity()
     }
 
+    /// Removes a leftover ([`admin::Lake::remove_leftover`]).
+    pub async fn remove_leftover(
+        &self,
+        leftover: &filesink::storage::Leftover,
+    ) -> filesink::Result<()> {
+        self.model.remove_leftover(leftover).await
+    }
+
     /// The sink id; refuses (exit code 5) if this is not a filesink output.
     pub fn sink_id(&self) -> CliResult<&str> {
         match self.identity() {

@@ -29,6 +29,7 @@ pub mod inspect;
 pub mod lake;
 pub mod log;
 pub mod ls;
+pub mod metrics;
 
 pub mod util;
 
@@ -49,6 +50,11 @@ pub struct Cli {
     /// The format of log lines on standard error.
     #[arg(long, global = true, value_enum, default_value_t = log::LogFormat::Text)]
     pub log_format: log::LogFormat,
+    /// When the command ends, print the library's metrics (files, bytes and records
+    /// committed, checkpoint and commit durations, leftovers removed, retries) to standard
+    /// error, in the `--log-format`.
+    #[arg(long, global = true)]
+    pub metrics: bool,
 }
 
 /// The subcommands.
