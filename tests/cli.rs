@@ -409,9 +409,9 @@ fn two_inputs_into_one_lake_are_two_jobs_both_fully_visible() {
         .unwrap()
         .iter()
         .all(|j| j["finished"] == true));
-    // Part files carry their writer id `<job>_0`.
-    assert_exactly_once(&visible_ids(&lake, &format!("-{first}_0-")), 0..3000);
-    assert_exactly_once(&visible_ids(&lake, &format!("-{second}_0-")), 0..2000);
+    // Part files carry their writer id `<job>_<writer>`.
+    assert_exactly_once(&visible_ids(&lake, &format!("-{first}_")), 0..3000);
+    assert_exactly_once(&visible_ids(&lake, &format!("-{second}_")), 0..2000);
     assert_eq!(visible_ids(&lake, "").len(), 5000);
 }
 

@@ -39,6 +39,7 @@ use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 use tracing::Instrument;
 
+use crate::protocol::{BucketId, PreparedCheckpoint};
 use crate::protocol::{CommitOutcome, Committable, WriterState};
 use crate::sink::{Sink, SinkWriter};
 use crate::storage::{JobLease, LeaseOptions, Leftover, Storage};
@@ -91,15 +92,27 @@ pub struct CoordinatorBuilder {
     sink: Sink,
     job: String,
     parallelism: usize,
+    /// Whether a job that exists keeps its own parallelism ([`CoordinatorBuilder::parallelism_of_new_job`]).
+    adopt_parallelism: bool,
     ownership: Ownership,
     retention: usize,
 }
 
 impl CoordinatorBuilder {
+    /// Number of writers for a job that has no checkpoint yet; a job that has one keeps the
+    /// parallelism it was checkpointed with (so a job started on a machine with more cores
+    /// resumes anywhere). Replaces [`CoordinatorBuilder::parallelism`].
+    pub fn parallelism_of_new_job(mut self, writers: usize) -> Self {
+        self.parallelism = writers;
+        self.adopt_parallelism = true;
+        self
+    }
+
     /// Number of writers (default 1); writer `i` gets the id `<job>_<i>`. A job keeps the
     /// parallelism it was first checkpointed with.
     pub fn parallelism(mut self, writers: usize) -> Self {
         self.parallelism = writers;
+        self.adopt_parallelism = false;
         self
     }
 
@@ -152,7 +165,14 @@ impl CoordinatorBuilder {
                 .inspect_err(|e| tracing::info!(error = %e, "job not acquired"))?,
             Ownership::External => Box::new(crate::storage::ownership::External),
         };
-        let mut c = Coordinator::restore(&self.sink, &self.job, self.parallelism, lease).await?;
+        let mut c = Coordinator::restore(
+            &self.sink,
+            &self.job,
+            self.parallelism,
+            self.adopt_parallelism,
+            lease,
+        )
+        .await?;
         c.retention = self.retention;
         tracing::Span::current().record("checkpoint", c.last_checkpoint);
         tracing::info!(
@@ -179,6 +199,52 @@ pub struct Coordinator {
     finished: bool,
     retention: usize,
     restored_outcomes: Vec<CommitOutcome>,
+    /// The writer the next unpartitioned batch goes to ([`Coordinator::write`]).
+    rotation: usize,
+}
+
+/// What [`Coordinator::fan_out`] asks of one writer.
+enum Op {
+    Write(Vec<(BucketId, RecordBatch)>),
+    Prepare {
+        checkpoint_id: u64,
+        end_of_input: bool,
+    },
+}
+
+/// What a writer answered to an [`Op`].
+enum Done {
+    Written,
+    Prepared(PreparedCheckpoint),
+}
+
+/// Runs `op` on `writer` and hands the writer back with the outcome.
+async fn run_op(mut writer: JobWriter, op: Op) -> (JobWriter, Result<Done>) {
+    let result = match op {
+        Op::Write(buckets) => writer
+            .inner
+            .write_assigned(buckets)
+            .await
+            .map(|()| Done::Written),
+        Op::Prepare {
+            checkpoint_id,
+            end_of_input,
+        } => async {
+            if end_of_input {
+                writer.inner.end_of_input().await?;
+            }
+            writer.inner.prepare_commit(checkpoint_id).await
+        }
+        .await
+        .map(Done::Prepared),
+    };
+    (writer, result)
+}
+
+/// The writer of a job with `writers` writers that takes `bucket` for the whole job: a hash
+/// of the bucket's path that does not change between runs or builds (CRC-32C).
+fn writer_of(bucket: &BucketId, writers: usize) -> usize {
+    crc32c::crc32c(bucket.as_str().as_bytes()) as usize % writers
 }
 
 impl Coordinator {
@@ -203,6 +269,7 @@ impl Coordinator {
             sink: sink.clone(),
             job: job.to_string(),
             parallelism: 1,
+            adopt_parallelism: false,
             ownership: Ownership::default(),
             retention: Self::DEFAULT_RETENTION,
         }
@@ -212,6 +279,7 @@ impl Coordinator {
         sink: &Sink,
         job: &str,
         parallelism: usize,
+        adopt_parallelism: bool,
         lease: Box<dyn JobLease>,
     ) -> Result<Coordinator> {
         let storage = sink.storage().clone();
@@ -220,6 +288,10 @@ impl Coordinator {
             .expect("created");
         let latest =
             manifest::latest_manifest(storage.as_ref(), job, Some(&identity.sink_id)).await?;
+        let parallelism = match &latest {
+            Some(m) if adopt_parallelism && !m.writers.is_empty() => m.writers.len(),
+            _ => parallelism,
+        };
         if let Some(m) = &latest {
             if m.writers.len() != parallelism {
                 return Err(Error::Config(format!(
@@ -269,6 +341,7 @@ impl Coordinator {
             finished: latest.as_ref().is_some_and(|m| m.finished),
             retention: Self::DEFAULT_RETENTION,
             restored_outcomes,
+            rotation: 0,
         })
     }
 
@@ -333,6 +406,112 @@ impl Coordinator {
     /// What committing the restored manifest's committables did at [`Coordinator::open`].
     pub fn restored_outcomes(&self) -> &[CommitOutcome] {
         &self.restored_outcomes
+    }
+
+    /// Writes `batch` across the job's writers, which encode at the same time, each on its own
+    /// task (so a job with several writers uses several cores), and returns when all of them
+    /// have written their share.
+    ///
+    /// The sink's bucket assigner splits the batch once; each bucket goes to one writer, the
+    /// same for the whole job (a stable hash of its path), so a bucket still has one open file
+    /// per checkpoint. A batch that falls into the base directory alone (an unpartitioned
+    /// sink) goes to the writers in turn: one open file per writer.
+    ///
+    /// If this call's future is dropped before it completes (a crash in a test), the writers
+    /// are gone with it: reopen the job.
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let n = self.writers.len();
+        if n == 1 {
+            return self.writer().write(batch).await;
+        }
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let buckets = self
+            .sink
+            .config
+            .bucket_assigner
+            .assign(batch, chrono::Utc::now())?;
+        let mut shares: Vec<Vec<(BucketId, RecordBatch)>> = (0..n).map(|_| Vec::new()).collect();
+        if buckets.iter().all(|(b, _)| b.is_root()) {
+            let w = self.rotation % n;
+            self.rotation = self.rotation.wrapping_add(1);
+            shares[w] = buckets;
+        } else {
+            for (bucket, b) in buckets {
+                shares[writer_of(&bucket, n)].push((bucket, b));
+            }
+        }
+        let ops = shares
+            .into_iter()
+            .map(|s| (!s.is_empty()).then_some(Op::Write(s)))
+            .collect();
+        self.fan_out(ops).await.map(drop)
+    }
+
+    /// Runs `ops[i]` on writer `i`, every writer with work on its own task, and waits for all
+    /// of them: when it returns, no writer is busy, whatever the outcome. The first error is
+    /// returned (every writer is back in place).
+    async fn fan_out(&mut self, ops: Vec<Option<Op>>) -> Result<Vec<Option<Done>>> {
+        if self.writers.len() != ops.len() {
+            return Err(Error::InvalidInput(format!(
+                "a write or checkpoint of job `{}` was interrupted and took its writers with it; \
+                 reopen the job",
+                self.job
+            )));
+        }
+        let writers = std::mem::take(&mut self.writers);
+        let busy = ops.iter().filter(|o| o.is_some()).count();
+        let mut slots: Vec<Option<JobWriter>> = Vec::with_capacity(writers.len());
+        let mut results: Vec<Option<Done>> = Vec::with_capacity(writers.len());
+        let mut tasks = Vec::with_capacity(busy);
+        let mut first_error = None;
+        for (i, (writer, op)) in writers.into_iter().zip(ops).enumerate() {
+            results.push(None);
+            match op {
+                None => slots.push(Some(writer)),
+                // One writer with work: no task to spawn.
+                Some(op) if busy == 1 => {
+                    let (writer, r) = run_op(writer, op).await;
+                    slots.push(Some(writer));
+                    match r {
+                        Ok(done) => results[i] = Some(done),
+                        Err(e) => first_error = Some(e),
+                    }
+                }
+                Some(op) => {
+                    slots.push(None);
+                    tasks.push((i, tokio::spawn(run_op(writer, op))));
+                }
+            }
+        }
+        for (i, task) in tasks {
+            match task.await {
+                Ok((writer, r)) => {
+                    slots[i] = Some(writer);
+                    match r {
+                        Ok(done) => results[i] = Some(done),
+                        Err(e) => {
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                }
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => {
+                    first_error.get_or_insert(Error::InvalidInput(format!(
+                        "a writer task of job `{}` was cancelled: {e}",
+                        self.job
+                    )));
+                }
+            }
+        }
+        if slots.iter().all(Option::is_some) {
+            self.writers = slots.into_iter().flatten().collect();
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(results),
+        }
     }
 
     /// The job's writers; writer `i` has id `<job>_<i>`.
@@ -408,15 +587,23 @@ impl Coordinator {
         }
         let started = Instant::now();
         let id = self.last_checkpoint + 1;
+        // Every writer votes at the same time (its flushes and fsyncs on its own task).
+        let votes = (0..self.writers.len())
+            .map(|_| {
+                Some(Op::Prepare {
+                    checkpoint_id: id,
+                    end_of_input: finished,
+                })
+            })
+            .collect();
+        let votes = self.fan_out(votes).await?;
         let mut committables = std::mem::take(&mut self.uncommitted);
-        let mut states = Vec::with_capacity(self.writers.len());
-        for w in &mut self.writers {
-            if finished {
-                w.inner.end_of_input().await?;
+        let mut states = Vec::with_capacity(votes.len());
+        for vote in votes {
+            if let Some(Done::Prepared(prepared)) = vote {
+                committables.extend(prepared.committables);
+                states.push(prepared.state);
             }
-            let prepared = w.inner.prepare_commit(id).await?;
-            committables.extend(prepared.committables);
-            states.push(prepared.state);
         }
         let manifest = Manifest {
             version: crate::protocol::FORMAT_VERSION,

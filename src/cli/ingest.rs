@@ -120,6 +120,16 @@ pub struct IngestArgs {
     #[arg(long, value_parser = parse_lease_ttl, value_name = "DURATION")]
     pub lease_ttl: Option<std::time::Duration>,
 
+    /// Writers that encode at the same time (default: the cores available for a new job; a
+    /// resumed job keeps the number it started with). Each partition goes to one writer.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024), value_name = "N")]
+    pub parallelism: Option<u16>,
+
+    /// What the writers may hold in memory together: encoder and upload buffers (default
+    /// 512MiB). Files roll early rather than exceed it.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub memory: Option<u64>,
+
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -195,6 +205,12 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     };
     if let Some(schema) = explicit {
         ingest = ingest.schema(schema);
+    }
+    if let Some(n) = args.parallelism {
+        ingest = ingest.parallelism(n.into());
+    }
+    if let Some(bytes) = args.memory {
+        ingest = ingest.memory_bytes_max(bytes);
     }
     if let Some(bytes) = args.max_part_size {
         ingest = ingest.part_size_bytes_max(bytes);

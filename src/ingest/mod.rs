@@ -256,6 +256,8 @@ pub struct Ingest {
     job: Option<String>,
     lease_ttl: Duration,
     stop_after_records: Option<u64>,
+    parallelism: Option<usize>,
+    memory_bytes_max: u64,
 }
 
 /// A message from the reader thread.
@@ -291,6 +293,8 @@ impl Ingest {
             job: None,
             lease_ttl: LeaseOptions::DEFAULT_TTL,
             stop_after_records: None,
+            parallelism: None,
+            memory_bytes_max: crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX,
         }
     }
 
@@ -371,6 +375,23 @@ impl Ingest {
         self
     }
 
+    /// Number of writer subtasks that encode at the same time, each on its own task (see
+    /// [`Coordinator::write`] for how records are shared among them). Default: a new job gets
+    /// as many as there are cores ([`std::thread::available_parallelism`]), a resumed job keeps
+    /// the number it started with. Given explicitly, a resumed job must have been started with
+    /// the same number (rescaling is refused).
+    pub fn parallelism(mut self, writers: usize) -> Ingest {
+        self.parallelism = Some(writers);
+        self
+    }
+
+    /// What the writers may hold in memory together (encoder buffers, backend buffers), shared
+    /// equally among them (default [`crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX`]).
+    pub fn memory_bytes_max(mut self, bytes: u64) -> Ingest {
+        self.memory_bytes_max = bytes;
+        self
+    }
+
     /// Stops once this run has written at least `records` records, before their checkpoint,
     /// the way a crash would ([`IngestStatus::Stopped`]): for tests and demonstrations of
     /// resuming.
@@ -432,6 +453,8 @@ impl Ingest {
             job,
             lease_ttl,
             stop_after_records,
+            parallelism,
+            memory_bytes_max,
         } = self;
         let output = output.ok_or_else(|| {
             Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
@@ -547,7 +570,18 @@ impl Ingest {
             }
         };
 
-        let mut builder = Sink::builder_shared(storage).format(format);
+        let writers = match parallelism {
+            Some(0) => {
+                return Err(Error::Config(
+                    "parallelism must be at least 1 writer".into(),
+                ))
+            }
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let mut builder = Sink::builder_shared(storage)
+            .format(format)
+            .buffer_bytes_max((memory_bytes_max / writers as u64).max(1));
         if let Some(p) = &partitioner {
             builder = builder.bucket_assigner(p.clone());
         }
@@ -557,10 +591,14 @@ impl Ingest {
         }
         let sink = builder.build()?;
         *step = Step::Open;
-        let mut coordinator = Coordinator::builder(&sink, &job)
-            .ownership(Ownership::Lease(LeaseOptions { ttl: lease_ttl }))
-            .open()
-            .await?;
+        let builder = Coordinator::builder(&sink, &job)
+            .ownership(Ownership::Lease(LeaseOptions { ttl: lease_ttl }));
+        let mut coordinator = match parallelism {
+            Some(n) => builder.parallelism(n),
+            None => builder.parallelism_of_new_job(writers),
+        }
+        .open()
+        .await?;
         *step = Step::Prepare;
 
         let canonical: Vec<String> = inputs.iter().map(|i| i.canonical.clone()).collect();
@@ -792,7 +830,7 @@ impl Ingest {
                     }
                     if let Some(batch) = &chunk.batch {
                         *step = Step::Write(chunk.cursor);
-                        coordinator.writer().write(batch).await?;
+                        coordinator.write(batch).await?;
                         *step = Step::Prepare;
                         let n = batch.num_rows() as u64;
                         summary.records += n;

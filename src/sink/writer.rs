@@ -294,6 +294,16 @@ impl SinkWriter {
             return Ok(());
         }
         let buckets = self.config.bucket_assigner.assign(batch, Utc::now())?;
+        self.write_assigned(buckets).await
+    }
+
+    /// Writes a batch already split into buckets by the sink's bucket assigner (the
+    /// coordinator assigns once and hands each writer its buckets).
+    pub(crate) async fn write_assigned(
+        &mut self,
+        buckets: Vec<(BucketId, RecordBatch)>,
+    ) -> Result<()> {
+        self.check_poisoned()?;
         for (bucket, b) in &buckets {
             if let Some(part) = self.open.get(bucket) {
                 if let Some(schema) = &part.schema {

@@ -44,6 +44,12 @@ pub fn format_of(seed: u64) -> FileFormat {
     }
 }
 
+/// Writers of the job: 1 or 2 by seed, so that the campaigns crash both the single writer
+/// and writers that encode and vote at the same time on their own tasks.
+pub fn writers_of(seed: u64) -> usize {
+    1 + (seed / 3 % 2) as usize
+}
+
 /// Runs the job from its latest manifest to the end; checkpoints where the seed says.
 /// `acked` is raised to the source position of every checkpoint that returned `Ok`: from then
 /// on its records must stay visible, whatever happens.
@@ -54,14 +60,14 @@ pub async fn run(storage: Arc<dyn Storage>, seed: u64, acked: &mut i64) -> files
         .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
         .rolling_policy(RollingPolicy::default())
         .build()?;
-    let mut job = Coordinator::open(&sink, JOB, 1).await?;
+    let mut job = Coordinator::open(&sink, JOB, writers_of(seed)).await?;
     if job.is_finished() {
         return Ok(());
     }
     let mut next = job.source_position::<i64>().unwrap().unwrap_or(0);
     *acked = (*acked).max(next);
     while next < RECORDS {
-        job.writer().write(&super::batch(next, BATCH_LEN)).await?;
+        job.write(&super::batch(next, BATCH_LEN)).await?;
         next += BATCH_LEN;
         if rng.next() % 2 == 0 {
             job.checkpoint(&next).await?;

@@ -1,0 +1,200 @@
+//! A job with several writers that encode and vote at the same time, each on its own task
+//! ([`Coordinator::write`]): every bucket stays with one writer for the whole job, every record
+//! is visible exactly once, also after a crash with writes of several writers in flight, and a
+//! resumed job keeps the number of writers it started with.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use common::*;
+use filesink::bucket::HivePartitioner;
+use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
+use filesink::{Coordinator, Error, FileFormat, Sink};
+
+fn sink(dir: &Path, partitioned: bool) -> Sink {
+    let b = Sink::local(dir).unwrap().format(FileFormat::parquet());
+    let b = if partitioned {
+        b.bucket_assigner(HivePartitioner::new(["day"]).unwrap())
+    } else {
+        b
+    };
+    b.build().unwrap()
+}
+
+/// Writer id (`<job>_<i>`) of every visible file, by partition directory.
+fn writers_by_partition(dir: &Path, job: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in visible_files(dir) {
+        let name = f.file_name().unwrap().to_str().unwrap().to_string();
+        let writer = name
+            .split('-')
+            .find(|p| p.starts_with(&format!("{job}_")))
+            .unwrap_or_else(|| panic!("no writer id of job `{job}` in `{name}`"))
+            .to_string();
+        let partition = f
+            .parent()
+            .unwrap()
+            .strip_prefix(dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        out.entry(partition).or_default().insert(writer);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_partition_stays_with_one_writer_across_checkpoints_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), true);
+    // Two runs of the job, the first one crashing after writes to every writer.
+    let mut c = Coordinator::open(&sink, "par", 3).await.unwrap();
+    for i in 0..10 {
+        c.write(&batch(i * 100, 100)).await.unwrap();
+        if i % 3 == 2 {
+            c.checkpoint(&(i * 100 + 100)).await.unwrap();
+        }
+    }
+    drop(c); // a crash: the writes after checkpoint 3 (ids 900..1000) are not covered
+    let mut c = Coordinator::open(&sink, "par", 3).await.unwrap();
+    let mut next: i64 = c.source_position().unwrap().unwrap();
+    assert_eq!(next, 900);
+    while next < 3000 {
+        c.write(&batch(next, 100)).await.unwrap();
+        next += 100;
+        c.checkpoint(&next).await.unwrap();
+    }
+    c.finish(&next).await.unwrap();
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 3000);
+    assert!(
+        hidden_files(dir.path()).is_empty(),
+        "{:?}",
+        hidden_files(dir.path())
+    );
+    let by_partition = writers_by_partition(dir.path(), "par");
+    assert_eq!(by_partition.len(), 5, "{by_partition:?}");
+    for (partition, writers) in &by_partition {
+        assert_eq!(
+            writers.len(),
+            1,
+            "partition {partition} written by {writers:?}"
+        );
+    }
+    // The five days spread over more than one writer.
+    let used: BTreeSet<&String> = by_partition.values().flatten().collect();
+    assert!(used.len() > 1, "{by_partition:?}");
+}
+
+#[tokio::test]
+async fn unpartitioned_batches_take_turns_among_the_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), false);
+    let mut c = Coordinator::open(&sink, "flat", 2).await.unwrap();
+    for i in 0..6 {
+        c.write(&batch(i * 50, 50)).await.unwrap();
+    }
+    let report = c.finish(&300).await.unwrap();
+    assert_eq!(report.committed_files, 2, "{report:?}");
+    assert_eq!(report.committed_records, 300, "{report:?}");
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 300);
+}
+
+#[tokio::test]
+async fn an_error_of_one_writer_fails_the_write_and_the_job_resumes_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), true);
+    let mut c = Coordinator::open(&sink, "bad", 2).await.unwrap();
+    c.write(&batch(0, 100)).await.unwrap();
+    c.checkpoint(&100).await.unwrap();
+    // A batch of another schema: the writers that hold open files of its buckets refuse it.
+    let other = arrow::record_batch::RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("day", arrow::datatypes::DataType::Utf8, false),
+            arrow::datatypes::Field::new("x", arrow::datatypes::DataType::Int64, false),
+        ])),
+        vec![
+            std::sync::Arc::new(arrow::array::StringArray::from(vec!["2026-11-25"; 3])),
+            std::sync::Arc::new(arrow::array::Int64Array::from(vec![1, 2, 3])),
+        ],
+    )
+    .unwrap();
+    c.write(&batch(100, 100)).await.unwrap();
+    let e = c.write(&other).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+    drop(c);
+    let mut c = Coordinator::open(&sink, "bad", 2).await.unwrap();
+    let mut next: i64 = c.source_position().unwrap().unwrap();
+    assert_eq!(next, 100);
+    while next < 500 {
+        c.write(&batch(next, 100)).await.unwrap();
+        next += 100;
+    }
+    c.finish(&next).await.unwrap();
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 500);
+}
+
+fn jsonl(path: &Path, n: i64) {
+    let mut out = String::new();
+    for i in 0..n {
+        out.push_str(&format!(
+            "{{\"id\":{i},\"day\":\"2026-11-{:02}\",\"v\":\"x{}\"}}\n",
+            1 + i % 24,
+            i % 7
+        ));
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn ingest(input: &Path, lake: &Path) -> Ingest {
+    Ingest::new([Input::file(input).unwrap()])
+        .to_local(lake)
+        .partition_by(["day"])
+        .checkpoint_every(CheckpointEvery::Rows(1000))
+        .job("events")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ingest_killed_with_several_writers_resumes_exactly_once_and_keeps_its_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.jsonl");
+    let lake = dir.path().join("lake");
+    jsonl(&input, 20_000);
+    for stop in [2_500, 9_000] {
+        let s = ingest(&input, &lake)
+            .parallelism(3)
+            .stop_after_records(stop)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(s.status, IngestStatus::Stopped);
+    }
+    // Given explicitly, another number of writers is refused, before anything changes.
+    let e = ingest(&input, &lake)
+        .parallelism(2)
+        .run()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("3 writers"), "{e}");
+    // Not given: the job keeps its three.
+    let s = ingest(&input, &lake).run().await.unwrap();
+    assert_eq!(s.status, IngestStatus::Finished);
+    let mut ids: Vec<i64> = visible_files(&lake)
+        .iter()
+        .flat_map(|f| read_ids(f, &FileFormat::parquet()))
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..20_000).collect::<Vec<_>>());
+    let by_partition = writers_by_partition(&lake, "events");
+    assert_eq!(by_partition.len(), 24);
+    let used: BTreeSet<&String> = by_partition.values().flatten().collect();
+    assert_eq!(used.len(), 3, "{by_partition:?}");
+    for (partition, writers) in &by_partition {
+        assert_eq!(
+            writers.len(),
+            1,
+            "partition {partition} written by {writers:?}"
+        );
+    }
+}
