@@ -198,3 +198,28 @@ async fn an_ingest_killed_with_several_writers_resumes_exactly_once_and_keeps_it
         );
     }
 }
+
+/// The first batch after a checkpoint opens a file in every partition it touches; a writer
+/// opens them together (on S3 each is a CreateMultipartUpload round trip), not one after
+/// another.
+#[tokio::test]
+async fn a_writer_opens_the_files_of_a_batch_together() {
+    use filesink::storage::fault::FaultyStorage;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = FaultyStorage::new(
+        std::sync::Arc::new(filesink::storage::LocalStorage::new(dir.path()).unwrap()),
+        None,
+    )
+    .with_create_latency(std::time::Duration::from_millis(20));
+    let sink = Sink::builder_shared(std::sync::Arc::new(storage.clone()))
+        .format(FileFormat::parquet())
+        .bucket_assigner(HivePartitioner::new(["day"]).unwrap())
+        .build()
+        .unwrap();
+    let mut c = Coordinator::open(&sink, "wide", 1).await.unwrap();
+    c.write(&batch(0, 100)).await.unwrap();
+    // The five days of the batch: five files opened at once.
+    assert_eq!(storage.creates_in_flight_max(), 5);
+    c.finish(&100).await.unwrap();
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 100);
+}

@@ -24,6 +24,10 @@ use crate::{Error, Result};
 /// hundred files is sealed as one group, in `prepare_commit`.
 const ROLLED_OPEN_MAX: usize = 256;
 
+/// Part files one write opens at the same time at most ([`SinkWriter::write`] opens the files
+/// of all the buckets it touches together).
+const FILES_OPENED_AT_ONCE_MAX: usize = 32;
+
 /// Under memory pressure, an encoder buffer at least this large is flushed as a row group of
 /// its own and its file stays open. A smaller buffer would make a poor row group: its file
 /// rolls instead (see [`SinkWriter::write`]).
@@ -512,40 +516,79 @@ impl SinkWriter {
         }
     }
 
+    /// Opens a part file for each of `buckets` that has none, all at once (bounded): the first
+    /// batch after a checkpoint opens a file in every bucket it touches, and on an object
+    /// store each is a round trip (CreateMultipartUpload). Every call is awaited before this
+    /// returns.
+    async fn open_files_of(
+        &mut self,
+        buckets: impl Iterator<Item = &BucketId>,
+        now: SystemTime,
+    ) -> Result<()> {
+        let mut wanted: Vec<(BucketId, PartLocation)> = Vec::new();
+        for bucket in buckets {
+            if !self.open.contains_key(bucket) && !wanted.iter().any(|(b, _)| b == bucket) {
+                let location = self.next_location(bucket);
+                wanted.push((bucket.clone(), location));
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let storage = self.config.storage.clone();
+        let storage = &storage;
+        let opened = crate::storage::bounded::try_map(
+            wanted,
+            FILES_OPENED_AT_ONCE_MAX,
+            |(bucket, location)| async move {
+                let file = storage.create(&location).await?;
+                Ok::<_, Error>((bucket, location, file))
+            },
+        )
+        .await?;
+        for (bucket, location, file) in opened {
+            tracing::debug!(
+                writer = %self.config.writer_id,
+                file = %location.final_path,
+                "opened part file"
+            );
+            self.open.insert(
+                bucket.clone(),
+                OpenPart {
+                    bucket,
+                    file,
+                    encoder: None,
+                    schema: None,
+                    crc32c: 0,
+                    record_count: 0,
+                    created_at: now,
+                    last_write: now,
+                    supersedes: Vec::new(),
+                    buffered_bytes: 0,
+                    held_bytes: 0,
+                },
+            );
+        }
+        Ok(())
+    }
+
     async fn write_buckets(&mut self, buckets: Vec<(BucketId, RecordBatch)>) -> Result<()> {
         let now = SystemTime::now();
         let policy = self.config.rolling_policy.clone();
+        for (bucket, _) in &buckets {
+            if self
+                .open
+                .get(bucket)
+                .is_some_and(|p| is_due(p, &policy, now))
+            {
+                self.roll(bucket).await?;
+            }
+        }
+        self.open_files_of(buckets.iter().map(|(b, _)| b), now)
+            .await?;
         for (bucket, batch) in buckets {
-            if let Some(part) = self.open.get(&bucket) {
-                if is_due(part, &policy, now) {
-                    self.roll(&bucket).await?;
-                }
-            }
-            if !self.open.contains_key(&bucket) {
-                let location = self.next_location(&bucket);
-                let file = self.config.storage.create(&location).await?;
-                tracing::debug!(
-                    writer = %self.config.writer_id,
-                    file = %location.final_path,
-                    "opened part file"
-                );
-                self.open.insert(
-                    bucket.clone(),
-                    OpenPart {
-                        bucket: bucket.clone(),
-                        file,
-                        encoder: None,
-                        schema: None,
-                        crc32c: 0,
-                        record_count: 0,
-                        created_at: now,
-                        last_write: now,
-                        supersedes: Vec::new(),
-                        buffered_bytes: 0,
-                        held_bytes: 0,
-                    },
-                );
-            }
+            // Rolled since by the memory bound (a file it had written to in an earlier call).
+            self.open_files_of(std::iter::once(&bucket), now).await?;
             let part = self.open.get_mut(&bucket).expect("opened above");
             if part.encoder.is_none() {
                 let resumed = part.file.len_bytes() > 0;

@@ -104,6 +104,10 @@ struct FaultState {
     counts: Mutex<std::collections::BTreeMap<FaultPoint, usize>>,
     dead: AtomicBool,
     fired: AtomicUsize,
+    /// How long each `create` takes at least (a store's round trip).
+    create_latency: Mutex<Option<std::time::Duration>>,
+    creates_in_flight: AtomicUsize,
+    creates_in_flight_max: AtomicUsize,
 }
 
 impl FaultyStorage {
@@ -116,6 +120,9 @@ impl FaultyStorage {
                 counts: Mutex::new(Default::default()),
                 dead: AtomicBool::new(false),
                 fired: AtomicUsize::new(0),
+                create_latency: Mutex::new(None),
+                creates_in_flight: AtomicUsize::new(0),
+                creates_in_flight_max: AtomicUsize::new(0),
             }),
         }
     }
@@ -123,6 +130,18 @@ impl FaultyStorage {
     /// How often each point was reached.
     pub fn counts(&self) -> std::collections::BTreeMap<FaultPoint, usize> {
         self.state.counts.lock().unwrap().clone()
+    }
+
+    /// Makes every `create` take at least `latency`, as a store's round trip does, so that a
+    /// test can see how many the caller runs at once ([`FaultyStorage::creates_in_flight_max`]).
+    pub fn with_create_latency(self, latency: std::time::Duration) -> Self {
+        *self.state.create_latency.lock().unwrap() = Some(latency);
+        self
+    }
+
+    /// The most `create` calls that were under way at the same time.
+    pub fn creates_in_flight_max(&self) -> usize {
+        self.state.creates_in_flight_max.load(Ordering::SeqCst)
     }
 
     /// Whether the planned fault fired.
@@ -208,11 +227,20 @@ impl Storage for FaultyStorage {
     }
 
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
+        let s = &self.state;
+        let now = s.creates_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        s.creates_in_flight_max.fetch_max(now, Ordering::SeqCst);
+        let latency = *s.create_latency.lock().unwrap();
+        if let Some(latency) = latency {
+            tokio::time::sleep(latency).await;
+        }
         let part = guarded!(
             self.state,
             FaultPoint::Create,
             self.inner.create(location).await
-        )?;
+        );
+        s.creates_in_flight.fetch_sub(1, Ordering::SeqCst);
+        let part = part?;
         Ok(Box::new(FaultyPart {
             inner: part,
             state: self.state.clone(),

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use crate::protocol::{CommitOutcome, Committable, PartName, PendingHandle};
 use crate::Result;
 
-mod bounded;
+pub(crate) mod bounded;
 #[cfg(feature = "test-util")]
 pub mod fault;
 pub mod local;
