@@ -93,8 +93,9 @@ impl From<InputFormatArg> for InputFormat {
 /// Arguments of `filesink ingest`.
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
-    /// Input files: JSON lines (`.jsonl`, `.json`, `.ndjson`) or CSV with a header (`.csv`);
-    /// `-` reads standard input (needs --job).
+    /// Input files: JSON lines (`.jsonl`, `.json`, `.ndjson`) or CSV with a header (`.csv`),
+    /// plain or compressed with gzip or zstd (`events.jsonl.gz`, `x.csv.zst`; without such an
+    /// extension, told by the first bytes); `-` reads standard input (needs --job).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 
@@ -482,7 +483,9 @@ impl Progress {
         let mut sum = Some(0u64);
         for i in inputs {
             before.push(sum.unwrap_or(0));
-            sum = sum.and_then(|s| i.size_bytes.map(|b| s + b));
+            // Positions in a compressed input count decompressed bytes: its size says nothing.
+            let size = i.size_bytes.filter(|_| i.compression.is_none());
+            sum = sum.and_then(|s| size.map(|b| s + b));
         }
         before.push(sum.unwrap_or(0));
         let p = self;
