@@ -82,11 +82,18 @@ fn ingest(dir: &Path, name: &str, input: &Path, extra: &[&str]) -> (PathBuf, ser
     (lake, json_of(&out))
 }
 
+/// Arguments, the codec's name in the summary, and a check of the footer's codec.
+type Case = (
+    &'static [&'static str],
+    &'static str,
+    fn(Compression) -> bool,
+);
+
 #[test]
 fn each_codec_lands_in_the_footer_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_input(dir.path());
-    let cases: [(&[&str], &str, fn(Compression) -> bool); 7] = [
+    let cases: [Case; 7] = [
         (&[], "snappy", |c| c == Compression::SNAPPY),
         (&["--compression", "snappy"], "snappy", |c| {
             c == Compression::SNAPPY
