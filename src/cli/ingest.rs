@@ -16,10 +16,15 @@ use filesink::ingest::{
 use filesink::storage::LeaseOptions;
 use filesink::{CheckpointReport, FileFormat};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use super::exit::{CliError, CliResult, INPUT_CHANGED};
 use super::lake::open_storage;
-use super::util::{human_bytes, parse_checkpoint_every, parse_job, parse_size};
+use super::util::{
+    compression_name, human_bytes, parse_checkpoint_every, parse_compression, parse_job,
+    parse_rows, parse_size,
+};
 use filesink::storage::Location;
 
 /// Least time between two plain progress lines when standard error is not a terminal.
@@ -28,12 +33,43 @@ const PLAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// The format of the output files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
-    /// Apache Parquet (Snappy); a file per bucket and checkpoint.
+    /// Apache Parquet (Snappy unless --compression says otherwise); a file per bucket and
+    /// checkpoint.
     Parquet,
     /// Newline-delimited JSON.
     Jsonl,
     /// CSV with a header line.
     Csv,
+}
+
+/// Which statistics Parquet files carry (`--statistics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatisticsArg {
+    /// None.
+    None,
+    /// Per column chunk (min, max, null count of each column in each row group).
+    Chunk,
+    /// Per column chunk and per page (the column index).
+    Page,
+}
+
+impl From<StatisticsArg> for EnabledStatistics {
+    fn from(s: StatisticsArg) -> EnabledStatistics {
+        match s {
+            StatisticsArg::None => EnabledStatistics::None,
+            StatisticsArg::Chunk => EnabledStatistics::Chunk,
+            StatisticsArg::Page => EnabledStatistics::Page,
+        }
+    }
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 /// The format of the input files.
@@ -57,8 +93,9 @@ impl From<InputFormatArg> for InputFormat {
 /// Arguments of `filesink ingest`.
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
-    /// Input files: JSON lines (`.jsonl`, `.json`, `.ndjson`) or CSV with a header (`.csv`);
-    /// `-` reads standard input (needs --job).
+    /// Input files: JSON lines (`.jsonl`, `.json`, `.ndjson`) or CSV with a header (`.csv`),
+    /// plain or compressed with gzip or zstd (`events.jsonl.gz`, `x.csv.zst`; without such an
+    /// extension, told by the first bytes); `-` reads standard input (needs --job).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 
@@ -92,6 +129,27 @@ pub struct IngestArgs {
     /// Roll a part file once it reaches this size (`64MiB`, `1GB`); default 128 MiB.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub max_part_size: Option<u64>,
+
+    /// Parquet codec: `snappy` (the default), `zstd[=LEVEL]` (1 to 22, default 3),
+    /// `gzip[=LEVEL]` (0 to 9, default 6), `lz4` (Parquet's LZ4_RAW) or `none`. Parquet
+    /// output only.
+    #[arg(long, value_parser = parse_compression, value_name = "CODEC")]
+    pub compression: Option<Compression>,
+
+    /// Most rows in a Parquet row group (default 1048576); a file ends at every checkpoint,
+    /// so its row groups hold at most a checkpoint's rows too. Parquet output only.
+    #[arg(long, value_parser = parse_rows, value_name = "ROWS")]
+    pub row_group_size: Option<usize>,
+
+    /// Statistics in Parquet files: `none`, `chunk` (per column chunk) or `page` (also per
+    /// page; the default). Parquet output only.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub statistics: Option<StatisticsArg>,
+
+    /// Dictionary encoding of Parquet columns: `on` (the default) or `off`. Parquet output
+    /// only.
+    #[arg(long, value_enum, value_name = "on|off")]
+    pub dictionary: Option<Switch>,
 
     /// Arrow schema of the input as JSON (the serde form of `arrow::datatypes::Schema`);
     /// by default it is inferred from the first 1000 records of the first input (standard
@@ -160,6 +218,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         Some(path) => Some(read_schema_file(path)?),
         None => None,
     };
+    let (format, codec) = output_format(&args)?;
     let inputs = resolve_inputs(&args.inputs)?;
     let input_format = resolve_input_format(&inputs, args.input_format.map(Into::into))?;
     let job = match &args.job {
@@ -185,11 +244,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
 
     let mut ingest = Ingest::new(inputs.clone())
         .input_format(input_format)
-        .format(match args.format {
-            OutputFormat::Parquet => FileFormat::parquet(),
-            OutputFormat::Jsonl => FileFormat::json_lines(),
-            OutputFormat::Csv => FileFormat::csv(),
-        })
+        .format(format)
         .partition_by(args.partition_by.clone())
         .checkpoint_every(args.checkpoint_every)
         .job(job.clone())
@@ -258,6 +313,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     let elapsed = started.elapsed().as_secs_f64().max(1e-6);
     let records_per_s = summary.records as f64 / elapsed;
     let mb_per_s = summary.input_bytes as f64 / 1e6 / elapsed;
+    // Uncompressed input bytes read per byte committed (headers and blank lines count; a
+    // resumed run counts what it read and committed itself).
+    let ratio = (summary.bytes > 0).then(|| summary.input_bytes as f64 / summary.bytes as f64);
     if args.json {
         let v = serde_json::json!({
             "job": job,
@@ -273,6 +331,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             "elapsed_s": elapsed,
             "records_per_s": records_per_s,
             "input_mb_per_s": mb_per_s,
+            "input_bytes": summary.input_bytes,
+            "compression": codec,
+            "compression_ratio": ratio,
         });
         outln!(out, "{v}");
     } else {
@@ -299,8 +360,51 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             out,
             "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
         );
+        let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+        outln!(
+            out,
+            "  compression {codec}: ratio {ratio} (uncompressed input bytes read / bytes committed)"
+        );
     }
     Ok(())
+}
+
+/// The output format the arguments ask for, and its codec as `--compression` spells it
+/// (`none` for JSON lines and CSV). The Parquet options with another format are a usage
+/// error.
+fn output_format(args: &IngestArgs) -> CliResult<(FileFormat, String)> {
+    let parquet_only = [
+        ("--compression", args.compression.is_some()),
+        ("--row-group-size", args.row_group_size.is_some()),
+        ("--statistics", args.statistics.is_some()),
+        ("--dictionary", args.dictionary.is_some()),
+    ];
+    let other = match args.format {
+        OutputFormat::Parquet => {
+            let codec = args.compression.unwrap_or(Compression::SNAPPY);
+            let mut props = WriterProperties::builder().set_compression(codec);
+            if let Some(rows) = args.row_group_size {
+                props = props.set_max_row_group_row_count(Some(rows));
+            }
+            if let Some(s) = args.statistics {
+                props = props.set_statistics_enabled(s.into());
+            }
+            if let Some(d) = args.dictionary {
+                props = props.set_dictionary_enabled(d == Switch::On);
+            }
+            let format = FileFormat::parquet_with(props.build());
+            return Ok((format, compression_name(codec)));
+        }
+        OutputFormat::Jsonl => (FileFormat::json_lines(), "jsonl"),
+        OutputFormat::Csv => (FileFormat::csv(), "csv"),
+    };
+    if let Some((flag, _)) = parquet_only.iter().find(|(_, given)| *given) {
+        return Err(CliError::usage(format!(
+            "{flag} applies to Parquet output only, not to --format {}",
+            other.1
+        )));
+    }
+    Ok((other.0, "none".to_string()))
 }
 
 /// The exit code and message of an error of the ingestion engine: what the engine refuses
@@ -395,7 +499,9 @@ impl Progress {
         let mut sum = Some(0u64);
         for i in inputs {
             before.push(sum.unwrap_or(0));
-            sum = sum.and_then(|s| i.size_bytes.map(|b| s + b));
+            // Positions in a compressed input count decompressed bytes: its size says nothing.
+            let size = i.size_bytes.filter(|_| i.compression.is_none());
+            sum = sum.and_then(|s| size.map(|b| s + b));
         }
         before.push(sum.unwrap_or(0));
         let p = self;

@@ -1,7 +1,9 @@
-//! Small helpers shared by the commands: argument parsers (durations, sizes, job names) and
-//! human formatting of bytes, ages and times.
+//! Small helpers shared by the commands: argument parsers (durations, sizes, job names, row
+//! counts, Parquet codecs) and human formatting of bytes, ages and times.
 
 use std::time::Duration;
+
+use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 
 /// Parses a duration: a number and a unit, `ms`, `s`, `m`, `h` or `d` (`200ms`, `10s`,
 /// `1.5h`).
@@ -89,6 +91,83 @@ pub fn parse_checkpoint_every(s: &str) -> Result<CheckpointEvery, String> {
         return Err("the checkpoint interval must be positive".into());
     }
     Ok(CheckpointEvery::Interval(d))
+}
+
+/// Parses a positive row count (`100000`, `100_000`).
+pub fn parse_rows(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("`{s}` is not a row count: write a whole number, e.g. 100000"))?;
+    if n == 0 {
+        return Err("the row count must be at least 1".into());
+    }
+    Ok(n)
+}
+
+/// The zstd levels `--compression zstd=LEVEL` takes.
+const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
+/// The gzip levels `--compression gzip=LEVEL` takes.
+const GZIP_LEVELS: std::ops::RangeInclusive<u32> = 0..=9;
+
+/// Parses a Parquet codec: `snappy`, `zstd[=LEVEL]` (1 to 22, default 3), `gzip[=LEVEL]` (0 to
+/// 9, default 6), `lz4` (Parquet's `LZ4_RAW`) or `none`.
+pub fn parse_compression(s: &str) -> Result<Compression, String> {
+    const CODECS: &str = "snappy, zstd[=1..22], gzip[=0..9], lz4 or none";
+    let t = s.trim().to_ascii_lowercase();
+    let (name, level) = match t.split_once('=') {
+        Some((n, l)) => (n.trim(), Some(l.trim())),
+        None => (t.as_str(), None),
+    };
+    let bad_level =
+        |range: String| format!("`{s}`: the {name} level must be a whole number from {range}",);
+    let c = match name {
+        "snappy" | "none" | "uncompressed" | "lz4" if level.is_some() => {
+            return Err(format!("`{s}`: {name} takes no level"));
+        }
+        "snappy" => Compression::SNAPPY,
+        "none" | "uncompressed" => Compression::UNCOMPRESSED,
+        "lz4" => Compression::LZ4_RAW,
+        "zstd" => {
+            let range = || format!("{} to {}", ZSTD_LEVELS.start(), ZSTD_LEVELS.end());
+            let level = match level {
+                None => 3,
+                Some(l) => l
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|l| ZSTD_LEVELS.contains(l))
+                    .ok_or_else(|| bad_level(range()))?,
+            };
+            Compression::ZSTD(ZstdLevel::try_new(level).map_err(|_| bad_level(range()))?)
+        }
+        "gzip" => {
+            let range = || format!("{} to {}", GZIP_LEVELS.start(), GZIP_LEVELS.end());
+            let level = match level {
+                None => 6,
+                Some(l) => l
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|l| GZIP_LEVELS.contains(l))
+                    .ok_or_else(|| bad_level(range()))?,
+            };
+            Compression::GZIP(GzipLevel::try_new(level).map_err(|_| bad_level(range()))?)
+        }
+        _ => return Err(format!("unknown codec `{s}`: use {CODECS}")),
+    };
+    Ok(c)
+}
+
+/// A Parquet codec as `--compression` spells it: `snappy`, `zstd=3`, `gzip=6`, `lz4`, `none`.
+pub fn compression_name(c: Compression) -> String {
+    match c {
+        Compression::UNCOMPRESSED => "none".into(),
+        Compression::SNAPPY => "snappy".into(),
+        Compression::ZSTD(l) => format!("zstd={}", l.compression_level()),
+        Compression::GZIP(l) => format!("gzip={}", l.compression_level()),
+        Compression::LZ4_RAW => "lz4".into(),
+        other => other.to_string().to_ascii_lowercase(),
+    }
 }
 
 /// Checks a job name: 1 to 48 ASCII letters, digits or `_` (what the coordinator accepts).
@@ -190,6 +269,44 @@ mod tests {
         );
         assert!(parse_checkpoint_every("0rows").is_err());
         assert!(parse_checkpoint_every("often").is_err());
+    }
+
+    #[test]
+    fn codecs_parse_with_levels() {
+        assert_eq!(parse_compression("snappy").unwrap(), Compression::SNAPPY);
+        assert_eq!(
+            parse_compression("none").unwrap(),
+            Compression::UNCOMPRESSED
+        );
+        assert_eq!(parse_compression("LZ4").unwrap(), Compression::LZ4_RAW);
+        assert_eq!(
+            parse_compression("zstd").unwrap(),
+            Compression::ZSTD(ZstdLevel::try_new(3).unwrap())
+        );
+        assert_eq!(
+            parse_compression("zstd=19").unwrap(),
+            Compression::ZSTD(ZstdLevel::try_new(19).unwrap())
+        );
+        assert_eq!(
+            parse_compression("gzip=9").unwrap(),
+            Compression::GZIP(GzipLevel::try_new(9).unwrap())
+        );
+        for bad in [
+            "brotli", "zstd=0", "zstd=23", "zstd=x", "gzip=10", "snappy=1", "",
+        ] {
+            assert!(parse_compression(bad).is_err(), "{bad}");
+        }
+        for name in ["snappy", "none", "lz4", "zstd=3", "gzip=6"] {
+            assert_eq!(compression_name(parse_compression(name).unwrap()), name);
+        }
+    }
+
+    #[test]
+    fn row_counts_are_positive() {
+        assert_eq!(parse_rows("100_000").unwrap(), 100_000);
+        assert!(parse_rows("0").is_err());
+        assert!(parse_rows("-5").is_err());
+        assert!(parse_rows("1k").is_err());
     }
 
     #[test]

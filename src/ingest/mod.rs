@@ -1,6 +1,8 @@
 //! Ingestion: JSON lines or CSV into a lake, exactly once, resumable after a crash. The
 //! inputs are files ([`Input::file`]) or streams: standard input ([`Input::stdin`]) or any
 //! reader ([`Input::reader`]), read once and checked as a resumed run skips what it read.
+//! Any of them may be compressed with gzip or zstd ([`InputCompression`]); positions then
+//! count decompressed bytes.
 //!
 //! [`Ingest`] is the pipeline: a reader thread ([`Source`]) decodes the inputs in chunks of
 //! whole records, each tagged with the position after it; the pipeline writes the chunks
@@ -108,8 +110,8 @@ use rules::{
     check_partition_columns, check_same_job, infer_from_inputs, legacy_read, partition_check,
 };
 pub use source::{
-    check_read, infer_schema, BadRecord, Chunk, Cursor, Input, InputFormat, Prefix, RowCheck,
-    Source, SourcePosition, StdinRecords,
+    check_read, infer_schema, BadRecord, Chunk, Cursor, Input, InputCompression, InputFormat,
+    Prefix, RowCheck, Source, SourcePosition, StdinRecords,
 };
 
 /// Most records decoded and written as one batch.
@@ -923,6 +925,7 @@ mod tests {
             canonical: path.to_string(),
             size_bytes: Some(0),
             file_id: None,
+            compression: None,
             stream: None,
         }
     }

@@ -18,6 +18,14 @@
 //! deadline as well as on its size: records that trickle in are handed on within a short
 //! linger instead of waiting for a full chunk.
 //!
+//! An input may be compressed with gzip or zstd ([`InputCompression`]): a file by its
+//! extension (`events.jsonl.gz`, `x.csv.zst`) or else by its first bytes, a stream by its first
+//! bytes. Everything above is then about the decompressed bytes: offsets, lines and the
+//! CRC-32C of a [`Prefix`] count decompressed bytes, so a resumed run decompresses the prefix
+//! again, to check it and to skip to its end, where a plain file seeks. An input that grew by
+//! another gzip member or zstd frame is read on like a plain file that grew; a stream that is
+//! corrupt or cut short is an error naming the input.
+//!
 //! Records are decoded in batches with arrow's JSON and CSV decoders; only when a batch fails
 //! is it decoded again record by record, to name the bad line.
 
@@ -50,6 +58,129 @@ const STDIN_BATCH_RECORDS: usize = 1024;
 const STDIN_BATCHES_AHEAD: usize = 16;
 /// The UTF-8 byte order mark some tools write at the start of a file.
 const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
+/// The first bytes of a gzip member.
+const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+/// The first bytes of a zstd frame.
+const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+
+/// How an input is compressed. Positions in a compressed input count decompressed bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputCompression {
+    /// gzip (`.gz`), one member or several one after the other (as `cat a.gz b.gz` makes).
+    Gzip,
+    /// Zstandard (`.zst`), one frame or several.
+    Zstd,
+}
+
+impl InputCompression {
+    /// The compression a file name's last extension says (`.gz`, `.gzip`, `.zst`, `.zstd`),
+    /// if it says one.
+    pub fn from_path(path: &str) -> Option<InputCompression> {
+        let ext = Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "gz" | "gzip" => Some(InputCompression::Gzip),
+            "zst" | "zstd" => Some(InputCompression::Zstd),
+            _ => None,
+        }
+    }
+
+    /// The compression the first bytes of an input say: gzip's `1f 8b`, zstd's `28 b5 2f fd`
+    /// (neither can begin a JSON or CSV text).
+    pub fn from_magic(first: &[u8]) -> Option<InputCompression> {
+        if first.starts_with(GZIP_MAGIC) {
+            Some(InputCompression::Gzip)
+        } else if first.starts_with(ZSTD_MAGIC) {
+            Some(InputCompression::Zstd)
+        } else {
+            None
+        }
+    }
+
+    /// `gzip` or `zstd`.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputCompression::Gzip => "gzip",
+            InputCompression::Zstd => "zstd",
+        }
+    }
+
+    /// The decompressed bytes of `r`.
+    fn decoder(self, r: impl Read + Send + 'static) -> io::Result<Box<dyn Read + Send>> {
+        let inner: Box<dyn Read + Send> = match self {
+            InputCompression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(r)),
+            InputCompression::Zstd => Box::new(zstd::stream::read::Decoder::new(r)?),
+        };
+        Ok(Box::new(Decompressed {
+            inner,
+            compression: self,
+        }))
+    }
+}
+
+/// A decoder whose own errors say that the compressed stream is corrupt or cut short
+/// ([`io::ErrorKind::InvalidData`]); errors of the system pass through as they are.
+struct Decompressed {
+    inner: Box<dyn Read + Send>,
+    compression: InputCompression,
+}
+
+impl Read for Decompressed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).map_err(|e| {
+            if e.kind() == io::ErrorKind::Interrupted || e.raw_os_error().is_some() {
+                return e;
+            }
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the {} stream is corrupt or cut short ({e})",
+                    self.compression.name()
+                ),
+            )
+        })
+    }
+}
+
+/// `r`, decompressed if its first bytes are those of a compressed stream. Reads at most the
+/// bytes that can still begin one (a plain text is told by its first byte), and hands them on.
+fn sniffed(mut r: Box<dyn Read + Send>) -> io::Result<Box<dyn Read + Send>> {
+    let mut head = Vec::with_capacity(ZSTD_MAGIC.len());
+    let mut byte = [0u8; 1];
+    let open = |h: &[u8]| {
+        [GZIP_MAGIC, ZSTD_MAGIC]
+            .iter()
+            .any(|m| m.starts_with(h) && h.len() < m.len())
+    };
+    while open(&head) {
+        match r.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => head.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let compression = InputCompression::from_magic(&head);
+    let r: Box<dyn Read + Send> = Box::new(IoCursor::new(head).chain(r));
+    match compression {
+        Some(c) => c.decoder(r),
+        None => Ok(r),
+    }
+}
+
+/// The decompressed bytes of the file `input`, buffered, and the file's metadata.
+fn open_file(input: &Input) -> io::Result<(Box<dyn BufRead + Send>, std::fs::Metadata)> {
+    let path = input.path.as_ref().expect("a file");
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    let reader: Box<dyn Read + Send> = match input.compression {
+        None => Box::new(file),
+        Some(c) => c.decoder(file)?,
+    };
+    Ok((
+        Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader)),
+        meta,
+    ))
+}
 
 /// A check of decoded records for what would fail later, in the writer (a partition value
 /// too long for a directory name): the row index and the reason of each record it rejects.
@@ -67,9 +198,14 @@ pub enum InputFormat {
 }
 
 impl InputFormat {
-    /// The format a file name's extension says, if it says one.
+    /// The format a file name's extension says, if it says one; a compression extension is
+    /// looked through (`events.jsonl.gz` is JSON lines, [`InputCompression::from_path`]).
     pub fn from_path(path: &str) -> Option<InputFormat> {
-        let ext = Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+        let mut path = Path::new(path);
+        if InputCompression::from_path(path.to_str()?).is_some() {
+            path = Path::new(path.file_stem()?);
+        }
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
             "jsonl" | "json" | "ndjson" => Some(InputFormat::Jsonl),
             "csv" => Some(InputFormat::Csv),
@@ -130,6 +266,9 @@ pub struct Input {
     /// Device and inode of the file (for standard input, of the file it is redirected from,
     /// if it is one): two names of one file are one input.
     pub file_id: Option<(u64, u64)>,
+    /// How the file is compressed: as its extension says, else as its first bytes say. `None`
+    /// for a stream, whose first bytes are looked at when it is read.
+    pub compression: Option<InputCompression>,
     /// The reader of [`Input::reader`]; `None` for files and standard input.
     pub(crate) stream: Option<Stream>,
 }
@@ -162,6 +301,7 @@ impl Input {
             canonical: "-".to_string(),
             size_bytes: None,
             file_id: stdin_file_id(),
+            compression: None,
             stream: None,
         }
     }
@@ -178,6 +318,7 @@ impl Input {
             path: None,
             size_bytes: None,
             file_id: None,
+            compression: None,
             stream: Some(Stream(Arc::new(Mutex::new(Some(Box::new(reader)))))),
         }
     }
@@ -217,12 +358,23 @@ impl Input {
             .to_str()
             .ok_or_else(|| Error::InvalidInput(format!("input path `{arg}` is not UTF-8")))?
             .to_string();
+        let compression = match InputCompression::from_path(&arg) {
+            Some(c) => Some(c),
+            None => {
+                let mut head = Vec::with_capacity(ZSTD_MAGIC.len());
+                File::open(&canonical)
+                    .and_then(|f| f.take(ZSTD_MAGIC.len() as u64).read_to_end(&mut head))
+                    .map_err(|e| Error::io("read input", &arg, e))?;
+                InputCompression::from_magic(&head)
+            }
+        };
         Ok(Input {
             display: arg.to_string(),
             path: Some(canonical),
             canonical: canonical_str,
             size_bytes: Some(meta.len()),
             file_id: Some((meta.dev(), meta.ino())),
+            compression,
             stream: None,
         })
     }
@@ -589,6 +741,13 @@ impl StdinRecords {
         std::thread::Builder::new()
             .name("filesink-stdin".into())
             .spawn(move || {
+                let stream = match sniffed(stream) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
                 let reader = RecordReader {
                     reader: BufReader::with_capacity(READ_BUFFER_BYTES, stream),
                     offset: 0,
@@ -772,10 +931,11 @@ pub fn infer_schema(
     stdin_deadline: Option<Instant>,
 ) -> Result<(Schema, Option<StdinRecords>)> {
     let (mut reader, prefix) = match &input.path {
-        Some(path) => {
-            let file = File::open(path).map_err(|e| Error::io("open input", &input.display, e))?;
+        Some(_) => {
+            let (reader, _) =
+                open_file(input).map_err(|e| Error::io("open input", &input.display, e))?;
             let r = RecordReader {
-                reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)) as Box<_>,
+                reader,
                 offset: 0,
                 line: 1,
                 crc: 0,
@@ -1275,12 +1435,14 @@ impl Source {
     fn open_reader(&mut self) -> Result<RecordReader> {
         let i = self.cursor.input;
         let input = self.inputs[i].clone();
-        let csv = self.format == InputFormat::Csv;
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
         let path = input
             .path
             .as_ref()
             .expect("standard input is read elsewhere");
+        if input.compression.is_some() {
+            return self.open_compressed(i, &input);
+        }
         let mut file = File::open(path).map_err(open_err)?;
         let meta = file.metadata().map_err(open_err)?;
         let mut p = self.read[i];
@@ -1312,8 +1474,59 @@ impl Source {
                 self.set_read(i, p);
             }
         }
-        let mut reader: Box<dyn BufRead + Send> =
+        let reader: Box<dyn BufRead + Send> =
             Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file));
+        self.reader_at(i, &input, reader, p)
+    }
+
+    /// The reader of the compressed input `i`, past what the job read of it: a compressed
+    /// stream cannot be seeked into, so the prefix is decompressed again, and checked on the
+    /// way (the check before the run, [`check_read`], read it too).
+    fn open_compressed(&mut self, i: usize, input: &Input) -> Result<RecordReader> {
+        let open_err = |e: io::Error| Error::io("open input", &input.display, e);
+        let (mut reader, meta) = open_file(input).map_err(open_err)?;
+        let changed = || {
+            Error::InputChanged(format!(
+                "input `{}` changed while the job ran: it was replaced, edited or cut short",
+                input.display
+            ))
+        };
+        if input.file_id != Some((meta.dev(), meta.ino())) {
+            return Err(changed());
+        }
+        let mut p = self.read[i];
+        let (crc, newlines, n) = crc_of_prefix(&mut reader, p.offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::InvalidData {
+                changed()
+            } else {
+                Error::io("read input", &input.display, e)
+            }
+        })?;
+        if n < p.offset || p.crc32c.is_some_and(|want| want != crc) {
+            return Err(changed());
+        }
+        if p.crc32c.is_none() {
+            p = Prefix {
+                offset: p.offset,
+                line: 1 + newlines,
+                crc32c: Some(crc),
+            };
+            self.set_read(i, p);
+        }
+        self.reader_at(i, input, reader, p)
+    }
+
+    /// The record reader of input `i` over `reader`, which stands at the end of `p`; at the
+    /// start of a CSV input, past its header, checked against the schema.
+    fn reader_at(
+        &mut self,
+        i: usize,
+        input: &Input,
+        mut reader: Box<dyn BufRead + Send>,
+        mut p: Prefix,
+    ) -> Result<RecordReader> {
+        let csv = self.format == InputFormat::Csv;
+        let open_err = |e: io::Error| Error::io("open input", &input.display, e);
         if csv && p.offset == 0 {
             // The header: check it against the schema.
             let mut header = Vec::new();
@@ -1520,6 +1733,9 @@ fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64)> {
 /// input, whether it grew beyond them (always `false` for standard input, which is checked
 /// as it is read again, and for a prefix without a checksum).
 ///
+/// A compressed input is checked over its decompressed bytes: its prefix is decompressed, and
+/// one byte more to tell whether it grew.
+///
 /// An input that changed is refused with [`Error::InputChanged`], naming it.
 pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bool>> {
     let mut grew = Vec::with_capacity(inputs.len());
@@ -1537,6 +1753,10 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bo
                 input.display
             ))
         };
+        if input.compression.is_some() {
+            grew.push(check_compressed(input, p, &changed)?);
+            continue;
+        }
         let mut file = File::open(path).map_err(open_err)?;
         let len = file.metadata().map_err(open_err)?.len();
         if len < p.offset {
@@ -1563,6 +1783,38 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bo
         grew.push(len > p.offset && p.crc32c.is_some());
     }
     Ok(grew)
+}
+
+/// [`check_read`] of one compressed input: whether it grew beyond `p`.
+fn check_compressed(input: &Input, p: &Prefix, changed: &dyn Fn(String) -> Error) -> Result<bool> {
+    let (mut reader, _) =
+        open_file(input).map_err(|e| Error::io("open input", &input.display, e))?;
+    let read_err = |e: io::Error| Error::io("read input", &input.display, e);
+    let (crc, _, n) = crc_of_prefix(&mut reader, p.offset).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidData {
+            changed(format!(
+                "the first {} bytes once decompressed, which the job already read, cannot be \
+                 read again: {e}",
+                p.offset
+            ))
+        } else {
+            read_err(e)
+        }
+    })?;
+    if n < p.offset {
+        return Err(changed(format!(
+            "it has {n} bytes once decompressed, and the job already read {}",
+            p.offset
+        )));
+    }
+    match p.crc32c {
+        Some(want) if crc != want => Err(changed(format!(
+            "its first {} bytes once decompressed, which the job already read, are not the same",
+            p.offset
+        ))),
+        Some(_) => Ok(!reader.fill_buf().map_err(read_err)?.is_empty()),
+        None => Ok(false),
+    }
 }
 
 /// The rows of `batch` with a NaN or an infinity in a float column (CSV reads `NaN` and
