@@ -5,9 +5,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -57,19 +54,11 @@ fn footer(path: &Path) -> ParquetMetaData {
 
 /// Every id in the files, sorted.
 fn ids(files: &[PathBuf]) -> Vec<i64> {
-    let mut ids = Vec::new();
-    for f in files {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(fs::File::open(f).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let col = batch.column_by_name("id").unwrap();
-            ids.extend(col.as_primitive::<Int64Type>().values().iter().copied());
-        }
-    }
-    ids.sort();
+    let mut ids: Vec<i64> = files
+        .iter()
+        .flat_map(|f| common::read_ids(f, &filesink::FileFormat::parquet()))
+        .collect();
+    ids.sort_unstable();
     ids
 }
 

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use filesink::ingest::{
     CheckpointEvery, Ingest, IngestStatus, Input, InputCompression, InputFormat,
 };
-use filesink::{Error, FileFormat};
+use filesink::Error;
 
 mod common;
 
@@ -82,18 +82,7 @@ fn append(path: &Path, bytes: &[u8]) {
     f.write_all(bytes).unwrap();
 }
 
-/// Every visible id under `lake` (Parquet), sorted.
-fn ids(lake: &Path) -> Vec<i64> {
-    if !lake.exists() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for p in common::visible_files(lake) {
-        out.extend(common::read_ids(&p, &FileFormat::parquet()));
-    }
-    out.sort_unstable();
-    out
-}
+use common::visible_parquet_ids as ids;
 
 fn ingest(input: &Path, lake: &Path) -> Ingest {
     Ingest::new([Input::file(input).unwrap()])

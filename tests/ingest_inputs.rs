@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use filesink::FileFormat;
 use serde_json::Value;
 
 mod common;
@@ -49,18 +48,7 @@ fn replace(path: &Path, text: &str) {
     fs::rename(&tmp, path).unwrap();
 }
 
-/// Every visible id under `lake` (Parquet: a file per checkpoint), sorted.
-fn ids(lake: &Path) -> Vec<i64> {
-    if !lake.exists() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for p in common::visible_files(lake) {
-        out.extend(common::read_ids(&p, &FileFormat::parquet()));
-    }
-    out.sort_unstable();
-    out
-}
+use common::visible_parquet_ids as ids;
 
 /// Every visible file under `lake` with its content.
 fn visible(lake: &Path) -> BTreeMap<PathBuf, Vec<u8>> {

@@ -180,12 +180,7 @@ async fn an_ingest_killed_with_several_writers_resumes_exactly_once_and_keeps_it
     // Not given: the job keeps its three.
     let s = ingest(&input, &lake).run().await.unwrap();
     assert_eq!(s.status, IngestStatus::Finished);
-    let mut ids: Vec<i64> = visible_files(&lake)
-        .iter()
-        .flat_map(|f| read_ids(f, &FileFormat::parquet()))
-        .collect();
-    ids.sort_unstable();
-    assert_eq!(ids, (0..20_000).collect::<Vec<_>>());
+    assert_eq!(visible_parquet_ids(&lake), (0..20_000).collect::<Vec<_>>());
     let by_partition = writers_by_partition(&lake, "events");
     assert_eq!(by_partition.len(), 24);
     let used: BTreeSet<&String> = by_partition.values().flatten().collect();

@@ -168,3 +168,16 @@ pub fn column_strings(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
         .map(|i| col.is_valid(i).then(|| col.value(i).to_string()))
         .collect()
 }
+
+/// Every id in the visible Parquet files under `lake`, sorted (none if there is no lake).
+pub fn visible_parquet_ids(lake: &Path) -> Vec<i64> {
+    if !lake.exists() {
+        return Vec::new();
+    }
+    let mut out: Vec<i64> = visible_files(lake)
+        .iter()
+        .flat_map(|p| read_ids(p, &FileFormat::parquet()))
+        .collect();
+    out.sort_unstable();
+    out
+}
