@@ -86,6 +86,7 @@
 
 mod bad_records;
 pub mod json_types;
+mod object_input;
 mod rules;
 pub mod source;
 
@@ -927,6 +928,7 @@ mod tests {
             file_id: None,
             compression: None,
             stream: None,
+            object: None,
         }
     }
 

@@ -167,18 +167,24 @@ fn sniffed(mut r: Box<dyn Read + Send>) -> io::Result<Box<dyn Read + Send>> {
     }
 }
 
-/// The decompressed bytes of the file `input`, buffered, and the file's metadata.
-fn open_file(input: &Input) -> io::Result<(Box<dyn BufRead + Send>, std::fs::Metadata)> {
-    let path = input.path.as_ref().expect("a file");
-    let file = File::open(path)?;
-    let meta = file.metadata()?;
+/// The decompressed bytes of the file or object `input` from its start, buffered, and the
+/// file's device and inode (`None` for an object).
+fn open_file(input: &Input) -> io::Result<(Box<dyn BufRead + Send>, Option<(u64, u64)>)> {
+    let (raw, id): (Box<dyn Read + Send>, _) = match &input.object {
+        Some(object) => (object.open(0)?, None),
+        None => {
+            let file = File::open(input.path.as_ref().expect("a file"))?;
+            let meta = file.metadata()?;
+            (Box::new(file), Some((meta.dev(), meta.ino())))
+        }
+    };
     let reader: Box<dyn Read + Send> = match input.compression {
-        None => Box::new(file),
-        Some(c) => c.decoder(file)?,
+        None => raw,
+        Some(c) => c.decoder(raw)?,
     };
     Ok((
         Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader)),
-        meta,
+        id,
     ))
 }
 
@@ -271,6 +277,8 @@ pub struct Input {
     pub compression: Option<InputCompression>,
     /// The reader of [`Input::reader`]; `None` for files and standard input.
     pub(crate) stream: Option<Stream>,
+    /// The object of an input on an object store ([`Input::object`]).
+    pub(crate) object: Option<super::object_input::ObjectInput>,
 }
 
 /// The reader of an [`Input::reader`], taken by the first read: a stream is read once.
@@ -303,6 +311,7 @@ impl Input {
             file_id: stdin_file_id(),
             compression: None,
             stream: None,
+            object: None,
         }
     }
 
@@ -320,6 +329,7 @@ impl Input {
             file_id: None,
             compression: None,
             stream: Some(Stream(Arc::new(Mutex::new(Some(Box::new(reader)))))),
+            object: None,
         }
     }
 
@@ -376,12 +386,38 @@ impl Input {
             file_id: Some((meta.dev(), meta.ino())),
             compression,
             stream: None,
+            object: None,
         })
     }
 
-    /// Whether this is a stream (standard input or a reader), read once, not a file.
+    /// An object input (see [`Input::object`]).
+    pub(crate) fn from_object(
+        url: String,
+        size_bytes: u64,
+        compression: Option<InputCompression>,
+        object: super::object_input::ObjectInput,
+    ) -> Input {
+        Input {
+            display: url.clone(),
+            path: None,
+            canonical: url,
+            size_bytes: Some(size_bytes),
+            file_id: None,
+            compression,
+            stream: None,
+            object: Some(object),
+        }
+    }
+
+    /// Whether this is a stream (standard input or a reader), read once, not a file or an
+    /// object.
     pub fn is_stdin(&self) -> bool {
-        self.path.is_none()
+        self.path.is_none() && self.object.is_none()
+    }
+
+    /// Whether this is an object of an object store ([`Input::object`]).
+    pub fn is_object(&self) -> bool {
+        self.object.is_some()
     }
 }
 
@@ -930,8 +966,8 @@ pub fn infer_schema(
     strict: bool,
     stdin_deadline: Option<Instant>,
 ) -> Result<(Schema, Option<StdinRecords>)> {
-    let (mut reader, prefix) = match &input.path {
-        Some(_) => {
+    let (mut reader, prefix) = match input.is_stdin() {
+        false => {
             let (reader, _) =
                 open_file(input).map_err(|e| Error::io("open input", &input.display, e))?;
             let r = RecordReader {
@@ -943,7 +979,7 @@ pub fn infer_schema(
             };
             (InferReader::File(r), None)
         }
-        None => {
+        true => {
             let csv = format == InputFormat::Csv;
             let mut stdin = StdinRecords::start(input, csv)?;
             // A CSV header alone says nothing about the types: wait for a row too.
@@ -1440,7 +1476,7 @@ impl Source {
             .path
             .as_ref()
             .expect("standard input is read elsewhere");
-        if input.compression.is_some() {
+        if input.compression.is_some() || input.is_object() {
             return self.open_compressed(i, &input);
         }
         let mut file = File::open(path).map_err(open_err)?;
@@ -1484,14 +1520,14 @@ impl Source {
     /// way (the check before the run, [`check_read`], read it too).
     fn open_compressed(&mut self, i: usize, input: &Input) -> Result<RecordReader> {
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
-        let (mut reader, meta) = open_file(input).map_err(open_err)?;
+        let (mut reader, file_id) = open_file(input).map_err(open_err)?;
         let changed = || {
             Error::InputChanged(format!(
                 "input `{}` changed while the job ran: it was replaced, edited or cut short",
                 input.display
             ))
         };
-        if input.file_id != Some((meta.dev(), meta.ino())) {
+        if input.file_id != file_id {
             return Err(changed());
         }
         let mut p = self.read[i];
@@ -1740,10 +1776,10 @@ fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64)> {
 pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bool>> {
     let mut grew = Vec::with_capacity(inputs.len());
     for (input, p) in inputs.iter().zip(read) {
-        let Some(path) = &input.path else {
+        if input.is_stdin() {
             grew.push(false);
             continue;
-        };
+        }
         let open_err = |e: io::Error| Error::io("read input", &input.display, e);
         let changed = |how: String| {
             Error::InputChanged(format!(
@@ -1753,10 +1789,11 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bo
                 input.display
             ))
         };
-        if input.compression.is_some() {
+        if input.compression.is_some() || input.is_object() {
             grew.push(check_compressed(input, p, &changed)?);
             continue;
         }
+        let path = input.path.as_ref().expect("a file");
         let mut file = File::open(path).map_err(open_err)?;
         let len = file.metadata().map_err(open_err)?.len();
         if len < p.offset {

@@ -1,0 +1,344 @@
+//! Inputs on object stores: objects read as a source like files, named by URL
+//! (`s3://raw/2026-11-30/events.jsonl`) or by a glob over an object listing
+//! (`s3://raw/2026-11-30/*.jsonl`).
+//!
+//! An object is read sequentially from a byte offset with ranged GETs, each pinned to the ETag
+//! the object had when the run listed it (`If-Match`): an object replaced while a run reads it
+//! fails the read instead of mixing two versions. Its identity across runs is the same as a
+//! file's: the [`super::Prefix`] of what the job read (bytes and CRC-32C). An object cannot be
+//! seeked into without trusting that it is the same, so a resumed run reads the prefix again
+//! (one GET of those bytes), checks it, and reads on; an object that was replaced by a longer
+//! one with the same beginning counts as grown, like an appended file.
+//!
+//! Globs: `*` and `?` match within one `/`-separated component, `**` matches any number of
+//! components. The listing starts at the longest prefix without a wildcard; matches are read in
+//! key order. Hidden components (starting with `.` or `_`) are skipped unless the pattern names
+//! them.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
+
+use super::source::{Input, InputCompression};
+use crate::error::{Error, Result};
+
+/// An object of an object store, as an input.
+#[derive(Clone)]
+pub(crate) struct ObjectInput {
+    store: Arc<dyn ObjectStore>,
+    key: ObjectPath,
+    /// The ETag when the run listed it; every read is pinned to it.
+    etag: Option<String>,
+    /// The runtime the blocking reader runs its requests on.
+    runtime: tokio::runtime::Handle,
+}
+
+impl std::fmt::Debug for ObjectInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectInput")
+            .field("key", &self.key.as_ref())
+            .field("etag", &self.etag)
+            .finish()
+    }
+}
+
+impl ObjectInput {
+    /// A blocking reader of the object from byte `from` on. Call it from a thread that is not
+    /// a runtime worker (the source's reader thread, a blocking task).
+    pub(crate) fn open(&self, from: u64) -> io::Result<Box<dyn Read + Send>> {
+        let options = GetOptions {
+            if_match: self.etag.clone(),
+            range: (from > 0).then_some(GetRange::Offset(from)),
+            ..GetOptions::default()
+        };
+        let (store, key) = (self.store.clone(), self.key.clone());
+        let stream = match self.runtime.block_on(async move {
+            match store.get_opts(&key, options).await {
+                Ok(r) => Ok(r.into_stream()),
+                // An offset at the end of the object: nothing more to read.
+                Err(object_store::Error::NotModified { .. }) => {
+                    Ok(futures_util::stream::empty().boxed())
+                }
+                Err(e) => Err(e),
+            }
+        }) {
+            Ok(s) => s,
+            // A range that starts at the end of the object is refused by S3 (416).
+            Err(e) if from > 0 && is_range_not_satisfiable(&e) => {
+                futures_util::stream::empty().boxed()
+            }
+            Err(e) => return Err(io_error(e)),
+        };
+        Ok(Box::new(ObjectReader {
+            stream,
+            chunk: Bytes::new(),
+            runtime: self.runtime.clone(),
+        }))
+    }
+}
+
+fn is_range_not_satisfiable(e: &object_store::Error) -> bool {
+    let text = e.to_string();
+    text.contains("416") || text.contains("InvalidRange") || text.contains("Range Not Satisfiable")
+}
+
+fn io_error(e: object_store::Error) -> io::Error {
+    match e {
+        object_store::Error::Precondition { .. } => {
+            io::Error::other("the object was replaced while the job read it (its ETag changed)")
+        }
+        object_store::Error::NotFound { .. } => {
+            io::Error::new(io::ErrorKind::NotFound, "the object is gone")
+        }
+        e => io::Error::other(e),
+    }
+}
+
+/// A ranged GET's body, read as a blocking [`Read`].
+struct ObjectReader {
+    stream: BoxStream<'static, object_store::Result<Bytes>>,
+    chunk: Bytes,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Read for ObjectReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.chunk.is_empty() {
+            match self.runtime.block_on(self.stream.next()) {
+                None => return Ok(0),
+                Some(Ok(b)) => self.chunk = b,
+                Some(Err(e)) => return Err(io_error(e)),
+            }
+        }
+        let n = buf.len().min(self.chunk.len());
+        buf[..n].copy_from_slice(&self.chunk[..n]);
+        let _ = self.chunk.split_to(n);
+        Ok(n)
+    }
+}
+
+impl Input {
+    /// The object `key` of `store`, named `url` in messages and checkpoints (e.g.
+    /// `s3://raw/events.jsonl`). Call it inside a Tokio runtime: its reads run on it.
+    pub async fn object(store: Arc<dyn ObjectStore>, url: &str, key: &str) -> Result<Input> {
+        let path = ObjectPath::parse(key)
+            .map_err(|e| Error::InvalidInput(format!("input `{url}`: {e}")))?;
+        let meta = store
+            .head(&path)
+            .await
+            .map_err(|e| Error::io("open input", url, io_error(e)))?;
+        Input::of_meta(store, url, meta).await
+    }
+
+    async fn of_meta(store: Arc<dyn ObjectStore>, url: &str, meta: ObjectMeta) -> Result<Input> {
+        let compression = match InputCompression::from_path(url) {
+            Some(c) => Some(c),
+            None if meta.size == 0 => None,
+            None => {
+                let head = store
+                    .get_opts(
+                        &meta.location,
+                        GetOptions {
+                            range: Some(GetRange::Bounded(0..meta.size.min(4))),
+                            ..GetOptions::default()
+                        },
+                    )
+                    .await
+                    .map_err(|e| Error::io("read input", url, io_error(e)))?
+                    .bytes()
+                    .await
+                    .map_err(|e| Error::io("read input", url, io_error(e)))?;
+                InputCompression::from_magic(&head)
+            }
+        };
+        let object = ObjectInput {
+            store,
+            key: meta.location,
+            etag: meta.e_tag,
+            runtime: tokio::runtime::Handle::current(),
+        };
+        Ok(Input::from_object(
+            url.to_string(),
+            meta.size,
+            compression,
+            object,
+        ))
+    }
+
+    /// The objects of `store` whose keys match `pattern` (a key, or a glob: see the
+    /// [module doc](self)), in key order; each is named `<url_root>/<key>`. No match is an
+    /// error. Call it inside a Tokio runtime.
+    pub async fn objects_matching(
+        store: Arc<dyn ObjectStore>,
+        url_root: &str,
+        pattern: &str,
+    ) -> Result<Vec<Input>> {
+        let url_root = url_root.trim_end_matches('/');
+        let pattern = pattern.trim_start_matches('/');
+        if !is_glob(pattern) {
+            let url = format!("{url_root}/{pattern}");
+            return Ok(vec![Input::object(store, &url, pattern).await?]);
+        }
+        let components: Vec<&str> = pattern.split('/').collect();
+        let fixed = components.iter().take_while(|c| !is_glob(c)).count();
+        let prefix = components[..fixed].join("/");
+        let listing = if prefix.is_empty() {
+            store.list(None)
+        } else {
+            store.list(Some(&ObjectPath::from(prefix.as_str())))
+        };
+        let mut metas: Vec<ObjectMeta> = listing.try_collect().await.map_err(|e| {
+            Error::io(
+                "list the inputs",
+                format!("{url_root}/{pattern}"),
+                io_error(e),
+            )
+        })?;
+        metas.retain(|m| glob_matches(pattern, m.location.as_ref()));
+        metas.sort_by(|a, b| a.location.cmp(&b.location));
+        if metas.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "no object matches `{url_root}/{pattern}`"
+            )));
+        }
+        let mut inputs = Vec::with_capacity(metas.len());
+        for meta in metas {
+            let url = format!("{url_root}/{}", meta.location);
+            inputs.push(Input::of_meta(store.clone(), &url, meta).await?);
+        }
+        Ok(inputs)
+    }
+
+    /// The inputs an `s3://bucket/key` URL names: one object, or every object a glob in the key
+    /// matches (`s3://raw/2026-11-30/*.jsonl`). The store is configured from the `AWS_*`
+    /// environment variables, as an `s3://` sink is. Call it inside a Tokio runtime.
+    #[cfg(feature = "s3")]
+    pub async fn s3(url: &str) -> Result<Vec<Input>> {
+        let rest = url
+            .split_once("://")
+            .filter(|(scheme, _)| {
+                scheme.eq_ignore_ascii_case("s3") || scheme.eq_ignore_ascii_case("s3a")
+            })
+            .map(|(_, rest)| rest)
+            .ok_or_else(|| Error::Config(format!("`{url}` is not an s3:// URL")))?;
+        let (bucket, key) = rest
+            .split_once('/')
+            .filter(|(b, k)| !b.is_empty() && !k.is_empty())
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "`{url}` names no object; use s3://bucket/key or s3://bucket/prefix/*.jsonl"
+                ))
+            })?;
+        let store = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .build()
+            .map_err(|e| Error::Config(format!("`{url}`: {e}")))?;
+        Input::objects_matching(Arc::new(store), &format!("s3://{bucket}"), key).await
+    }
+}
+
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// Whether `key` matches `pattern` (`*`, `?` and `[...]` within a component, `**` across
+/// components). A hidden component of the key (`.x`, `_x`) matches only a literal one.
+pub(crate) fn glob_matches(pattern: &str, key: &str) -> bool {
+    let p: Vec<&str> = pattern.split('/').collect();
+    let k: Vec<&str> = key.split('/').collect();
+    components_match(&p, &k)
+}
+
+fn components_match(p: &[&str], k: &[&str]) -> bool {
+    match (p.first(), k.first()) {
+        (None, None) => true,
+        (Some(&"**"), _) => {
+            // `**` takes zero or more visible components.
+            components_match(&p[1..], k)
+                || (!k.is_empty() && !is_hidden(k[0]) && components_match(p, &k[1..]))
+        }
+        (Some(pc), Some(kc)) => {
+            (!is_hidden(kc) || !is_glob(pc))
+                && component_matches(pc.as_bytes(), kc.as_bytes())
+                && components_match(&p[1..], &k[1..])
+        }
+        _ => false,
+    }
+}
+
+fn is_hidden(component: &str) -> bool {
+    component.starts_with(['.', '_'])
+}
+
+/// Glob match of one component: `*` any run of bytes, `?` one byte, `[abc]`, `[a-z]`, `[!x]`.
+fn component_matches(p: &[u8], s: &[u8]) -> bool {
+    match p.first() {
+        None => s.is_empty(),
+        Some(b'*') => (0..=s.len()).any(|i| component_matches(&p[1..], &s[i..])),
+        Some(b'?') => !s.is_empty() && component_matches(&p[1..], &s[1..]),
+        Some(b'[') => {
+            let Some(end) = p.iter().skip(1).position(|&b| b == b']').map(|i| i + 1) else {
+                return s.first() == Some(&b'[') && component_matches(&p[1..], &s[1..]);
+            };
+            let Some(&c) = s.first() else { return false };
+            let (negate, set) = match p[1..end].first() {
+                Some(b'!') | Some(b'^') => (true, &p[2..end]),
+                _ => (false, &p[1..end]),
+            };
+            let mut hit = false;
+            let mut i = 0;
+            while i < set.len() {
+                if i + 2 < set.len() && set[i + 1] == b'-' {
+                    hit |= set[i] <= c && c <= set[i + 2];
+                    i += 3;
+                } else {
+                    hit |= set[i] == c;
+                    i += 1;
+                }
+            }
+            hit != negate && component_matches(&p[end + 1..], &s[1..])
+        }
+        Some(&b) => s.first() == Some(&b) && component_matches(&p[1..], &s[1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_within_and_across_components() {
+        let yes = [
+            ("2026-11-30/*.jsonl", "2026-11-30/a.jsonl"),
+            ("*/events-?.csv", "x/events-1.csv"),
+            ("raw/**/*.gz", "raw/a/b/c.gz"),
+            ("raw/**/*.gz", "raw/c.gz"),
+            ("d=2026-11-[0-3][0-9]/*", "d=2026-11-30/part"),
+            ("d=[!x]/*", "d=y/part"),
+            ("plain/key.jsonl", "plain/key.jsonl"),
+        ];
+        for (p, k) in yes {
+            assert!(glob_matches(p, k), "{p} should match {k}");
+        }
+        let no = [
+            ("2026-11-30/*.jsonl", "2026-11-30/sub/a.jsonl"),
+            ("2026-11-30/*.jsonl", "2026-11-30/a.csv"),
+            ("*/events-?.csv", "x/events-12.csv"),
+            ("raw/*", "raw/_tmp"),
+            ("2026-11-30/*.jsonl", "2026-11-30/.jsonl"),
+            ("raw/*", "raw/.hidden"),
+            ("raw/**/*.gz", "raw/_staging/c.gz"),
+            ("d=[!x]/*", "d=x/part"),
+            ("a/*", "a"),
+        ];
+        for (p, k) in no {
+            assert!(!glob_matches(p, k), "{p} should not match {k}");
+        }
+        // A hidden component named literally matches.
+        assert!(glob_matches("raw/_tmp/*", "raw/_tmp/x"));
+    }
+}
