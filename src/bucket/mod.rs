@@ -8,7 +8,9 @@
 //!
 //! * [`BasePathBucketAssigner`] writes everything into the base directory.
 //! * [`HivePartitioner`] writes Hive-style `col=value/col2=value2` directories from column values,
-//!   the layout Hive, Spark, pyarrow, DuckDB and Polars read as partition columns.
+//!   the layout Hive, Spark, pyarrow, DuckDB and Polars read as partition columns, optionally
+//!   followed by time directories such as `dt=2026-11-30/hour=13` from a timestamp column
+//!   ([`TimePartitioning`], in a fixed time zone).
 //! * [`DateTimeBucketAssigner`] writes time buckets from processing time or a timestamp column,
 //!   formatted with a chrono strftime pattern in UTC.
 //!
@@ -55,10 +57,12 @@ use chrono::{DateTime, Utc};
 
 pub mod escape;
 mod hive;
+mod hive_time;
 mod time;
 
 pub use escape::HIVE_DEFAULT_PARTITION;
 pub use hive::HivePartitioner;
+pub use hive_time::{parse_time_zone, time_zone_name, TimePartitioning};
 pub use time::DateTimeBucketAssigner;
 
 pub(crate) use crate::protocol::bucket_id::truncate_for_message;
