@@ -514,3 +514,457 @@ pub fn time_zone_name(offset: FixedOffset) -> String {
         format!("{sign}{h:02}:{m:02}:{s:02}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use arrow::array::{
+        ArrayRef, Date32Array, Date64Array, Int64Array, LargeStringArray, StringArray,
+        TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
+        TimestampSecondArray,
+    };
+    use chrono::Utc;
+
+    use super::super::test_util::{assert_safe, ids_by_bucket, XorShift};
+    use super::super::{BucketAssigner, HivePartitioner};
+    use super::*;
+
+    /// 2026-11-30T13:05:00Z.
+    const T: i64 = 1_796_043_900;
+
+    fn tz(s: &str) -> FixedOffset {
+        parse_time_zone(s).unwrap()
+    }
+
+    fn with_ids(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        let n = cols[0].1.len() as i64;
+        let mut all = vec![(
+            "id",
+            Arc::new(Int64Array::from((0..n).collect::<Vec<_>>())) as ArrayRef,
+        )];
+        all.extend(cols);
+        RecordBatch::try_from_iter(all).unwrap()
+    }
+
+    fn assign(p: &HivePartitioner, batch: &RecordBatch) -> HashMap<String, Vec<i64>> {
+        let out = p.assign(batch, Utc::now()).unwrap();
+        let total: usize = out.iter().map(|(_, b)| b.num_rows()).sum();
+        assert_eq!(total, batch.num_rows());
+        ids_by_bucket(&out, "id")
+    }
+
+    fn by_time(pattern: &str, zone: &str) -> HivePartitioner {
+        HivePartitioner::by_time(
+            TimePartitioning::new("t", pattern)
+                .unwrap()
+                .with_offset(tz(zone)),
+        )
+    }
+
+    #[test]
+    fn hostile_or_malformed_patterns_are_config_errors() {
+        let long_name = format!("{}=%Y", "n".repeat(255));
+        let long_value = format!("dt=%Y{}", "x".repeat(260));
+        let escaped_long = format!("dt=%Y{}", ":".repeat(90)); // 270 bytes escaped
+        for bad in [
+            "",
+            "%Y",
+            "dt=%Y/%m",
+            "dt=%Y//hour=%H",
+            "/dt=%Y",
+            "dt=%Y/",
+            "/",
+            "dt=",
+            "=%Y",
+            "..=%Y",
+            ".=%Y",
+            ".dt=%Y",
+            "_dt=%Y",
+            "-dt=%Y",
+            "d t=%Y",
+            "d%t=%Y",
+            "d\0t=%Y",
+            "d\\t=%Y",
+            "dé=%Y",
+            "dt=%Y/dt=%m",
+            "dt=%Q",
+            "dt=%",
+            "dt=%Y-%",
+            &long_name,
+            &long_value,
+            &escaped_long,
+        ] {
+            let err = TimePartitioning::new("t", bad).unwrap_err();
+            assert!(matches!(err, Error::Config(_)), "{bad:?}: {err:?}");
+        }
+        let err = TimePartitioning::new("t", "%Y-%m-%d")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("name=") && err.contains("dt=%Y-%m-%d/hour=%H"),
+            "{err}"
+        );
+        assert!(TimePartitioning::new("", "dt=%Y").is_err());
+
+        let t = TimePartitioning::new("t", "dt=%Y-%m-%d/hour=%H").unwrap();
+        assert_eq!(t.names().collect::<Vec<_>>(), ["dt", "hour"]);
+        assert_eq!((t.column(), t.pattern()), ("t", "dt=%Y-%m-%d/hour=%H"));
+        assert_eq!(t.offset(), tz("UTC"));
+        // A time directory cannot share its name with a partition column.
+        let err = HivePartitioner::new(["dt"])
+            .unwrap()
+            .with_time(t)
+            .unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+    }
+
+    #[test]
+    fn time_zones_parse_and_print() {
+        for (s, secs, name) in [
+            ("UTC", 0, "UTC"),
+            ("utc", 0, "UTC"),
+            ("Z", 0, "UTC"),
+            ("+00:00", 0, "UTC"),
+            ("+01:00", 3_600, "+01:00"),
+            ("-05:30", -19_800, "-05:30"),
+            ("+23:59", 86_340, "+23:59"),
+            ("-23:59", -86_340, "-23:59"),
+        ] {
+            let o = tz(s);
+            assert_eq!(o.local_minus_utc(), secs, "{s}");
+            assert_eq!(time_zone_name(o), name);
+        }
+        for bad in [
+            "",
+            "+1:00",
+            "+24:00",
+            "+01:60",
+            "01:00",
+            "+0100",
+            "+01:00:00",
+            "Europe/Berlin",
+            "+aa:bb",
+            "+01;00",
+            "−01:00",
+        ] {
+            assert!(
+                matches!(parse_time_zone(bad), Err(Error::Config(_))),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            time_zone_name(FixedOffset::east_opt(3_661).unwrap()),
+            "+01:01:01"
+        );
+    }
+
+    #[test]
+    fn every_timestamp_unit_and_time_zone() {
+        // 13:05Z, 23:30Z (the next day east of UTC), 00:30Z (the day before west of UTC), null.
+        let secs = [T, T + 37_500, T + 41_100];
+        let with_null = |scale: i64| -> Vec<Option<i64>> {
+            secs.iter()
+                .map(|s| Some(s * scale + scale / 3))
+                .chain([None])
+                .collect()
+        };
+        for (zone, expect) in [
+            (
+                "UTC",
+                [
+                    "dt=2026-11-30/hour=13",
+                    "dt=2026-11-30/hour=23",
+                    "dt=2026-12-01/hour=00",
+                ],
+            ),
+            (
+                "+01:00",
+                [
+                    "dt=2026-11-30/hour=14",
+                    "dt=2026-12-01/hour=00",
+                    "dt=2026-12-01/hour=01",
+                ],
+            ),
+            (
+                "-05:30",
+                [
+                    "dt=2026-11-30/hour=07",
+                    "dt=2026-11-30/hour=18",
+                    "dt=2026-11-30/hour=19",
+                ],
+            ),
+        ] {
+            let p = by_time("dt=%Y-%m-%d/hour=%H", zone);
+            for col_tz in [None, Some("+05:30"), Some("UTC")] {
+                let arrays: Vec<ArrayRef> = vec![
+                    Arc::new(TimestampSecondArray::from(with_null(1)).with_timezone_opt(col_tz)),
+                    Arc::new(
+                        TimestampMillisecondArray::from(with_null(1_000)).with_timezone_opt(col_tz),
+                    ),
+                    Arc::new(
+                        TimestampMicrosecondArray::from(with_null(1_000_000))
+                            .with_timezone_opt(col_tz),
+                    ),
+                    Arc::new(
+                        TimestampNanosecondArray::from(with_null(1_000_000_000))
+                            .with_timezone_opt(col_tz),
+                    ),
+                ];
+                for array in arrays {
+                    let got = assign(&p, &with_ids(vec![("t", array)]));
+                    assert_eq!(got.len(), 4, "{zone}: {got:?}");
+                    for (i, dir) in expect.iter().enumerate() {
+                        assert_eq!(got[*dir], [i as i64], "{zone} {dir}");
+                    }
+                    assert_eq!(
+                        got["dt=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__"],
+                        [3]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rfc3339_strings_with_offsets() {
+        let values = vec![
+            Some("2026-11-30T13:05:00Z"),
+            Some("2026-11-30T14:05:00+01:00"),
+            Some("2026-11-30T08:59:59.999999999-04:00"),
+            Some("2026-12-01T00:30:00+02:00"),
+            None,
+        ];
+        let p = by_time("dt=%Y-%m-%d/hour=%H", "UTC");
+        for array in [
+            Arc::new(StringArray::from(values.clone())) as ArrayRef,
+            Arc::new(LargeStringArray::from(values.clone())) as ArrayRef,
+        ] {
+            let batch = with_ids(vec![("t", array)]);
+            let got = assign(&p, &batch);
+            assert_eq!(got["dt=2026-11-30/hour=13"], [0, 1]);
+            assert_eq!(got["dt=2026-11-30/hour=12"], [2]);
+            assert_eq!(got["dt=2026-11-30/hour=22"], [3]);
+            assert_eq!(
+                got["dt=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__"],
+                [4]
+            );
+            // The time column stays in the data.
+            let out = p.assign(&batch, Utc::now()).unwrap();
+            assert!(out.iter().all(|(_, b)| b.schema() == batch.schema()));
+        }
+    }
+
+    #[test]
+    fn values_that_are_not_times_are_errors_of_their_rows() {
+        let p = by_time("dt=%Y-%m-%d", "UTC");
+        let bad = [
+            "garbage",
+            "",
+            "2026-11-30",
+            "2026-11-30T13:05:00",
+            "2026-11-30 13:05:00",
+            "2026-13-01T00:00:00Z",
+            "../../etc",
+            "2026-11-30T13:05:00Z/..",
+            "\0",
+        ];
+        let mut values: Vec<Option<&str>> = vec![Some("2026-11-30T13:05:00Z")];
+        values.extend(bad.iter().map(|s| Some(*s)));
+        values.push(Some("2026-11-30T23:05:00Z"));
+        let batch = with_ids(vec![("t", Arc::new(StringArray::from(values)) as ArrayRef)]);
+        let time = p.time().unwrap();
+        let errors = time.row_errors(&batch);
+        let rows: Vec<usize> = errors.iter().map(|(r, _)| *r).collect();
+        assert_eq!(rows, (1..=bad.len()).collect::<Vec<_>>());
+        assert!(
+            errors[0].1.contains("`t`") && errors[0].1.contains("RFC 3339"),
+            "{errors:?}"
+        );
+        let err = p.assign(&batch, Utc::now()).unwrap_err();
+        let Error::InvalidInput(msg) = err else {
+            panic!("{err:?}")
+        };
+        assert!(msg.starts_with("row 1: "), "{msg}");
+        // Without the bad rows, the batch is fine.
+        assert!(time.row_errors(&batch.slice(0, 1)).is_empty());
+
+        // Times beyond chrono's range: errors, not panics.
+        let huge = with_ids(vec![(
+            "t",
+            Arc::new(TimestampSecondArray::from(vec![i64::MAX, i64::MIN, T])) as ArrayRef,
+        )]);
+        let p = by_time("dt=%Y-%m-%d", "-23:59");
+        let rows: Vec<usize> = p
+            .time()
+            .unwrap()
+            .row_errors(&huge)
+            .iter()
+            .map(|e| e.0)
+            .collect();
+        assert_eq!(rows, [0, 1]);
+        assert!(p.assign(&huge, Utc::now()).is_err());
+        let far = with_ids(vec![(
+            "t",
+            Arc::new(Date32Array::from(vec![i32::MAX, i32::MIN])) as ArrayRef,
+        )]);
+        assert_eq!(p.time().unwrap().row_errors(&far).len(), 2);
+
+        // A column of another type, or no column: the whole batch.
+        let ints = with_ids(vec![("t", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]);
+        let msg = p.assign(&ints, Utc::now()).unwrap_err().to_string();
+        assert!(msg.contains("`t`") && msg.contains("Int64"), "{msg}");
+        assert!(p.time().unwrap().row_errors(&ints).is_empty());
+        let other = by_time("dt=%Y", "UTC");
+        let none = with_ids(vec![("x", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]);
+        assert!(matches!(
+            other.assign(&none, Utc::now()),
+            Err(Error::InvalidInput(_))
+        ));
+    }
+
+    #[test]
+    fn dates_are_days_never_shifted() {
+        // 2024-01-01, 1970-01-01, null, 1969-12-31.
+        let d32 = Date32Array::from(vec![Some(19_723), Some(0), None, Some(-1)]);
+        let d64 = Date64Array::from(vec![
+            Some(1_704_067_200_000),
+            Some(0),
+            None,
+            Some(-86_400_000),
+        ]);
+        for zone in ["UTC", "-05:00", "+09:00"] {
+            let p = by_time("day=%Y-%m-%d", zone);
+            for array in [Arc::new(d32.clone()) as ArrayRef, Arc::new(d64.clone())] {
+                let got = assign(&p, &with_ids(vec![("t", array)]));
+                assert_eq!(got["day=2024-01-01"], [0], "{zone}");
+                assert_eq!(got["day=1970-01-01"], [1]);
+                assert_eq!(got["day=__HIVE_DEFAULT_PARTITION__"], [2]);
+                assert_eq!(got["day=1969-12-31"], [3]);
+            }
+        }
+    }
+
+    #[test]
+    fn values_are_escaped_like_hive_values() {
+        let batch = with_ids(vec![(
+            "t",
+            Arc::new(TimestampSecondArray::from(vec![T])) as ArrayRef,
+        )]);
+        for (pattern, dir) in [
+            ("t=%H:%M", "t=13%3A05"),
+            ("d=%D", "d=11%2F30%2F26"),
+            ("z=%Y%z", "z=2026+0000"),
+            ("n=..", "n=.."),
+            ("y=%Y/m=%m/d=%d", "y=2026/m=11/d=30"),
+            ("ts=%s", "ts=1796043900"),
+            ("w=%a%n", "w=Mon%0A"),
+        ] {
+            let p = by_time(pattern, "UTC");
+            let out = p.assign(&batch, Utc::now()).unwrap();
+            assert_eq!(out[0].0.as_str(), dir, "{pattern}");
+            assert_safe(&out[0].0);
+        }
+    }
+
+    #[test]
+    fn column_directories_come_first_and_leave_the_data() {
+        let batch = with_ids(vec![
+            (
+                "country",
+                Arc::new(StringArray::from(vec!["DE", "FR", "DE", "DE", "../x"])) as ArrayRef,
+            ),
+            (
+                "t",
+                Arc::new(TimestampSecondArray::from(vec![T, T, T + 3_600, T, T])) as ArrayRef,
+            ),
+        ]);
+        let p = HivePartitioner::new(["country"])
+            .unwrap()
+            .with_time(TimePartitioning::new("t", "dt=%Y-%m-%d/hour=%H").unwrap())
+            .unwrap();
+        let out = p.assign(&batch, Utc::now()).unwrap();
+        for (_, b) in &out {
+            let names: Vec<_> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            assert_eq!(names, ["id", "t"]);
+        }
+        let got = ids_by_bucket(&out, "id");
+        assert_eq!(got.len(), 4);
+        assert_eq!(got["country=DE/dt=2026-11-30/hour=13"], [0, 3]);
+        assert_eq!(got["country=DE/dt=2026-11-30/hour=14"], [2]);
+        assert_eq!(got["country=FR/dt=2026-11-30/hour=13"], [1]);
+        assert_eq!(got["country=..%2Fx/dt=2026-11-30/hour=13"], [4]);
+        // In order of first appearance.
+        assert_eq!(out[0].0.as_str(), "country=DE/dt=2026-11-30/hour=13");
+    }
+
+    #[test]
+    fn one_bucket_is_not_copied() {
+        let t: ArrayRef = Arc::new(TimestampSecondArray::from(vec![T, T + 1, T + 2]));
+        let batch = with_ids(vec![("t", t.clone())]);
+        let out = by_time("dt=%Y-%m-%d", "UTC")
+            .assign(&batch, Utc::now())
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        assert!(Arc::ptr_eq(out[0].1.column(1), &t));
+        assert!(by_time("dt=%Y", "UTC")
+            .assign(&batch.slice(0, 0), Utc::now())
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn property_random_strings_and_times_never_panic_and_stay_inside() {
+        let mut rng = XorShift::new(0x7173);
+        let p = by_time("dt=%Y-%m-%d/m=%M", "+05:45");
+        for _ in 0..30 {
+            let n = 1 + rng.below(60) as usize;
+            let strings: Vec<Option<String>> = (0..n)
+                .map(|_| match rng.below(4) {
+                    0 => None,
+                    1 => Some(rng.string(30)),
+                    _ => {
+                        let secs = (rng.next_u64() % 8_000_000_000) as i64 - 2_000_000_000;
+                        DateTime::from_timestamp(secs, 0).map(|t| t.to_rfc3339())
+                    }
+                })
+                .collect();
+            let secs: Vec<i64> = (0..n).map(|_| rng.next_u64() as i64).collect();
+            for array in [
+                Arc::new(StringArray::from(strings.clone())) as ArrayRef,
+                Arc::new(TimestampNanosecondArray::from(secs.clone())),
+                Arc::new(TimestampSecondArray::from(secs.clone())),
+            ] {
+                let batch = with_ids(vec![("t", array)]);
+                let errors = p.time().unwrap().row_errors(&batch);
+                match p.assign(&batch, Utc::now()) {
+                    Ok(out) => {
+                        assert!(errors.is_empty());
+                        ids_by_bucket(&out, "id");
+                    }
+                    Err(e) => {
+                        assert!(matches!(e, Error::InvalidInput(_)));
+                        assert!(!errors.is_empty());
+                        // Without the rows it names, the batch is placed.
+                        let keep: Vec<bool> = (0..n)
+                            .map(|r| !errors.iter().any(|(row, _)| *row == r))
+                            .collect();
+                        let kept = arrow::compute::filter_record_batch(
+                            &batch,
+                            &arrow::array::BooleanArray::from(keep),
+                        )
+                        .unwrap();
+                        let out = p.assign(&kept, Utc::now()).unwrap();
+                        ids_by_bucket(&out, "id");
+                    }
+                }
+            }
+        }
+    }
+}
