@@ -131,7 +131,7 @@ pub struct IngestArgs {
 
     /// Time zone of the --partition-by-time directories: `UTC` (the default) or a fixed
     /// offset `+HH:MM` / `-HH:MM`, whatever offset the values carry.
-    #[arg(long, value_parser = parse_time_zone_arg, value_name = "UTC|+HH:MM|-HH:MM")]
+    #[arg(long, value_parser = parse_time_zone_arg, value_name = "UTC|+HH:MM|-HH:MM", allow_hyphen_values = true)]
     pub time_zone: Option<FixedOffset>,
 
     /// How often to checkpoint (make the output visible and remember the input position):
