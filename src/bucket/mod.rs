@@ -29,7 +29,10 @@
 //!   all other control characters, `=`, `%` and the other characters Hive escapes into `%XX`. So
 //!   a value of `..`, `.`, `../../etc` or `/` gives the ordinary directory names `col=..`,
 //!   `col=.`, `col=..%2F..%2Fetc` and `col=%2F`: one path component each, never `.` or `..`, never
-//!   hidden, never absolute. On top of that every [`BucketId`] is validated when it is made
+//!   hidden, never absolute. A time directory ([`TimePartitioning`]) is `name=<value>` the same
+//!   way: `name` is checked when the pattern is (ASCII letters, digits, `_`, `-`, starting with a
+//!   letter or digit) and the formatted time is escaped like a column value, so a pattern cannot
+//!   make a `/` inside a value, an empty component or `..` either. On top of that every [`BucketId`] is validated when it is made
 //!   (non-empty components of at most 255 bytes, no `.` or `..`, no `/`, `\` or NUL, no leading
 //!   `.` or `_`), whichever assigner made it, and when it is parsed back from serialized state.
 //! * **No collisions.** The escaping is injective ([`escape::unescape_path_component`] inverts
