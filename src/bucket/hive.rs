@@ -11,6 +11,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use chrono::{DateTime, Utc};
 
 use super::escape::{escape_path_component, HIVE_DEFAULT_PARTITION};
+use super::hive_time::TimePartitioning;
 use super::{
     check_row_count, split_by_group, truncate_for_message, BucketAssigner, BucketId,
     MAX_COMPONENT_BYTES,
@@ -34,6 +35,11 @@ use crate::{Error, Result};
 ///
 /// A batch with a value whose directory name would be longer than 255 bytes after escaping is
 /// rejected as a whole with [`Error::InvalidInput`].
+///
+/// With [`HivePartitioner::with_time`] (or [`HivePartitioner::by_time`], without partition
+/// columns) time directories from a timestamp column follow the column directories:
+/// `country=DE/dt=2026-11-30/hour=13` (see [`TimePartitioning`]). The time column stays in the
+/// written data.
 ///
 /// # Example
 ///
@@ -70,6 +76,8 @@ pub struct HivePartitioner {
     escaped: Vec<String>,
     /// Whether the partition columns stay in the written data.
     keep: bool,
+    /// Time directories after the column directories.
+    time: Option<TimePartitioning>,
 }
 
 impl HivePartitioner {
@@ -118,7 +126,37 @@ impl HivePartitioner {
             columns,
             escaped,
             keep: false,
+            time: None,
         })
+    }
+
+    /// Partitions by time directories only (see [`TimePartitioning`]).
+    pub fn by_time(time: TimePartitioning) -> Self {
+        HivePartitioner {
+            columns: Vec::new(),
+            escaped: Vec::new(),
+            keep: false,
+            time: Some(time),
+        }
+    }
+
+    /// Adds time directories after the column directories: `country=DE/dt=2026-11-30/hour=13`.
+    ///
+    /// Errors with [`Error::Config`] if a time directory has the name of a partition column:
+    /// readers would see one partition column twice.
+    pub fn with_time(mut self, time: TimePartitioning) -> Result<Self> {
+        if let Some(name) = time.names().find(|n| self.escaped.iter().any(|e| e == n)) {
+            return Err(Error::Config(format!(
+                "time directory `{name}` has the name of a partition column"
+            )));
+        }
+        self.time = Some(time);
+        Ok(self)
+    }
+
+    /// The time directories, if any.
+    pub fn time(&self) -> Option<&TimePartitioning> {
+        self.time.as_ref()
     }
 
     /// Whether the partition columns stay in the written data. Default `false`: they are
@@ -128,7 +166,8 @@ impl HivePartitioner {
         self
     }
 
-    /// The partition column names, outermost directory first.
+    /// The partition column names, outermost directory first (none with
+    /// [`HivePartitioner::by_time`]).
     pub fn columns(&self) -> &[String] {
         &self.columns
     }
@@ -270,13 +309,65 @@ fn group_rows_by_name(namers: &[ColumnNamer<'_>], rows: usize) -> Result<Groups>
     Ok((group_of_row, first_rows))
 }
 
+/// The groups of column groups (`by_columns`: the group of every row and the bucket of every
+/// group) crossed with the time groups of `batch`: each pair of a column group and a time group
+/// that occurs is one group, its bucket the column directories then the time directories.
+fn with_time_groups(
+    time: &TimePartitioning,
+    batch: &RecordBatch,
+    by_columns: Option<(Vec<u32>, Vec<BucketId>)>,
+) -> Result<(Vec<u32>, Vec<BucketId>)> {
+    let t = time.groups(batch)?;
+    let time_names = |g: usize| -> Result<&Vec<String>> {
+        t.groups[g].as_ref().map_err(|why| {
+            Error::InvalidInput(format!(
+                "row {}: time partition column `{}`: {why}",
+                t.first_rows[g],
+                time.column()
+            ))
+        })
+    };
+    let Some((column_of_row, column_names)) = by_columns else {
+        let names = (0..t.groups.len())
+            .map(|g| BucketId::from_components(time_names(g)?))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok((t.group_of_row, names));
+    };
+    let mut pairs: HashMap<(u32, u32), u32, ahash::RandomState> =
+        HashMap::with_hasher(ahash::RandomState::new());
+    let mut names = Vec::new();
+    let mut group_of_row = Vec::with_capacity(column_of_row.len());
+    let mut last: Option<((u32, u32), u32)> = None;
+    for (&c, &tg) in column_of_row.iter().zip(&t.group_of_row) {
+        let key = (c, tg);
+        let group = match last {
+            Some((prev, g)) if prev == key => g,
+            _ => match pairs.get(&key) {
+                Some(&g) => g,
+                None => {
+                    let g = names.len() as u32;
+                    let dirs = column_names[c as usize]
+                        .components()
+                        .chain(time_names(tg as usize)?.iter().map(String::as_str));
+                    names.push(BucketId::from_components(dirs)?);
+                    pairs.insert(key, g);
+                    g
+                }
+            },
+        };
+        last = Some((key, group));
+        group_of_row.push(group);
+    }
+    Ok((group_of_row, names))
+}
+
 impl BucketAssigner for HivePartitioner {
     /// Splits `batch` by the values of the partition columns.
     ///
     /// Buckets come in order of first appearance in the batch. Errors with
-    /// [`Error::InvalidInput`] if a partition column is missing from the batch, or a value
-    /// cannot be formatted or is too long for a directory name; nothing of the batch is
-    /// assigned then.
+    /// [`Error::InvalidInput`] if a partition column (or the time column) is missing from the
+    /// batch, or a value cannot be formatted, is too long for a directory name or is not a
+    /// time; nothing of the batch is assigned then.
     fn assign(
         &self,
         batch: &RecordBatch,
@@ -298,21 +389,31 @@ impl BucketAssigner for HivePartitioner {
             })?;
             indices.push(index);
         }
-        let columns: Vec<ArrayRef> = indices.iter().map(|&i| batch.column(i).clone()).collect();
-        let namers = self
-            .columns
-            .iter()
-            .zip(&self.escaped)
-            .zip(&columns)
-            .map(|((name, escaped), array)| ColumnNamer::new(name, escaped, array))
-            .collect::<Result<Vec<_>>>()?;
-
-        let (group_of_row, first_rows) = group_rows(&columns, &namers)?;
-        // Format each distinct value once, from the first row that has it.
-        let names = first_rows
-            .iter()
-            .map(|&row| bucket_of_row(&namers, row))
-            .collect::<Result<Vec<_>>>()?;
+        let by_columns = if self.columns.is_empty() {
+            None
+        } else {
+            let columns: Vec<ArrayRef> = indices.iter().map(|&i| batch.column(i).clone()).collect();
+            let namers = self
+                .columns
+                .iter()
+                .zip(&self.escaped)
+                .zip(&columns)
+                .map(|((name, escaped), array)| ColumnNamer::new(name, escaped, array))
+                .collect::<Result<Vec<_>>>()?;
+            let (group_of_row, first_rows) = group_rows(&columns, &namers)?;
+            // Format each distinct value once, from the first row that has it.
+            let names = first_rows
+                .iter()
+                .map(|&row| bucket_of_row(&namers, row))
+                .collect::<Result<Vec<_>>>()?;
+            Some((group_of_row, names))
+        };
+        let (group_of_row, names) = match (&self.time, by_columns) {
+            (None, Some(by_columns)) => by_columns,
+            (Some(time), by_columns) => with_time_groups(time, batch, by_columns)?,
+            // Not made by the constructors; everything in the base directory.
+            (None, None) => (vec![0; rows], vec![BucketId::root()]),
+        };
 
         let data = if self.keep {
             batch.clone()

@@ -8,7 +8,9 @@
 //!
 //! * [`BasePathBucketAssigner`] writes everything into the base directory.
 //! * [`HivePartitioner`] writes Hive-style `col=value/col2=value2` directories from column values,
-//!   the layout Hive, Spark, pyarrow, DuckDB and Polars read as partition columns.
+//!   the layout Hive, Spark, pyarrow, DuckDB and Polars read as partition columns, optionally
+//!   followed by time directories such as `dt=2026-11-30/hour=13` from a timestamp column
+//!   ([`TimePartitioning`], in a fixed time zone).
 //! * [`DateTimeBucketAssigner`] writes time buckets from processing time or a timestamp column,
 //!   formatted with a chrono strftime pattern in UTC.
 //!
@@ -27,7 +29,10 @@
 //!   all other control characters, `=`, `%` and the other characters Hive escapes into `%XX`. So
 //!   a value of `..`, `.`, `../../etc` or `/` gives the ordinary directory names `col=..`,
 //!   `col=.`, `col=..%2F..%2Fetc` and `col=%2F`: one path component each, never `.` or `..`, never
-//!   hidden, never absolute. On top of that every [`BucketId`] is validated when it is made
+//!   hidden, never absolute. A time directory ([`TimePartitioning`]) is `name=<value>` the same
+//!   way: `name` is checked when the pattern is (ASCII letters, digits, `_`, `-`, starting with a
+//!   letter or digit) and the formatted time is escaped like a column value, so a pattern cannot
+//!   make a `/` inside a value, an empty component or `..` either. On top of that every [`BucketId`] is validated when it is made
 //!   (non-empty components of at most 255 bytes, no `.` or `..`, no `/`, `\` or NUL, no leading
 //!   `.` or `_`), whichever assigner made it, and when it is parsed back from serialized state.
 //! * **No collisions.** The escaping is injective ([`escape::unescape_path_component`] inverts
@@ -55,10 +60,12 @@ use chrono::{DateTime, Utc};
 
 pub mod escape;
 mod hive;
+mod hive_time;
 mod time;
 
 pub use escape::HIVE_DEFAULT_PARTITION;
 pub use hive::HivePartitioner;
+pub use hive_time::{parse_time_zone, time_zone_name, TimePartitioning};
 pub use time::DateTimeBucketAssigner;
 
 pub(crate) use crate::protocol::bucket_id::truncate_for_message;

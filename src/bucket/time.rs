@@ -319,7 +319,7 @@ fn format_time(
 
 /// Parses a strftime pattern and works out how coarse a time can be floored without changing
 /// its formatted text.
-fn compile(pattern: &str) -> std::result::Result<(Vec<Item<'static>>, i64), String> {
+pub(super) fn compile(pattern: &str) -> std::result::Result<(Vec<Item<'static>>, i64), String> {
     let items = StrftimeItems::new(pattern)
         .parse_to_owned()
         .map_err(|e| format!("invalid time bucket format {pattern:?}: {e}"))?;
@@ -374,7 +374,7 @@ fn compile(pattern: &str) -> std::result::Result<(Vec<Item<'static>>, i64), Stri
 
 /// Times to try a pattern on: every month and weekday name, whole and fractional seconds,
 /// single- and double-digit fields, and the ends of the supported range.
-fn sample_times() -> Vec<DateTime<Utc>> {
+pub(super) fn sample_times() -> Vec<DateTime<Utc>> {
     let mut samples = vec![DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC];
     let mut at = |y: i32, m: u32, d: u32, h: u32, min: u32, s: u32, n: u32| {
         if let Some(t) =

@@ -8,7 +8,8 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use filesink::bucket::HivePartitioner;
+use chrono::FixedOffset;
+use filesink::bucket::{parse_time_zone, HivePartitioner, TimePartitioning};
 use filesink::ingest::{
     check_distinct, check_schema, default_job_name, CheckpointEvery, Cursor, Ingest, IngestStatus,
     Input, InputFormat, Observer, SourcePosition, Step,
@@ -119,6 +120,20 @@ pub struct IngestArgs {
     #[arg(long, value_delimiter = ',', value_name = "COL,...")]
     pub partition_by: Vec<String>,
 
+    /// Time directories from a time column, after the --partition-by ones: `COL=PATTERN`,
+    /// PATTERN being `/`-separated `name=strftime` components, one directory each
+    /// (`ts=dt=%Y-%m-%d/hour=%H` gives `dt=2026-11-30/hour=13`). COL is a timestamp, a date,
+    /// or strings holding RFC 3339 timestamps with an offset (`2026-11-30T13:05:00Z`), and
+    /// stays in the data; a value that is not a time is a bad record, a null goes to
+    /// `name=__HIVE_DEFAULT_PARTITION__`. The directories are in --time-zone (UTC by default).
+    #[arg(long, value_name = "COL=PATTERN")]
+    pub partition_by_time: Option<String>,
+
+    /// Time zone of the --partition-by-time directories: `UTC` (the default) or a fixed
+    /// offset `+HH:MM` / `-HH:MM`, whatever offset the values carry.
+    #[arg(long, value_parser = parse_time_zone_arg, value_name = "UTC|+HH:MM|-HH:MM", allow_hyphen_values = true)]
+    pub time_zone: Option<FixedOffset>,
+
     /// How often to checkpoint (make the output visible and remember the input position):
     /// a row count like `100000rows` or a duration like `200ms` or `10s`. With a duration,
     /// records become visible within about one interval plus the commit, however slowly they
@@ -193,6 +208,28 @@ pub struct IngestArgs {
     pub json: bool,
 }
 
+fn parse_time_zone_arg(s: &str) -> Result<FixedOffset, String> {
+    parse_time_zone(s).map_err(|e| match e {
+        filesink::Error::Config(m) => m,
+        e => e.to_string(),
+    })
+}
+
+/// `--partition-by-time COL=PATTERN` in `--time-zone`, checked.
+fn parse_partition_by_time(spec: &str, offset: FixedOffset) -> CliResult<TimePartitioning> {
+    let usage = |m: String| CliError::usage(format!("invalid --partition-by-time: {m}"));
+    let Some((column, pattern)) = spec.split_once('=') else {
+        return Err(usage(format!(
+            "{spec:?} is not COL=PATTERN, e.g. `ts=dt=%Y-%m-%d/hour=%H`"
+        )));
+    };
+    let time = TimePartitioning::new(column, pattern).map_err(|e| match e {
+        filesink::Error::Config(m) => usage(m),
+        e => usage(e.to_string()),
+    })?;
+    Ok(time.with_offset(offset))
+}
+
 fn parse_lease_ttl(s: &str) -> Result<std::time::Duration, String> {
     let d = super::util::parse_duration(s)?;
     if d < LeaseOptions::MIN_TTL {
@@ -213,6 +250,28 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     if !args.partition_by.is_empty() {
         HivePartitioner::new(args.partition_by.clone())
             .map_err(|e| CliError::usage(format!("invalid --partition-by: {e}")))?;
+    }
+    let time_zone = args
+        .time_zone
+        .unwrap_or(FixedOffset::east_opt(0).expect("UTC"));
+    let time = match &args.partition_by_time {
+        Some(spec) => Some(parse_partition_by_time(spec, time_zone)?),
+        None if args.time_zone.is_some() => {
+            return Err(CliError::usage(
+                "--time-zone applies to --partition-by-time only",
+            ))
+        }
+        None => None,
+    };
+    if let (false, Some(time)) = (args.partition_by.is_empty(), &time) {
+        HivePartitioner::new(args.partition_by.clone())
+            .and_then(|p| p.with_time(time.clone()))
+            .map_err(|e| match e {
+                filesink::Error::Config(m) => {
+                    CliError::usage(format!("invalid --partition-by-time: {m}"))
+                }
+                e => CliError::usage(format!("invalid --partition-by-time: {e}")),
+            })?;
     }
     let explicit = match args.schema.as_deref() {
         Some(path) => Some(read_schema_file(path)?),
@@ -258,6 +317,11 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             ingest.to_storage(storage)
         }
     };
+    if let Some(time) = &time {
+        ingest = ingest
+            .partition_by_time(time.column(), time.pattern())
+            .time_zone(time.offset());
+    }
     if let Some(schema) = explicit {
         ingest = ingest.schema(schema);
     }

@@ -63,7 +63,7 @@ pub enum Command {
     /// Write JSON lines or CSV files into a sink (a local directory or `s3://bucket/prefix`),
     /// exactly once, with checkpoints; rerun the same command after a crash to resume.
     #[command(after_help = exit::AFTER_HELP)]
-    Ingest(ingest::IngestArgs),
+    Ingest(Box<ingest::IngestArgs>),
     /// List committed files per partition, pending files, hidden leftovers (on S3: orphan
     /// multipart uploads) and jobs.
     #[command(after_help = exit::AFTER_HELP)]
@@ -97,7 +97,7 @@ pub async fn run(cli: Cli) -> CliResult {
 
 async fn command(cli: Cli, out: &mut dyn Write) -> CliResult {
     match cli.command {
-        Command::Ingest(a) => ingest::run(a, out).await?,
+        Command::Ingest(a) => ingest::run(*a, out).await?,
         Command::Ls(a) => ls::run(a, out).await?,
         Command::Commit(a) => commit::run(a, out).await?,
         Command::Abort(a) => abort::run(a, out).await?,

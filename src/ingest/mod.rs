@@ -97,7 +97,7 @@ use std::time::{Duration, Instant};
 use arrow::datatypes::Schema;
 use tracing::Instrument;
 
-use crate::bucket::HivePartitioner;
+use crate::bucket::{time_zone_name, HivePartitioner, TimePartitioning};
 use crate::checkpoint::manifest;
 use crate::checkpoint::{CheckpointReport, Coordinator, Ownership};
 use crate::error::{Error, Result};
@@ -112,7 +112,7 @@ use rules::{
 };
 pub use source::{
     check_read, infer_schema, BadRecord, Chunk, Cursor, Input, InputCompression, InputFormat,
-    Prefix, RowCheck, Source, SourcePosition, StdinRecords,
+    Prefix, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
 };
 
 /// Most records decoded and written as one batch.
@@ -252,6 +252,8 @@ pub struct Ingest {
     output: Option<Output>,
     format: FileFormat,
     partition_by: Vec<String>,
+    partition_by_time: Option<(String, String)>,
+    time_zone: chrono::FixedOffset,
     schema: Option<Schema>,
     checkpoint_every: CheckpointEvery,
     part_size_bytes_max: Option<u64>,
@@ -289,6 +291,8 @@ impl Ingest {
             output: None,
             format: FileFormat::parquet(),
             partition_by: Vec::new(),
+            partition_by_time: None,
+            time_zone: chrono::FixedOffset::east_opt(0).expect("UTC is an offset"),
             schema: None,
             checkpoint_every: CheckpointEvery::default(),
             part_size_bytes_max: None,
@@ -331,6 +335,29 @@ impl Ingest {
     /// the columns move from the data into the directory names. A job keeps its columns.
     pub fn partition_by<I: IntoIterator<Item = S>, S: Into<String>>(mut self, cols: I) -> Ingest {
         self.partition_by = cols.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds time directories from the time in `column` after the column directories:
+    /// `pattern` is `/`-separated `name=strftime` components, each one Hive directory
+    /// (`dt=%Y-%m-%d/hour=%H` gives `dt=2026-11-30/hour=13`), in the time zone of
+    /// [`Ingest::time_zone`] (UTC by default). The column is a timestamp, a date, or strings
+    /// holding RFC 3339 timestamps, and stays in the data; a record whose time is not one is a
+    /// bad record of its line, a null time goes to `__HIVE_DEFAULT_PARTITION__` (see
+    /// [`TimePartitioning`]). A job keeps its time partitioning.
+    pub fn partition_by_time(
+        mut self,
+        column: impl Into<String>,
+        pattern: impl Into<String>,
+    ) -> Ingest {
+        self.partition_by_time = Some((column.into(), pattern.into()));
+        self
+    }
+
+    /// The time zone of the time directories ([`Ingest::partition_by_time`]): a fixed offset
+    /// from UTC ([`crate::bucket::parse_time_zone`]), UTC by default.
+    pub fn time_zone(mut self, offset: chrono::FixedOffset) -> Ingest {
+        self.time_zone = offset;
         self
     }
 
@@ -449,6 +476,8 @@ impl Ingest {
             output,
             format,
             partition_by,
+            partition_by_time,
+            time_zone,
             schema: explicit,
             checkpoint_every,
             part_size_bytes_max,
@@ -493,9 +522,27 @@ impl Ingest {
                 LeaseOptions::MIN_TTL.as_secs()
             )));
         }
-        let partitioner = match partition_by.as_slice() {
-            [] => None,
-            cols => Some(HivePartitioner::new(cols.to_vec())?),
+        let time = match &partition_by_time {
+            Some((column, pattern)) => {
+                Some(TimePartitioning::new(column.clone(), pattern)?.with_offset(time_zone))
+            }
+            None => None,
+        };
+        let time_by = time.as_ref().map(|t| TimePartitionBy {
+            column: t.column().to_owned(),
+            pattern: t.pattern().to_owned(),
+            time_zone: time_zone_name(t.offset()),
+        });
+        let partitioner = match (partition_by.as_slice(), time.clone()) {
+            ([], None) => None,
+            ([], Some(t)) => Some(HivePartitioner::by_time(t)),
+            (cols, t) => {
+                let p = HivePartitioner::new(cols.to_vec())?;
+                Some(match t {
+                    Some(t) => p.with_time(t)?,
+                    None => p,
+                })
+            }
         };
         let strict = bad_records_path.is_none();
         let bad_records_path = match &bad_records_path {
@@ -554,7 +601,7 @@ impl Ingest {
             // A schema without columns comes from inputs without records: nothing to
             // partition.
             Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
-                check_partition_columns(&partition_by, schema)?;
+                check_partition_columns(&partition_by, time.as_ref(), schema)?;
             }
             Ok(_) | Err(_) => {}
         }
@@ -612,7 +659,14 @@ impl Ingest {
         // A finished job is read again only for its files that grew; standard input never.
         let finished_before = coordinator.is_finished();
         if let Some(p) = &mut restored {
-            check_same_job(&job, p, &canonical, input_format, &partition_by)?;
+            check_same_job(
+                &job,
+                p,
+                &canonical,
+                input_format,
+                &partition_by,
+                time_by.as_ref(),
+            )?;
             if !p.read.is_empty() {
                 let grew = {
                     let (job, inputs, read) = (job.clone(), inputs.clone(), p.read.clone());
@@ -705,10 +759,11 @@ impl Ingest {
         }
 
         let mut position = restored.clone().unwrap_or_else(|| SourcePosition {
-            version: SourcePosition::VERSION,
+            version: SourcePosition::version_for(time_by.as_ref()),
             inputs: canonical.clone(),
             input_format,
             partition_by: partition_by.clone(),
+            partition_by_time: time_by.clone(),
             cursor: Cursor::START,
             read: vec![Prefix::START; inputs.len()],
             records: 0,

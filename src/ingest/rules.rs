@@ -12,9 +12,10 @@ use arrow::record_batch::RecordBatch;
 
 use super::source::{
     infer_schema, Input, InputFormat, Prefix, RowCheck, SourcePosition, StdinRecords,
+    TimePartitionBy,
 };
 use super::Observer;
-use crate::bucket::{BucketAssigner, HivePartitioner};
+use crate::bucket::{BucketAssigner, HivePartitioner, TimePartitioning};
 use crate::error::{Error, Result};
 
 /// The job name derived from the inputs: `<stem of the first input>_<8 hex digits of the
@@ -151,8 +152,14 @@ pub(super) fn infer_from_inputs(
     Ok(first.expect("at least one input"))
 }
 
-/// Each partition column must be a column of the schema.
-pub(super) fn check_partition_columns(partition_by: &[String], schema: &Schema) -> Result<()> {
+/// Each partition column must be a column of the schema; the time column too, of a type that
+/// holds times, and no time directory may have the name of a column (readers would see two
+/// columns of that name: the time column stays in the data).
+pub(super) fn check_partition_columns(
+    partition_by: &[String],
+    time: Option<&TimePartitioning>,
+    schema: &Schema,
+) -> Result<()> {
     for col in partition_by {
         if schema.field_with_name(col).is_err() {
             return Err(Error::Config(format!(
@@ -160,6 +167,28 @@ pub(super) fn check_partition_columns(partition_by: &[String], schema: &Schema) 
                 describe_schema(schema)
             )));
         }
+    }
+    let Some(time) = time else {
+        return Ok(());
+    };
+    let col = time.column();
+    let field = schema.field_with_name(col).map_err(|_| {
+        Error::Config(format!(
+            "time partition column `{col}` is not in the input (columns: {})",
+            describe_schema(schema)
+        ))
+    })?;
+    if !TimePartitioning::supports_type(field.data_type()) {
+        return Err(Error::Config(format!(
+            "time partition column `{col}` has type {}; it must be a timestamp, a date, or \
+             strings holding RFC 3339 timestamps (give a --schema with a Timestamp type)",
+            field.data_type()
+        )));
+    }
+    if let Some(name) = time.names().find(|n| schema.field_with_name(n).is_ok()) {
+        return Err(Error::Config(format!(
+            "time directory `{name}` has the name of a column of the input; name it otherwise"
+        )));
     }
     Ok(())
 }
@@ -175,13 +204,14 @@ pub fn describe_schema(schema: &Schema) -> String {
 }
 
 /// A resumed job must be run over the same inputs, read the same way, with the same
-/// partition columns.
+/// partition columns and time directories.
 pub(super) fn check_same_job(
     job: &str,
     p: &SourcePosition,
     inputs: &[String],
     format: InputFormat,
     partition_by: &[String],
+    partition_by_time: Option<&TimePartitionBy>,
 ) -> Result<()> {
     if p.inputs != inputs {
         return Err(Error::InvalidInput(format!(
@@ -202,6 +232,16 @@ pub(super) fn check_same_job(
             "job `{job}` was started with --partition-by `{}`, not `{}`",
             p.partition_by.join(","),
             partition_by.join(",")
+        )));
+    }
+    if p.partition_by_time.as_ref() != partition_by_time {
+        let describe = |t: Option<&TimePartitionBy>| {
+            t.map_or("no --partition-by-time".to_owned(), |t| format!("`{t}`"))
+        };
+        return Err(Error::InvalidInput(format!(
+            "job `{job}` was started with {}, not {}",
+            describe(p.partition_by_time.as_ref()),
+            describe(partition_by_time)
         )));
     }
     Ok(())
@@ -250,10 +290,27 @@ pub(super) fn legacy_read(
 }
 
 /// The writer's partition check, made per record before the records reach it: a record whose
-/// partition value cannot name a directory (longer than 255 bytes once escaped) is a bad
-/// record of its own line, not an error of its whole chunk.
+/// partition value cannot name a directory (longer than 255 bytes once escaped, a time that
+/// is not one) is a bad record of its own line, not an error of its whole chunk.
 pub(super) fn partition_check(partitioner: HivePartitioner) -> RowCheck {
-    let partitioner = partitioner.keep_partition_columns(true);
+    let time = partitioner.time().cloned();
+    let columns = match partitioner.columns() {
+        [] => None,
+        cols => HivePartitioner::new(cols.to_vec())
+            .ok()
+            .map(|p| column_check(p.keep_partition_columns(true))),
+    };
+    Box::new(move |batch: &RecordBatch| {
+        let mut bad = columns.as_ref().map_or_else(Vec::new, |check| check(batch));
+        if let Some(time) = &time {
+            bad.extend(time.row_errors(batch));
+        }
+        bad
+    })
+}
+
+/// [`partition_check`] of the partition columns.
+fn column_check(partitioner: HivePartitioner) -> RowCheck {
     Box::new(move |batch: &RecordBatch| {
         let schema = batch.schema();
         let Ok(cols) = partitioner

@@ -476,6 +476,10 @@ pub struct SourcePosition {
     /// The partition columns the job writes with.
     #[serde(default)]
     pub partition_by: Vec<String>,
+    /// The time directories the job writes with (absent in a position of a job without them,
+    /// and in every position before version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_by_time: Option<TimePartitionBy>,
     /// The next unread record.
     #[serde(flatten)]
     pub cursor: Cursor,
@@ -500,9 +504,43 @@ pub struct SourcePosition {
     pub schema: Schema,
 }
 
+/// The time partitioning of a job ([`super::Ingest::partition_by_time`]), as its identity
+/// records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimePartitionBy {
+    /// The time column.
+    pub column: String,
+    /// The pattern of the time directories (`dt=%Y-%m-%d/hour=%H`).
+    pub pattern: String,
+    /// The time zone ([`crate::bucket::time_zone_name`]: `UTC`, `+HH:MM`).
+    pub time_zone: String,
+}
+
+impl std::fmt::Display for TimePartitionBy {
+    /// As the command line gives it: `--partition-by-time ts=… --time-zone …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--partition-by-time {}={} --time-zone {}",
+            self.column, self.pattern, self.time_zone
+        )
+    }
+}
+
 impl SourcePosition {
-    /// Current version of the layout. Version 2 added [`SourcePosition::read`].
-    pub const VERSION: u32 = 2;
+    /// Current version of the layout. Version 2 added [`SourcePosition::read`], version 3
+    /// [`SourcePosition::partition_by_time`]. A position without time partitioning is written
+    /// as version 2 ([`SourcePosition::version_for`]), so that a build without time
+    /// partitioning resumes it, and refuses one with it instead of writing another layout.
+    pub const VERSION: u32 = 3;
+
+    /// The version a new position with this time partitioning is written as.
+    pub fn version_for(partition_by_time: Option<&TimePartitionBy>) -> u32 {
+        match partition_by_time {
+            Some(_) => 3,
+            None => 2,
+        }
+    }
 
     /// As JSON for a checkpoint.
     pub fn to_json(&self) -> serde_json::Value {
@@ -1990,6 +2028,11 @@ mod tests {
             inputs: vec!["/data/events.jsonl".into()],
             input_format: InputFormat::Jsonl,
             partition_by: vec!["day".into()],
+            partition_by_time: Some(TimePartitionBy {
+                column: "ts".into(),
+                pattern: "dt=%Y-%m-%d/hour=%H".into(),
+                time_zone: "+01:00".into(),
+            }),
             cursor: Cursor {
                 input: 0,
                 offset: 123,
@@ -2013,5 +2056,16 @@ mod tests {
         let v = p.to_json();
         assert_eq!(v["offset"], 123);
         assert_eq!(SourcePosition::from_json("j", &v).unwrap(), p);
+
+        // A position without time partitioning has no such field, and one written before it
+        // existed reads as "no time partitioning".
+        let mut old = p.clone();
+        old.partition_by_time = None;
+        old.version = SourcePosition::version_for(None);
+        let mut v = old.to_json();
+        assert!(v.get("partition_by_time").is_none(), "{v}");
+        assert_eq!(v["version"], 2);
+        v.as_object_mut().unwrap().remove("partition_by_time");
+        assert_eq!(SourcePosition::from_json("j", &v).unwrap(), old);
     }
 }
