@@ -96,7 +96,9 @@ impl From<InputFormatArg> for InputFormat {
 pub struct IngestArgs {
     /// Input files: JSON lines (`.jsonl`, `.json`, `.ndjson`) or CSV with a header (`.csv`),
     /// plain or compressed with gzip or zstd (`events.jsonl.gz`, `x.csv.zst`; without such an
-    /// extension, told by the first bytes); `-` reads standard input (needs --job).
+    /// extension, told by the first bytes); `-` reads standard input (needs --job);
+    /// `s3://bucket/key` reads an object, `s3://bucket/prefix/*.jsonl` every object the glob
+    /// matches, in key order (`*`, `?`, `[..]` within a path component, `**` across them).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 
@@ -278,7 +280,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         None => None,
     };
     let (format, codec) = output_format(&args)?;
-    let inputs = resolve_inputs(&args.inputs)?;
+    let inputs = resolve_inputs(&args.inputs).await?;
     let input_format = resolve_input_format(&inputs, args.input_format.map(Into::into))?;
     let job = match &args.job {
         Some(j) => j.clone(),
@@ -484,20 +486,27 @@ fn ingest_error(e: filesink::Error) -> CliError {
     }
 }
 
-/// Resolves the inputs; one file given twice, under any two names (`./a` and `a`, a symbolic
-/// or hard link, standard input redirected from it), is refused.
-fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
-    let inputs = args
-        .iter()
-        .map(|a| {
-            Input::resolve(a).map_err(|e| match e {
-                filesink::Error::Io { source, .. } => {
-                    CliError::context(format!("cannot open input `{a}`"), source)
-                }
-                e => ingest_error(e),
-            })
-        })
-        .collect::<CliResult<Vec<_>>>()?;
+/// Resolves the inputs: files, `-`, and `s3://` objects or globs (each match an input, in key
+/// order); one file given twice, under any two names (`./a` and `a`, a symbolic or hard link,
+/// standard input redirected from it), is refused.
+async fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
+    let mut inputs = Vec::with_capacity(args.len());
+    for a in args {
+        let open_error = |e| match e {
+            filesink::Error::Io { source, .. } => {
+                CliError::context(format!("cannot open input `{a}`"), source)
+            }
+            e => ingest_error(e),
+        };
+        let is_object = a
+            .split_once("://")
+            .is_some_and(|(s, _)| s.eq_ignore_ascii_case("s3") || s.eq_ignore_ascii_case("s3a"));
+        if is_object {
+            inputs.extend(Input::s3(a).await.map_err(open_error)?);
+        } else {
+            inputs.push(Input::resolve(a).map_err(open_error)?);
+        }
+    }
     check_distinct(&inputs).map_err(ingest_error)?;
     Ok(inputs)
 }

@@ -169,9 +169,10 @@ impl Input {
         ))
     }
 
-    /// The objects of `store` whose keys match `pattern` (a key, or a glob: see the
-    /// [module doc](self)), in key order; each is named `<url_root>/<key>`. No match is an
-    /// error. Call it inside a Tokio runtime.
+    /// The objects of `store` whose keys match `pattern`, in key order: a key, or a glob (`*`,
+    /// `?` and `[..]` within a `/`-separated component, `**` across components; components
+    /// starting with `.` or `_` match only when the pattern names them). Each is named
+    /// `<url_root>/<key>`. No match is an error. Call it inside a Tokio runtime.
     pub async fn objects_matching(
         store: Arc<dyn ObjectStore>,
         url_root: &str,

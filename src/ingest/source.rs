@@ -167,9 +167,12 @@ fn sniffed(mut r: Box<dyn Read + Send>) -> io::Result<Box<dyn Read + Send>> {
     }
 }
 
+/// A file's device and inode.
+type FileId = (u64, u64);
+
 /// The decompressed bytes of the file or object `input` from its start, buffered, and the
 /// file's device and inode (`None` for an object).
-fn open_file(input: &Input) -> io::Result<(Box<dyn BufRead + Send>, Option<(u64, u64)>)> {
+fn open_file(input: &Input) -> io::Result<(Box<dyn BufRead + Send>, Option<FileId>)> {
     let (raw, id): (Box<dyn Read + Send>, _) = match &input.object {
         Some(object) => (object.open(0)?, None),
         None => {
@@ -1510,13 +1513,13 @@ impl Source {
         let i = self.cursor.input;
         let input = self.inputs[i].clone();
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
+        if input.compression.is_some() || input.is_object() {
+            return self.open_compressed(i, &input);
+        }
         let path = input
             .path
             .as_ref()
             .expect("standard input is read elsewhere");
-        if input.compression.is_some() || input.is_object() {
-            return self.open_compressed(i, &input);
-        }
         let mut file = File::open(path).map_err(open_err)?;
         let meta = file.metadata().map_err(open_err)?;
         let mut p = self.read[i];

@@ -1,0 +1,220 @@
+//! Inputs on an S3 store (a real server: Garage, started by `./scripts/test`): an `s3://` glob
+//! over an object listing, read exactly once, resumed after a crash, an object replaced under
+//! the job refused, an object replaced by a longer one with the same beginning read on.
+//!
+//! The server comes from the environment (`AWS_*`, `FILESINK_S3_BUCKET`); without it these
+//! tests say loudly that they did not run (and fail under `CI`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+mod common;
+
+use common::cli::*;
+use common::visible_parquet_ids;
+use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
+use filesink::Error;
+
+const EXIT_INPUT_CHANGED: i32 = 7;
+
+fn bucket() -> Option<String> {
+    match std::env::var("FILESINK_S3_BUCKET") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI must run the S3 input tests: FILESINK_S3_BUCKET is not set")
+        }
+        _ => {
+            eprintln!(
+                "\n*** S3 INPUT TESTS NOT RUN: no S3 server configured (FILESINK_S3_BUCKET is \
+                 not set); run ./scripts/test ***\n"
+            );
+            None
+        }
+    }
+}
+
+fn store(bucket: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// JSON lines with ids `ids`.
+fn jsonl(ids: std::ops::Range<i64>) -> Vec<u8> {
+    ids.map(|i| {
+        format!(
+            "{{\"id\":{i},\"day\":\"2026-11-{:02}\",\"note\":\"n{}\"}}\n",
+            25 + i % 5,
+            i % 10
+        )
+    })
+    .collect::<String>()
+    .into_bytes()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+async fn put(store: &Arc<dyn ObjectStore>, key: &str, bytes: Vec<u8>) {
+    store
+        .put(&ObjectPath::from(key), PutPayload::from(bytes))
+        .await
+        .unwrap();
+}
+
+/// A fresh key prefix for one test.
+fn fresh() -> String {
+    format!("inputs/{}", uuid::Uuid::now_v7().simple())
+}
+
+fn ingest(inputs: Vec<Input>, lake: &Path) -> Ingest {
+    Ingest::new(inputs)
+        .to_local(lake)
+        .partition_by(["day"])
+        .checkpoint_every(CheckpointEvery::Rows(300))
+        .job("objects")
+}
+
+/// The objects a glob matches are read in key order, hidden and non-matching ones are not,
+/// compressed ones are decompressed; the CLI reads the same glob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glob_over_a_listing_reads_every_matching_object_once() {
+    let Some(bucket) = bucket() else { return };
+    let s = store(&bucket);
+    let p = fresh();
+    put(&s, &format!("{p}/day1/b.jsonl"), jsonl(1000..2000)).await;
+    put(&s, &format!("{p}/day1/a.jsonl"), jsonl(0..1000)).await;
+    put(
+        &s,
+        &format!("{p}/day1/c.jsonl.gz"),
+        gzip(&jsonl(2000..2500)),
+    )
+    .await;
+    put(&s, &format!("{p}/day1/skip.csv"), b"id\n99999\n".to_vec()).await;
+    put(&s, &format!("{p}/day1/_tmp.jsonl"), jsonl(90_000..90_010)).await;
+    put(&s, &format!("{p}/day2/d.jsonl"), jsonl(90_100..90_110)).await;
+
+    let url = format!("s3://{bucket}/{p}/day1/*.jsonl*");
+    let inputs = Input::s3(&url).await.unwrap();
+    let names: Vec<&str> = inputs.iter().map(|i| i.display.as_str()).collect();
+    assert_eq!(
+        names,
+        ["a.jsonl", "b.jsonl", "c.jsonl.gz"]
+            .map(|n| format!("s3://{bucket}/{p}/day1/{n}"))
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let summary = ingest(inputs, &lake).run().await.unwrap();
+    assert_eq!(summary.records, 2500);
+    assert_eq!(visible_parquet_ids(&lake), (0..2500).collect::<Vec<_>>());
+
+    // The CLI, with `**` across components: both days, hidden objects still skipped.
+    let cli_lake = dir.path().join("cli-lake");
+    let o = run_ok(&[
+        "ingest",
+        &format!("s3://{bucket}/{p}/**/*.jsonl"),
+        "--to",
+        s_(&cli_lake),
+        "--json",
+    ]);
+    let v = json_of(&o);
+    assert_eq!(v["records"], 2010, "{v}");
+    let mut expected: Vec<i64> = (0..2000).chain(90_100..90_110).collect();
+    expected.sort_unstable();
+    assert_eq!(visible_parquet_ids(&cli_lake), expected);
+
+    // No match: a clear error, nothing created.
+    let o = filesink(&[
+        "ingest",
+        &format!("s3://{bucket}/{p}/nothing/*.jsonl"),
+        "--to",
+        s_(&dir.path().join("none")),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("no object matches"), "{}", stderr(&o));
+    assert!(!dir.path().join("none").exists());
+}
+
+fn s_(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A run killed mid-way resumes after what the job read of each object: every record once.
+/// An object replaced by another with the same beginning and more records counts as grown;
+/// one whose read part changed is refused and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_resume_exactly_once_and_a_replaced_object_is_refused() {
+    let Some(bucket) = bucket() else { return };
+    let s = store(&bucket);
+    let p = fresh();
+    put(&s, &format!("{p}/a.jsonl"), jsonl(0..1500)).await;
+    put(&s, &format!("{p}/b.jsonl"), gzip(&jsonl(1500..3000))).await;
+    let url = format!("s3://{bucket}/{p}/*");
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    for stop in [700, 2100] {
+        let s = ingest(Input::s3(&url).await.unwrap(), &lake)
+            .stop_after_records(stop)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(s.status, IngestStatus::Stopped);
+    }
+    let s1 = ingest(Input::s3(&url).await.unwrap(), &lake)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(s1.status, IngestStatus::Finished);
+    assert_eq!(visible_parquet_ids(&lake), (0..3000).collect::<Vec<_>>());
+
+    // `a.jsonl` replaced by a longer object with the same first 1500 records: read on.
+    put(&s, &format!("{p}/a.jsonl"), jsonl(0..1600)).await;
+    let more = ingest(Input::s3(&url).await.unwrap(), &lake)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(more.records, 100);
+    let mut expected: Vec<i64> = (0..3000).chain(1500..1600).collect();
+    expected.sort_unstable();
+    // Ids 1500..1600 now come from both objects: a.jsonl's new records repeat b's ids.
+    assert_eq!(visible_parquet_ids(&lake), expected);
+
+    // `a.jsonl` replaced by other bytes where the job already read: refused, nothing written.
+    let mut other = jsonl(0..1600);
+    other[10] = b'9';
+    put(&s, &format!("{p}/a.jsonl"), other).await;
+    let e = ingest(Input::s3(&url).await.unwrap(), &lake)
+        .run()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InputChanged(_)), "{e}");
+    assert!(e.to_string().contains("a.jsonl"), "{e}");
+    let o = filesink(&[
+        "ingest",
+        &url,
+        "--to",
+        s_(&lake),
+        "--job",
+        "objects",
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "300rows",
+    ]);
+    assert_eq!(o.status.code(), Some(EXIT_INPUT_CHANGED), "{}", stderr(&o));
+    assert_eq!(visible_parquet_ids(&lake), expected);
+}
