@@ -114,15 +114,28 @@ impl JobLease for External {
 
 /// What a run writes about itself where it holds a job: for the message of a refused run.
 pub(crate) fn describe_self() -> String {
+    format!(
+        "{}, since {}",
+        self_prefix(),
+        chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC")
+    )
+}
+
+/// `pid <pid> on `<host>``: the part of [`describe_self`] that names this process.
+fn self_prefix() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
     format!(
-        "pid {} on `{}`, since {}",
+        "pid {} on `{}`",
         std::process::id(),
-        if host.is_empty() { "?" } else { &host },
-        chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC")
+        if host.is_empty() { "?" } else { &host }
     )
+}
+
+/// Whether a holder's description ([`describe_self`]) names this process.
+pub(crate) fn describes_self(holder: &str) -> bool {
+    holder.starts_with(&format!("{},", self_prefix()))
 }
 
 /// Slack for the stores' timestamp resolution (S3 listings give milliseconds, some stores

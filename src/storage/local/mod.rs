@@ -42,6 +42,32 @@ use crate::{Error, Result};
 #[derive(Debug)]
 struct LocalLease {
     _lock: Box<dyn FsLock>,
+    /// Its key in [`HELD_HERE`].
+    key: PathBuf,
+}
+
+/// The lock files of the jobs that leases of this process hold (by canonical path).
+///
+/// A lock of this process can outlive its lease for a moment: a child process started by
+/// another thread (`fork`, then `exec`) shares the lock's open file until its `exec` closes
+/// it. A job whose lock names this process but that no lease here holds is being released,
+/// so taking it is retried for a short while instead of refused.
+static HELD_HERE: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// How long taking a job that this process just gave up is retried.
+const RELEASE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Drop for LocalLease {
+    fn drop(&mut self) {
+        HELD_HERE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.key);
+    }
+}
+
+fn lock_key(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 #[async_trait]
@@ -489,27 +515,48 @@ impl Storage for LocalStorage {
             inner.ensure_dir(&dir)?;
             let path = inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
             let me = super::ownership::describe_self();
-            match inner.fs.try_lock(&path, me.as_bytes()) {
-                Ok(Some(lock)) => {
-                    Ok(Box::new(LocalLease { _lock: lock }) as Box<dyn super::JobLease>)
+            let started = std::time::Instant::now();
+            loop {
+                match inner.fs.try_lock(&path, me.as_bytes()) {
+                    Ok(Some(lock)) => {
+                        let key = lock_key(&path);
+                        HELD_HERE
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .insert(key.clone());
+                        return Ok(
+                            Box::new(LocalLease { _lock: lock, key }) as Box<dyn super::JobLease>
+                        );
+                    }
+                    Ok(None) => {
+                        let holder = inner
+                            .fs
+                            .lock_holder(&path)
+                            .ok()
+                            .flatten()
+                            .map(|t| String::from_utf8_lossy(&t).into_owned());
+                        let releasing = holder
+                            .as_deref()
+                            .is_none_or(super::ownership::describes_self)
+                            && !HELD_HERE
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .contains(&lock_key(&path));
+                        if releasing && started.elapsed() < RELEASE_WAIT_MAX {
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                            continue;
+                        }
+                        let holder = holder.unwrap_or_else(|| "a run that just stopped".into());
+                        return Err(Error::job_busy(
+                            &job,
+                            format!(
+                                "a live run holds the lock `{}` ({holder}); nothing was changed",
+                                path.display()
+                            ),
+                        ));
+                    }
+                    Err(e) => return Err(Error::io("lock", path, e)),
                 }
-                Ok(None) => {
-                    let holder = inner
-                        .fs
-                        .lock_holder(&path)
-                        .ok()
-                        .flatten()
-                        .map(|t| String::from_utf8_lossy(&t).into_owned())
-                        .unwrap_or_else(|| "a run that just stopped".into());
-                    Err(Error::job_busy(
-                        &job,
-                        format!(
-                            "a live run holds the lock `{}` ({holder}); nothing was changed",
-                            path.display()
-                        ),
-                    ))
-                }
-                Err(e) => Err(Error::io("lock", path, e)),
             }
         })
         .await
@@ -910,5 +957,70 @@ pub(crate) fn crc_of_reader(r: &mut impl Read, len: u64) -> io::Result<u32> {
             return Ok(crc);
         }
         crc = crc32c::crc32c_append(crc, &buf[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{LeaseOptions, Storage as _};
+
+    fn lock_path(dir: &Path, job: &str) -> PathBuf {
+        dir.join(crate::protocol::job_dir(job))
+            .join(OWNER_LOCK_FILE)
+    }
+
+    /// A lock of this process that no lease holds (a child process between `fork` and `exec`
+    /// shares it for a moment) delays taking the job; a lease of this process, or a lock of
+    /// another process, refuses it at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_this_process_is_releasing_is_waited_for_a_live_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = LocalStorage::new(dir.path()).unwrap();
+        let options = LeaseOptions::default();
+        let lease = storage.acquire_job("j", &options).await.unwrap();
+        let e = storage.acquire_job("j", &options).await.unwrap_err();
+        assert!(matches!(e, Error::JobBusy { .. }), "{e}");
+        drop(lease);
+
+        // The lock held by an open file of this process that is no lease: waited for.
+        let stray = RealFs
+            .try_lock(
+                &lock_path(dir.path(), "j"),
+                super::super::ownership::describe_self().as_bytes(),
+            )
+            .unwrap()
+            .expect("free");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let releaser = std::thread::spawn(move || {
+            rx.recv().unwrap();
+            drop(stray);
+        });
+        let taking = tokio::spawn({
+            let storage = storage.clone();
+            async move { storage.acquire_job("j", &LeaseOptions::default()).await }
+        });
+        // Give the taker time to find the lock held (it cannot take it while `stray` holds
+        // it, whatever the timing; the pause only makes the wait likely to be exercised).
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tx.send(()).unwrap();
+        releaser.join().unwrap();
+        let lease = taking
+            .await
+            .unwrap()
+            .expect("taken once the stray lock is gone");
+        drop(lease);
+
+        // Another process's lock: refused without waiting for it.
+        let foreign = RealFs
+            .try_lock(
+                &lock_path(dir.path(), "j"),
+                b"pid 1 on `elsewhere`, since 2026-12-01 00:00:00 UTC",
+            )
+            .unwrap()
+            .expect("free");
+        let e = storage.acquire_job("j", &options).await.unwrap_err();
+        assert!(e.to_string().contains("pid 1 on `elsewhere`"), "{e}");
+        drop(foreign);
     }
 }
