@@ -963,7 +963,7 @@ pub(crate) fn crc_of_reader(r: &mut impl Read, len: u64) -> io::Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{LeaseOptions, Storage as _};
+    use crate::storage::LeaseOptions;
 
     fn lock_path(dir: &Path, job: &str) -> PathBuf {
         dir.join(crate::protocol::job_dir(job))
