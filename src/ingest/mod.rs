@@ -4,14 +4,31 @@
 //! Any of them may be compressed with gzip or zstd ([`InputCompression`]); positions then
 //! count decompressed bytes.
 //!
-//! [`Ingest`] is the pipeline: a reader thread ([`Source`]) decodes the inputs in chunks of
-//! whole records, each tagged with the position after it; the pipeline writes the chunks
-//! through the sink's writer and, on the checkpoint schedule ([`CheckpointEvery`]), has the
-//! [`Coordinator`] checkpoint with that position ([`SourcePosition`], stored in the
-//! checkpoint's manifest). A run that is killed at any moment and started again with the same
-//! inputs restores from the last complete checkpoint (the coordinator removes what came after
-//! it) and reads on from its position, so every record is written once. An input that changed
-//! under the job is refused ([`Error::InputChanged`]); an input that only grew is read on.
+//! [`Ingest`] is the pipeline, in three stages:
+//!
+//! ```text
+//!  reader thread        decoding threads (N)     writing loop          writer subtasks (N)
+//!  Source::next_raw ─▶  Decoder::decode ─┐ in    Coordinator::write ─▶ encode, roll
+//!  frame records,   ─▶  Decoder::decode ─┼─────▶ checkpoint when due    (by bucket)
+//!  position, CRC    ─▶  … round-robin   ─┘ order
+//! ```
+//!
+//! The reader thread ([`Source`]) frames the inputs into chunks of whole records, each tagged
+//! with the position after it; it hands them round-robin to `N` decoding threads
+//! ([`Decoder`], `N` = [`Ingest::parallelism`]), and the writing loop takes the decoded chunks
+//! back in the same round, so in input order whatever order the decoders finish in. The loop
+//! writes each chunk through the [`Coordinator`] (whose writer subtasks encode at once) and,
+//! on the checkpoint schedule ([`CheckpointEvery`]), checkpoints with the position of the last
+//! chunk written ([`SourcePosition`], stored in the checkpoint's manifest): a checkpoint cuts
+//! the input at one position however many chunks are in flight behind it, and those are read
+//! again by a resumed run. Every queue between the stages is bounded (one chunk per decoder
+//! each way), so a slow stage holds the others back and memory stays within the budget
+//! ([`Ingest::memory_bytes_max`]).
+//!
+//! A run that is killed at any moment and started again with the same inputs restores from
+//! the last complete checkpoint (the coordinator removes what came after it) and reads on
+//! from its position, so every record is written once. An input that changed under the job
+//! is refused ([`Error::InputChanged`]); an input that only grew is read on.
 //!
 //! With a time interval, a checkpoint is due once the interval has passed with records not
 //! yet checkpointed, whether or not the next chunk has come: a timer wakes the loop, so
@@ -111,14 +128,16 @@ use rules::{
     check_partition_columns, check_same_job, infer_from_inputs, legacy_read, partition_check,
 };
 pub use source::{
-    check_read, infer_schema, BadRecord, Chunk, Cursor, Input, InputCompression, InputFormat,
-    Prefix, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
+    check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input, InputCompression,
+    InputFormat, Prefix, RawChunk, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
 };
 
 /// Most records decoded and written as one batch.
 pub const CHUNK_RECORDS_MAX: usize = 8192;
-/// Chunks decoded ahead of the writer.
-const CHUNKS_AHEAD: usize = 4;
+/// Chunks that wait, per decoding thread, for it (framed) and for the writing loop
+/// (decoded): with the one it decodes and the one the reader frames, at most
+/// `3 × decoders + 2` chunks are in flight.
+const CHUNKS_QUEUED: usize = 1;
 /// Longest a chunk of standard input waits for more records after its first (shorter with a
 /// shorter checkpoint interval).
 const STDIN_LINGER_MAX: Duration = Duration::from_millis(100);
@@ -265,10 +284,11 @@ pub struct Ingest {
     memory_bytes_max: u64,
 }
 
-/// A message from the reader thread.
-enum Msg {
-    /// Decoded records.
-    Chunk(Chunk),
+/// A message down the pipeline: from the reader thread to a decoder (`Msg<RawChunk>`), and
+/// from a decoder to the writing loop (`Msg<Chunk>`).
+enum Msg<C> {
+    /// Records: framed, or decoded.
+    Chunk(C),
     /// Every input is read: the final position, what is read of each input, and the bytes
     /// read.
     End(Cursor, Vec<Prefix>, u64),
@@ -406,7 +426,8 @@ impl Ingest {
     }
 
     /// Number of writer subtasks that encode at the same time, each on its own task (see
-    /// [`Coordinator::write`] for how records are shared among them). Default: a new job gets
+    /// [`Coordinator::write`] for how records are shared among them), and of threads that
+    /// decode the input records at the same time. Default: a new job gets
     /// as many as there are cores ([`std::thread::available_parallelism`]), a resumed job keeps
     /// the number it started with. Given explicitly, a resumed job must have been started with
     /// the same number (rescaling is refused).
@@ -415,8 +436,12 @@ impl Ingest {
         self
     }
 
-    /// What the writers may hold in memory together (encoder buffers, backend buffers), shared
-    /// equally among them (default [`crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX`]).
+    /// What the pipeline may hold in memory (default
+    /// [`crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX`]): the chunks in flight between
+    /// reading, decoding and writing (at most `3 × parallelism + 2` chunks of about
+    /// [`source::CHUNK_BYTES_MAX`] input bytes, counted twice: framed and decoded) are set
+    /// aside first, and the writers share the rest equally for their encoder and backend
+    /// buffers (at least half of the budget).
     pub fn memory_bytes_max(mut self, bytes: u64) -> Ingest {
         self.memory_bytes_max = bytes;
         self
@@ -629,9 +654,14 @@ impl Ingest {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
+        let decoders = writers;
+        let in_flight = (3 * decoders as u64 + 2) * 2 * source::CHUNK_BYTES_MAX as u64;
+        let for_writers = memory_bytes_max
+            .saturating_sub(in_flight)
+            .max(memory_bytes_max / 2);
         let mut builder = Sink::builder_shared(storage)
             .format(format)
-            .buffer_bytes_max((memory_bytes_max / writers as u64).max(1));
+            .buffer_bytes_max((for_writers / writers as u64).max(1));
         if let Some(p) = &partitioner {
             builder = builder.bucket_assigner(p.clone());
         }
@@ -799,8 +829,9 @@ impl Ingest {
             summary.last_checkpoint = report.checkpoint_id;
         }
 
-        // The reader thread.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(CHUNKS_AHEAD);
+        // The reader thread frames records and hands the chunks round-robin to the decoding
+        // threads; the loop below takes the decoded chunks back in the same round, so in
+        // input order, whatever order the decoders finish in.
         let rows_every = match checkpoint_every {
             CheckpointEvery::Rows(n) => Some(n),
             CheckpointEvery::Interval(_) => None,
@@ -822,19 +853,49 @@ impl Ingest {
         if let Some(p) = &partitioner {
             source = source.with_row_check(partition_check(p.clone()));
         }
+        let mut threads = Vec::with_capacity(decoders + 1);
+        let mut to_decoders = Vec::with_capacity(decoders);
+        let mut decoded = Vec::with_capacity(decoders);
+        for d in 0..decoders {
+            let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Msg<RawChunk>>(CHUNKS_QUEUED);
+            let (tx, rx) = tokio::sync::mpsc::channel::<Msg<Chunk>>(CHUNKS_QUEUED);
+            let decoder = source.decoder();
+            let thread = std::thread::Builder::new()
+                .name(format!("filesink-decode-{d}"))
+                .spawn(move || {
+                    for msg in raw_rx {
+                        let msg = match msg {
+                            Msg::Chunk(raw) => match decoder.decode(raw) {
+                                Ok(chunk) => Msg::Chunk(chunk),
+                                Err(e) => Msg::Failed(e),
+                            },
+                            Msg::End(cursor, read, bytes) => Msg::End(cursor, read, bytes),
+                            Msg::Failed(e) => Msg::Failed(e),
+                        };
+                        let last = !matches!(msg, Msg::Chunk(_));
+                        if tx.blocking_send(msg).is_err() || last {
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| Error::io("start a decoding thread for", "the inputs", e))?;
+            threads.push(thread);
+            to_decoders.push(raw_tx);
+            decoded.push(rx);
+        }
         let reader = std::thread::Builder::new()
             .name("filesink-source".into())
             .spawn(move || {
                 let mut produced: u64 = 0;
-                loop {
+                for turn in (0..to_decoders.len()).cycle() {
                     let max = match rows_every {
                         Some(n) => (n - produced % n).min(CHUNK_RECORDS_MAX as u64) as usize,
                         None => CHUNK_RECORDS_MAX,
                     };
-                    let msg = match source.next_chunk(max) {
-                        Ok(Some(chunk)) => {
-                            produced += chunk.batch.as_ref().map_or(0, |b| b.num_rows() as u64);
-                            Msg::Chunk(chunk)
+                    let msg = match source.next_raw(max) {
+                        Ok(Some(raw)) => {
+                            produced += raw.records() as u64;
+                            Msg::Chunk(raw)
                         }
                         Ok(None) => {
                             Msg::End(source.cursor(), source.read().to_vec(), source.bytes_read())
@@ -842,12 +903,14 @@ impl Ingest {
                         Err(e) => Msg::Failed(e),
                     };
                     let last = !matches!(msg, Msg::Chunk(_));
-                    if tx.blocking_send(msg).is_err() || last {
+                    if to_decoders[turn].send(msg).is_err() || last {
                         return;
                     }
                 }
             })
             .map_err(|e| Error::io("start a reader thread for", "the inputs", e))?;
+        threads.push(reader);
+        let mut turn = 0;
 
         observer.started(&inputs, &position);
         let mut since_checkpoint: u64 = 0;
@@ -866,7 +929,10 @@ impl Ingest {
             };
             let msg = match wake {
                 Some(at) => tokio::select! {
-                    m = rx.recv() => m,
+                    m = decoded[turn].recv() => {
+                        turn = (turn + 1) % decoders;
+                        m
+                    }
                     () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {
                         Some(Msg::Chunk(Chunk {
                             batch: None,
@@ -876,7 +942,11 @@ impl Ingest {
                         }))
                     }
                 },
-                None => rx.recv().await,
+                None => {
+                    let m = decoded[turn].recv().await;
+                    turn = (turn + 1) % decoders;
+                    m
+                }
             };
             match msg {
                 Some(Msg::Chunk(chunk)) => {
@@ -903,7 +973,7 @@ impl Ingest {
                     if stop_after_records.is_some_and(|n| summary.records >= n) {
                         // As a crash would: no checkpoint for what was written since the last
                         // one; the next run's restore removes it.
-                        drop(rx);
+                        drop(decoded);
                         drop(coordinator);
                         crate::storage::ownership::settle_releases().await;
                         observer.stopped();
@@ -962,8 +1032,13 @@ impl Ingest {
                 }
             }
         }
-        // The reader thread has sent its last message and is ending.
-        let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+        // The reader and decoding threads have sent their last messages and are ending.
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
         Ok(summary)
     }
 }

@@ -5,6 +5,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::datatypes::Schema;
@@ -300,7 +301,7 @@ pub(super) fn partition_check(partitioner: HivePartitioner) -> RowCheck {
             .ok()
             .map(|p| column_check(p.keep_partition_columns(true))),
     };
-    Box::new(move |batch: &RecordBatch| {
+    Arc::new(move |batch: &RecordBatch| {
         let mut bad = columns.as_ref().map_or_else(Vec::new, |check| check(batch));
         if let Some(time) = &time {
             bad.extend(time.row_errors(batch));
@@ -311,7 +312,7 @@ pub(super) fn partition_check(partitioner: HivePartitioner) -> RowCheck {
 
 /// [`partition_check`] of the partition columns.
 fn column_check(partitioner: HivePartitioner) -> RowCheck {
-    Box::new(move |batch: &RecordBatch| {
+    Arc::new(move |batch: &RecordBatch| {
         let schema = batch.schema();
         let Ok(cols) = partitioner
             .columns()

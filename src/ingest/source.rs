@@ -26,8 +26,13 @@
 //! another gzip member or zstd frame is read on like a plain file that grew; a stream that is
 //! corrupt or cut short is an error naming the input.
 //!
-//! Records are decoded in batches with arrow's JSON and CSV decoders; only when a batch fails
-//! is it decoded again record by record, to name the bad line.
+//! Reading and decoding are two stages. [`Source::next_raw`] frames whole records and keeps
+//! the position and CRC-32C (one thread: the bytes of an input are read in order);
+//! [`Decoder::decode`] turns a [`RawChunk`] into Arrow records, and any number of threads may
+//! run it on successive chunks at once, as long as their results are taken back in the order
+//! the chunks were read (the ingest pipeline does; see `ingest`'s module doc). Records are
+//! decoded in batches with arrow's JSON and CSV decoders; only when a batch fails is it
+//! decoded again record by record, to name the bad line.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -48,6 +53,8 @@ use crate::error::{Error, Result};
 
 /// Records read to infer a schema.
 pub const INFER_RECORDS: usize = 1000;
+/// A chunk closes once its records take this many bytes (it holds at least one record).
+pub const CHUNK_BYTES_MAX: usize = 1 << 20;
 /// The longest record accepted.
 pub const RECORD_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Read buffer per input.
@@ -194,7 +201,7 @@ fn open_file(input: &Input) -> io::Result<(Box<dyn BufRead + Send>, Option<FileI
 /// A check of decoded records for what would fail later, in the writer (a partition value
 /// too long for a directory name): the row index and the reason of each record it rejects.
 /// Rejected records are bad records of their own line, like records that do not decode.
-pub type RowCheck = Box<dyn Fn(&RecordBatch) -> Vec<(usize, String)> + Send>;
+pub type RowCheck = Arc<dyn Fn(&RecordBatch) -> Vec<(usize, String)> + Send + Sync>;
 
 /// The format of the input files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -579,6 +586,34 @@ pub struct BadRecord {
     pub line: String,
     /// Why it was rejected.
     pub error: String,
+}
+
+/// Whole records framed by [`Source::next_raw`], not decoded yet, and the position right
+/// after them: the unit decoders work on in parallel.
+#[derive(Debug)]
+pub struct RawChunk {
+    /// The input's name, for errors and bad records.
+    display: Arc<str>,
+    /// The records, each ending with `\n`.
+    buf: Vec<u8>,
+    /// (first line, start, end) of each record in `buf`.
+    spans: Vec<(u64, usize, usize)>,
+    /// The next unread record after this chunk.
+    cursor: Cursor,
+    /// As [`Chunk::read`].
+    read: Vec<(usize, Prefix)>,
+}
+
+impl RawChunk {
+    /// How many records it holds (good and bad).
+    pub fn records(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// How many bytes its records take.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
 }
 
 /// Decoded records and the position right after them.
@@ -1057,9 +1092,11 @@ pub fn infer_schema(
                         values.push(v);
                     }
                     Ok(_) if strict => {
-                        return Err(malformed(input, line, "not a JSON object"));
+                        return Err(malformed(&input.display, line, "not a JSON object"));
                     }
-                    Err(e) if strict => return Err(malformed(input, line, &json_error(&e))),
+                    Err(e) if strict => {
+                        return Err(malformed(&input.display, line, &json_error(&e)))
+                    }
                     _ => {}
                 }
             }
@@ -1091,7 +1128,7 @@ pub fn infer_schema(
                 if n != columns {
                     if strict {
                         return Err(malformed(
-                            input,
+                            &input.display,
                             line,
                             &format!("expected {columns} fields, found {n}"),
                         ));
@@ -1148,11 +1185,8 @@ fn in_key_order(schema: Schema, order: &[String]) -> Schema {
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
-fn malformed(input: &Input, line: u64, msg: &str) -> Error {
-    Error::InvalidInput(format!(
-        "malformed record at {}:{line}: {msg}",
-        input.display
-    ))
+fn malformed(input: &str, line: u64, msg: &str) -> Error {
+    Error::InvalidInput(format!("malformed record at {input}:{line}: {msg}"))
 }
 
 fn cannot_infer(input: &Input, e: impl std::fmt::Display) -> Error {
@@ -1181,13 +1215,12 @@ pub struct Source {
     stdin_done: bool,
     /// How long a chunk of standard input waits for more records once it has one.
     linger: Duration,
-    buf: Vec<u8>,
-    /// (first line, start, end) of each record in `buf`.
-    spans: Vec<(u64, usize, usize)>,
     /// Input bytes consumed so far (headers and blank lines included).
     bytes_read: u64,
     /// Checks of the decoded records beyond their types.
     row_check: Option<RowCheck>,
+    /// The input names, shared with the chunks.
+    displays: Vec<Arc<str>>,
 }
 
 impl Source {
@@ -1217,7 +1250,12 @@ impl Source {
             },
             None => Cursor::START,
         };
+        let displays = inputs
+            .iter()
+            .map(|i| Arc::from(i.display.as_str()))
+            .collect();
         Source {
+            displays,
             inputs,
             format,
             schema,
@@ -1230,8 +1268,6 @@ impl Source {
             stdin_opened: false,
             stdin_done,
             linger,
-            buf: Vec::new(),
-            spans: Vec::new(),
             bytes_read: 0,
             row_check: None,
         }
@@ -1284,9 +1320,29 @@ impl Source {
         };
     }
 
-    /// The next chunk of at most `records_max` records (good and bad), or `None` when every
-    /// input is read. A chunk never spans two inputs.
+    /// The decoder of this source's records (cheap to clone: one per decoding thread).
+    pub fn decoder(&self) -> Decoder {
+        Decoder {
+            format: self.format,
+            schema: self.schema.clone(),
+            strict: self.strict,
+            row_check: self.row_check.clone(),
+        }
+    }
+
+    /// The next chunk of at most `records_max` records (good and bad), decoded, or `None`
+    /// when every input is read. A chunk never spans two inputs.
     pub fn next_chunk(&mut self, records_max: usize) -> Result<Option<Chunk>> {
+        match self.next_raw(records_max)? {
+            Some(raw) => self.decoder().decode(raw).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The next chunk of at most `records_max` records (and about [`CHUNK_BYTES_MAX`] bytes,
+    /// at least one record), framed but not decoded, or `None` when every input is read. A
+    /// chunk never spans two inputs.
+    pub fn next_raw(&mut self, records_max: usize) -> Result<Option<RawChunk>> {
         let records_max = records_max.max(1);
         loop {
             if self.cursor.input >= self.inputs.len() {
@@ -1307,13 +1363,13 @@ impl Source {
             let input = &self.inputs[self.cursor.input];
             let reader = self.reader.as_mut().expect("opened above");
             let offset_before = reader.offset;
-            self.buf.clear();
-            self.spans.clear();
+            let mut buf = Vec::new();
+            let mut spans = Vec::new();
             let mut eof = false;
-            while self.spans.len() < records_max {
-                let start = self.buf.len();
-                match reader.next_record(&mut self.buf) {
-                    Ok(Some(line)) => self.spans.push((line, start, self.buf.len())),
+            while spans.len() < records_max && buf.len() < CHUNK_BYTES_MAX {
+                let start = buf.len();
+                match reader.next_record(&mut buf) {
+                    Ok(Some(line)) => spans.push((line, start, buf.len())),
                     Ok(None) => {
                         eof = true;
                         break;
@@ -1335,12 +1391,11 @@ impl Source {
             let prefix = reader.prefix();
             self.bytes_read += reader.offset - offset_before;
             self.set_read(after.input, prefix);
-            if self.spans.is_empty() {
+            if spans.is_empty() {
                 // This input is done: go on with the next one.
                 self.next_input();
                 continue;
             }
-            let (batch, bad) = self.decode()?;
             self.cursor = after;
             if eof {
                 // Keep the cursor at the end of this input; the next call moves on.
@@ -1352,16 +1407,18 @@ impl Source {
                     csv: false,
                 });
             }
-            return Ok(Some(self.chunk(batch, bad)));
+            return Ok(Some(self.raw_chunk(buf, spans)));
         }
     }
 
-    /// The chunk of `batch` and `bad`, with the inputs whose prefix moved since the last one.
-    fn chunk(&mut self, batch: Option<RecordBatch>, bad: Vec<BadRecord>) -> Chunk {
+    /// The chunk of the records `spans` of `buf`, with the inputs whose prefix moved since the
+    /// last one.
+    fn raw_chunk(&mut self, buf: Vec<u8>, spans: Vec<(u64, usize, usize)>) -> RawChunk {
         let read = self.moved.drain(..).map(|i| (i, self.read[i])).collect();
-        Chunk {
-            batch,
-            bad,
+        RawChunk {
+            display: self.displays[self.cursor.input].clone(),
+            buf,
+            spans,
             cursor: self.cursor,
             read,
         }
@@ -1369,7 +1426,7 @@ impl Source {
 
     /// The next chunk of standard input: the records there are, once it has waited
     /// `linger` for more after the first; `None` at the end of the input.
-    fn next_stdin_chunk(&mut self, records_max: usize) -> Result<Option<Chunk>> {
+    fn next_stdin_chunk(&mut self, records_max: usize) -> Result<Option<RawChunk>> {
         let i = self.cursor.input;
         let display = self.inputs[i].display.clone();
         let read_err = |e: io::Error| Error::io("read", &display, e);
@@ -1382,22 +1439,22 @@ impl Source {
             self.stdin_opened = true;
         }
         let stdin = self.stdin.as_mut().expect("started above");
-        self.buf.clear();
-        self.spans.clear();
+        let mut buf = Vec::new();
+        let mut spans = Vec::new();
         let mut last = None;
         let mut first_at = None;
         loop {
-            while self.spans.len() < records_max {
+            while spans.len() < records_max && buf.len() < CHUNK_BYTES_MAX {
                 let Some((line, rec, after)) = stdin.pop() else {
                     break;
                 };
-                let start = self.buf.len();
-                self.buf.extend_from_slice(rec);
-                self.spans.push((line, start, self.buf.len()));
+                let start = buf.len();
+                buf.extend_from_slice(rec);
+                spans.push((line, start, buf.len()));
                 last = Some(after);
                 first_at.get_or_insert_with(Instant::now);
             }
-            if self.spans.len() >= records_max {
+            if spans.len() >= records_max || buf.len() >= CHUNK_BYTES_MAX {
                 break;
             }
             if stdin.at_end() {
@@ -1414,16 +1471,15 @@ impl Source {
         };
         self.bytes_read += after.offset - self.read[i].offset;
         self.set_read(i, after);
-        if self.spans.is_empty() {
+        if spans.is_empty() {
             return Ok(None);
         }
-        let (batch, bad) = self.decode()?;
         self.cursor = Cursor {
             input: i,
             offset: after.offset,
             line: after.line,
         };
-        Ok(Some(self.chunk(batch, bad)))
+        Ok(Some(self.raw_chunk(buf, spans)))
     }
 
     /// Skips the records of standard input the job already read, checking that they are the
@@ -1632,19 +1688,52 @@ impl Source {
             csv,
         })
     }
+}
 
-    /// Decodes the records in `buf`: all at once, and only if that fails record by record.
-    fn decode(&mut self) -> Result<(Option<RecordBatch>, Vec<BadRecord>)> {
-        let n = self.spans.len();
-        if let Ok(batch) = self.decode_all(&self.buf, n) {
-            return self.check_rows(Some(batch), None, Vec::new());
+/// Turns framed records into Arrow records: typed by the schema, checked by the row check,
+/// malformed ones an error (strict) or set aside. Any number of threads may decode successive
+/// chunks of one source at once.
+#[derive(Clone)]
+pub struct Decoder {
+    format: InputFormat,
+    schema: SchemaRef,
+    strict: bool,
+    row_check: Option<RowCheck>,
+}
+
+impl std::fmt::Debug for Decoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoder")
+            .field("format", &self.format)
+            .field("strict", &self.strict)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Decoder {
+    /// Decodes `raw`: its records all at once, and only if that fails record by record.
+    pub fn decode(&self, raw: RawChunk) -> Result<Chunk> {
+        let (batch, bad) = self.decode_records(&raw)?;
+        Ok(Chunk {
+            batch,
+            bad,
+            cursor: raw.cursor,
+            read: raw.read,
+        })
+    }
+
+    /// The records of `raw`: all at once, and only if that fails record by record.
+    fn decode_records(&self, raw: &RawChunk) -> Result<(Option<RecordBatch>, Vec<BadRecord>)> {
+        let n = raw.spans.len();
+        if let Ok(batch) = self.decode_all(&raw.buf, n) {
+            return self.check_rows(raw, Some(batch), None, Vec::new());
         }
-        let input = &self.inputs[self.cursor.input];
+        let input = &raw.display;
         let mut batches = Vec::new();
         let mut bad = Vec::new();
         let mut decoded = Vec::new();
-        for (i, &(line, start, end)) in self.spans.iter().enumerate() {
-            let rec = &self.buf[start..end];
+        for (i, &(line, start, end)) in raw.spans.iter().enumerate() {
+            let rec = &raw.buf[start..end];
             match self.decode_all(rec, 1) {
                 Ok(b) => {
                     batches.push(b);
@@ -1659,7 +1748,7 @@ impl Source {
                         return Err(malformed(input, line, &msg));
                     }
                     bad.push(BadRecord {
-                        source: format!("{}:{line}", input.display),
+                        source: format!("{input}:{line}"),
                         line: record_text(rec),
                         error: msg,
                     });
@@ -1671,7 +1760,7 @@ impl Source {
         } else {
             Some(arrow::compute::concat_batches(&self.schema, &batches)?)
         };
-        self.check_rows(batch, Some(&decoded), bad)
+        self.check_rows(raw, batch, Some(&decoded), bad)
     }
 
     /// Applies the checks beyond decoding to `batch`, whose row `i` is the record of span
@@ -1679,6 +1768,7 @@ impl Source {
     /// naming its line, or goes to `bad`.
     fn check_rows(
         &self,
+        raw: &RawChunk,
         batch: Option<RecordBatch>,
         decoded: Option<&[usize]>,
         mut bad: Vec<BadRecord>,
@@ -1697,20 +1787,20 @@ impl Source {
             return Ok((batch, bad));
         }
         rejected.sort_by_key(|(row, _)| *row);
-        let input = &self.inputs[self.cursor.input];
+        let input = &raw.display;
         let mut keep = vec![true; b.num_rows()];
         for (row, msg) in rejected {
             if !keep[row] {
                 continue; // one reason per record
             }
-            let (line, start, end) = self.spans[decoded.map_or(row, |d| d[row])];
+            let (line, start, end) = raw.spans[decoded.map_or(row, |d| d[row])];
             if self.strict {
                 return Err(malformed(input, line, &msg));
             }
             keep[row] = false;
             bad.push(BadRecord {
-                source: format!("{}:{line}", input.display),
-                line: record_text(&self.buf[start..end]),
+                source: format!("{input}:{line}"),
+                line: record_text(&raw.buf[start..end]),
                 error: msg,
             });
         }
