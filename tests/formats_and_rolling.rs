@@ -5,6 +5,7 @@ mod common;
 use std::fs::File;
 use std::time::Duration;
 
+use common::backend::Backend;
 use common::*;
 use filesink::bucket::DateTimeBucketAssigner;
 use filesink::{Error, FileFormat, RollingPolicy, Sink};
@@ -164,8 +165,44 @@ async fn encoder_memory_stays_within_the_configured_budget() {
         );
     }
     let committables = writer.prepare_commit(1).await.unwrap().committables;
+    // On local disk a flushed row group reaches the file: one file per partition.
+    assert_eq!(committables.len(), 5);
     sink.committer().commit_all(&committables).await.unwrap();
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 50_000);
+}
+
+/// On an object store a part keeps its bytes in memory until they make a part of the minimum
+/// upload size: a flushed row group frees the encoder but not the part's buffer, so under a
+/// small budget files roll (each an ordinary pending file of the checkpoint).
+#[tokio::test]
+async fn object_store_parts_roll_when_the_budget_cannot_hold_their_buffers() {
+    let backend = Backend::memory();
+    let budget = 64 * 1024;
+    let sink = backend
+        .sink()
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .buffer_bytes_max(budget)
+        .build()
+        .unwrap();
+    let mut writer = sink.create_writer();
+    for i in 0..50 {
+        writer.write(&batch(i * 1000, 1000)).await.unwrap();
+        assert!(
+            writer.buffered_bytes() <= budget,
+            "{} > {budget}",
+            writer.buffered_bytes()
+        );
+    }
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
+    assert!(
+        committables.len() > 5,
+        "files rolled: {} files for 5 partitions",
+        committables.len()
+    );
+    sink.committer().commit_all(&committables).await.unwrap();
+    backend
+        .assert_exactly_once(&FileFormat::parquet(), 50_000)
+        .await;
 }
 
 #[derive(serde::Serialize)]

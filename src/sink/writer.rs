@@ -30,8 +30,10 @@ const FILES_OPENED_AT_ONCE_MAX: usize = 32;
 
 /// Under memory pressure, an encoder buffer at least this large is flushed as a row group of
 /// its own and its file stays open. A smaller buffer would make a poor row group: its file
-/// rolls instead (see [`SinkWriter::write`]).
-const ROW_GROUP_FLUSH_BYTES_MIN: u64 = 1024 * 1024;
+/// rolls instead (see [`SinkWriter::write`]). Small, because the alternative is worse: with
+/// a thousand partitions and a budget of tens of MiB, every file's buffer is small, and
+/// rolling makes a file per flush where flushing makes a row group.
+const ROW_GROUP_FLUSH_BYTES_MIN: u64 = 64 * 1024;
 
 /// Writes records into in-progress part files and, at each checkpoint, turns them into
 /// committables (Flink's `CommittingSinkWriter`).
@@ -288,7 +290,7 @@ impl SinkWriter {
     ///
     /// Memory: after each bucket's part of the batch, [`SinkWriter::buffered_bytes`] is brought
     /// back within the sink's `buffer_bytes_max` by flushing the largest buffer as a Parquet
-    /// row group if it is at least 1 MiB (or a quarter of the budget),
+    /// row group if it is at least 64 KiB (or less: see `bound_memory`),
     /// and by rolling its file otherwise. So `buffered_bytes` never exceeds the budget
     /// between calls, and while one bucket is written it exceeds it by at most that bucket's
     /// share of the batch.
@@ -624,17 +626,22 @@ impl SinkWriter {
     ///   files are sealed now instead of at the checkpoint, which hands those bytes to the
     ///   store;
     /// - otherwise the open file that holds the most is taken: an encoder buffer of a decent
-    ///   row group (at least [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the budget if that
-    ///   is smaller) is flushed to its file, which stays open; if that frees nothing (the
-    ///   backend only moved the bytes into its own buffer) or the buffer is smaller, the file
-    ///   rolls (finished now, sealed with the next group, committed at the next checkpoint),
-    ///   which frees its encoder and, once sealed, the backend's buffer.
+    ///   row group (at least [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the budget, or half
+    ///   of the budget's share per open file, whichever is smallest) is flushed to its file,
+    ///   which stays open, and the backend hands what it holds of the file on where it can
+    ///   ([`PartWriter::release_memory`]: local files write their buffer); if that frees
+    ///   nothing (an S3 part still below the minimum part size), the file rolls (finished
+    ///   now, sealed with the next group, committed at the next checkpoint), which frees its
+    ///   encoder and, once sealed, the backend's buffer.
     ///
     /// Rolling and sealing early are always safe: a rolled file is an ordinary pending file of
     /// the next checkpoint.
     async fn bound_memory(&mut self) -> Result<()> {
         let budget = self.config.buffer_bytes_max;
-        let flush_min = ROW_GROUP_FLUSH_BYTES_MIN.min(budget / 4);
+        // With many open files the largest may still be small: half of a fair share of the
+        // budget still makes a row group rather than a file.
+        let fair_share = budget / (2 * self.open.len().max(1) as u64);
+        let flush_min = ROW_GROUP_FLUSH_BYTES_MIN.min(budget / 4).min(fair_share);
         while self.buffered_bytes_total > budget {
             if self.rolled_held_bytes > 0 {
                 self.seal_rolled().await?;
@@ -655,12 +662,13 @@ impl SinkWriter {
                 self.scratch.clear();
                 encoder.flush(&mut self.scratch)?;
                 write_bytes(part, &self.scratch).await?;
-                part.account(&mut self.buffered_bytes_total);
-                if part.memory_bytes() < largest {
-                    continue;
-                }
-                // The flush freed nothing: rolling does.
             }
+            part.file.release_memory().await?;
+            part.account(&mut self.buffered_bytes_total);
+            if part.memory_bytes() < largest {
+                continue;
+            }
+            // Neither the flush nor the backend freed anything: rolling does.
             self.roll(&bucket).await?;
         }
         Ok(())
@@ -922,14 +930,24 @@ mod tests {
     }
 
     #[test]
-    fn many_partitions_under_a_small_budget_roll_early_and_write_every_row_once() {
-        // 60 open Parquet files hold far more than 2 MiB (each about 150 KiB once it has a
-        // row), and no buffer is large enough for a row group of its own: files roll.
-        let (files, _) = write_under_budget(60, 20, 2 * 1024 * 1024);
+    fn many_partitions_under_a_small_budget_flush_row_groups_and_keep_one_file_each() {
+        // 200 files gather about 1.5 MiB of rows in all, over a budget of 512 KiB: every
+        // file's buffer is small, and each is flushed as a row group rather than rolled (which
+        // would make a file per flush).
+        let (files, row_groups) = write_under_budget(200, 100, 512 * 1024);
+        assert_eq!(files, 200, "one file per partition");
         assert!(
-            files > 60,
-            "the budget was kept by rolling: more files ({files}) than partitions"
+            row_groups.iter().all(|&n| n > 1),
+            "every file got row groups flushed early: {row_groups:?}"
         );
+    }
+
+    #[test]
+    fn a_tiny_budget_is_kept_with_one_file_per_partition() {
+        // 8 KiB for 60 files: row groups of a few rows, but one file per partition still
+        // (a file per flush would be worse).
+        let (files, _) = write_under_budget(60, 20, 8 * 1024);
+        assert_eq!(files, 60);
     }
 
     #[test]

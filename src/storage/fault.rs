@@ -409,6 +409,14 @@ impl PartWriter for FaultyPart {
         self.inner.memory_bytes()
     }
 
+    async fn release_memory(&mut self) -> Result<()> {
+        guarded!(
+            self.state,
+            FaultPoint::Write,
+            self.inner.release_memory().await
+        )
+    }
+
     async fn write(&mut self, data: &[u8]) -> Result<()> {
         guarded!(self.state, FaultPoint::Write, self.inner.write(data).await)
     }

@@ -254,6 +254,14 @@ pub trait PartWriter: Send + Debug {
         0
     }
 
+    /// Hands what [`PartWriter::memory_bytes`] counts to the operating system or the store,
+    /// where the backend can without ending the part or making anything durable (local files:
+    /// writes the buffer, no fsync). The writer calls it under memory pressure. Default:
+    /// nothing (an S3 part below the minimum part size has nowhere to go).
+    async fn release_memory(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Appends `data`.
     async fn write(&mut self, data: &[u8]) -> Result<()>;
 

@@ -883,6 +883,15 @@ impl PartWriter for LocalPart {
         self.buffer.len() as u64
     }
 
+    async fn release_memory(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let bytes = std::mem::take(&mut self.buffer);
+        let (file, path) = (self.file.clone(), self.path.clone());
+        blocking(move || write_buffered(file.as_ref(), &path, &bytes)).await
+    }
+
     async fn write(&mut self, data: &[u8]) -> Result<()> {
         if self.buffer.len() + data.len() <= WRITE_BUFFER_BYTES {
             self.buffer.extend_from_slice(data);
