@@ -12,7 +12,7 @@ use chrono::FixedOffset;
 use filesink::bucket::{parse_time_zone, HivePartitioner, TimePartitioning};
 use filesink::ingest::{
     check_distinct, check_schema, default_job_name, CheckpointEvery, Cursor, Ingest, IngestStatus,
-    Input, InputFormat, Observer, SourcePosition, Step,
+    Input, InputFormat, Observer, SourcePosition, Stage, StageTimes, Step,
 };
 use filesink::storage::LeaseOptions;
 use filesink::{CheckpointReport, FileFormat};
@@ -400,6 +400,16 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             "input_bytes": summary.input_bytes,
             "compression": codec,
             "compression_ratio": ratio,
+            "stage_seconds": {
+                "input": summary.stage_times.input.as_secs_f64(),
+                "write": summary.stage_times.write.as_secs_f64(),
+                "checkpoint": summary.stage_times.checkpoint.as_secs_f64(),
+            },
+            "limited_by": summary.stage_times.limiting().map(|s| match s {
+                Stage::Input => "input",
+                Stage::Write => "write",
+                Stage::Checkpoint => "checkpoint",
+            }),
         });
         outln!(out, "{v}");
     } else {
@@ -431,6 +441,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             out,
             "  compression {codec}: ratio {ratio} (uncompressed input bytes read / bytes committed)"
         );
+        if summary.stage_times.limiting().is_some() {
+            outln!(out, "  {}", summary.stage_times.describe());
+        }
     }
     Ok(())
 }
@@ -564,6 +577,8 @@ struct Progress {
     last_line: Option<Instant>,
     /// Where the run failed, for the error's context.
     failed_at: Option<Step>,
+    /// Where the run has spent its time so far.
+    stages: StageTimes,
 }
 
 impl Progress {
@@ -628,7 +643,10 @@ impl Progress {
     fn advance(&self, cursor: Cursor, records: u64) {
         if let Some(bar) = &self.bar {
             bar.set_position(self.bytes_done(cursor));
-            bar.set_message(format!("{records} records"));
+            let limiting = self.stages.limiting().map_or(String::new(), |stage| {
+                format!(", limited by {}", stage.describe())
+            });
+            bar.set_message(format!("{records} records{limiting}"));
         }
     }
 
@@ -673,6 +691,10 @@ impl Observer for Progress {
 
     fn advanced(&mut self, position: &SourcePosition) {
         self.advance(position.cursor, position.records);
+    }
+
+    fn stage_times(&mut self, times: &StageTimes) {
+        self.stages = *times;
     }
 
     fn checkpointed(&mut self, report: &CheckpointReport, position: &SourcePosition) {

@@ -188,6 +188,86 @@ pub trait Observer: Send {
     fn failed(&mut self, step: Step, error: &Error) {
         let _ = (step, error);
     }
+    /// Where the run has spent its time so far (after every chunk, with
+    /// [`Observer::advanced`]): the stage that limits it.
+    fn stage_times(&mut self, times: &StageTimes) {
+        let _ = times;
+    }
+}
+
+/// Where the writing loop of an [`Ingest`] run spent its time. The loop is the middle of the
+/// pipeline: while it waits for decoded records, reading or decoding limits the run; while it
+/// writes, encoding (and the backend's writes) does; checkpoints take their own share (the
+/// vote's flushes and fsyncs, the manifest, the commit). Bounded queues make the slowest stage
+/// set the pace, so the largest share names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    /// Waiting for decoded records.
+    pub input: Duration,
+    /// Writing records through the writers.
+    pub write: Duration,
+    /// Checkpoints.
+    pub checkpoint: Duration,
+}
+
+/// A stage of the pipeline, as [`StageTimes::limiting`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Reading and decoding the inputs.
+    Input,
+    /// Encoding and writing the records.
+    Write,
+    /// Checkpoints.
+    Checkpoint,
+}
+
+impl Stage {
+    /// `input (read, decode)`, `write (encode)` or `checkpoints`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::Input => "input (read, decode)",
+            Stage::Write => "write (encode)",
+            Stage::Checkpoint => "checkpoints",
+        }
+    }
+}
+
+impl StageTimes {
+    /// The stage the run spent the most time on, if any time was spent.
+    pub fn limiting(&self) -> Option<Stage> {
+        let stages = [
+            (self.input, Stage::Input),
+            (self.write, Stage::Write),
+            (self.checkpoint, Stage::Checkpoint),
+        ];
+        stages
+            .iter()
+            .filter(|(d, _)| !d.is_zero())
+            .max_by_key(|(d, _)| *d)
+            .map(|(_, s)| *s)
+    }
+
+    /// Each stage's share of the time, in percent (input, write, checkpoint).
+    pub fn shares(&self) -> (f64, f64, f64) {
+        let total = (self.input + self.write + self.checkpoint).as_secs_f64();
+        if total == 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let pct = |d: Duration| 100.0 * d.as_secs_f64() / total;
+        (pct(self.input), pct(self.write), pct(self.checkpoint))
+    }
+
+    /// `limited by write (encode): input 20%, write 71%, checkpoints 9%`.
+    pub fn describe(&self) -> String {
+        let Some(limiting) = self.limiting() else {
+            return String::new();
+        };
+        let (i, w, c) = self.shares();
+        format!(
+            "limited by {}: input {i:.0}%, write {w:.0}%, checkpoints {c:.0}%",
+            limiting.describe()
+        )
+    }
 }
 
 impl Observer for () {}
@@ -249,6 +329,8 @@ pub struct IngestSummary {
     pub input_bytes: u64,
     /// The job's last complete checkpoint.
     pub last_checkpoint: u64,
+    /// Where the run spent its time.
+    pub stage_times: StageTimes,
 }
 
 /// Where an [`Ingest`] writes.
@@ -736,6 +818,7 @@ impl Ingest {
                 checkpoints: 0,
                 input_bytes: 0,
                 last_checkpoint: coordinator.last_checkpoint(),
+                stage_times: StageTimes::default(),
             });
         }
         let restored_commits = coordinator.restored_outcomes().len();
@@ -816,6 +899,7 @@ impl Ingest {
             checkpoints: 0,
             input_bytes: 0,
             last_checkpoint: coordinator.last_checkpoint(),
+            stage_times: StageTimes::default(),
         };
         if restored.is_none() {
             // Checkpoint 1 of a new job holds no records, only the start: the schema just
@@ -927,6 +1011,7 @@ impl Ingest {
                 }
                 _ => None,
             };
+            let waiting = Instant::now();
             let msg = match wake {
                 Some(at) => tokio::select! {
                     m = decoded[turn].recv() => {
@@ -948,8 +1033,10 @@ impl Ingest {
                     m
                 }
             };
+            summary.stage_times.input += waiting.elapsed();
             match msg {
                 Some(Msg::Chunk(chunk)) => {
+                    let writing = Instant::now();
                     if !chunk.bad.is_empty() {
                         let n = chunk.bad.len() as u64;
                         bad_file.write(chunk.bad, position.bad_records + 1).await?;
@@ -969,7 +1056,9 @@ impl Ingest {
                     for (i, p) in chunk.read {
                         position.read[i] = p;
                     }
+                    summary.stage_times.write += writing.elapsed();
                     observer.advanced(&position);
+                    observer.stage_times(&summary.stage_times);
                     if stop_after_records.is_some_and(|n| summary.records >= n) {
                         // As a crash would: no checkpoint for what was written since the last
                         // one; the next run's restore removes it.
@@ -985,6 +1074,7 @@ impl Ingest {
                         CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
                     };
                     if due && position.cursor != checkpointed_cursor {
+                        let checkpointing = Instant::now();
                         bad_file.sync(&mut position).await?;
                         *step = Step::Checkpoint;
                         let report = coordinator.checkpoint(&position).await?;
@@ -994,6 +1084,7 @@ impl Ingest {
                         summary.checkpoints += 1;
                         summary.records_total = position.records;
                         summary.last_checkpoint = report.checkpoint_id;
+                        summary.stage_times.checkpoint += checkpointing.elapsed();
                         observer.checkpointed(&report, &position);
                         since_checkpoint = 0;
                         last_checkpoint_at = Instant::now();
@@ -1004,6 +1095,7 @@ impl Ingest {
                     position.cursor = cursor;
                     position.read = read;
                     summary.input_bytes = bytes_read;
+                    let checkpointing = Instant::now();
                     bad_file.sync(&mut position).await?;
                     *step = Step::LastCheckpoint;
                     let report = coordinator.finish(&position).await?;
@@ -1013,6 +1105,7 @@ impl Ingest {
                     summary.checkpoints += 1;
                     summary.records_total = position.records;
                     summary.last_checkpoint = report.checkpoint_id;
+                    summary.stage_times.checkpoint += checkpointing.elapsed();
                     observer.finished();
                     break;
                 }
