@@ -110,6 +110,17 @@ fn each_codec_lands_in_the_footer_and_reads_back() {
         let expected =
             summary["input_bytes"].as_f64().unwrap() / summary["bytes"].as_f64().unwrap();
         assert!((ratio - expected).abs() < 1e-9 && ratio > 0.0, "{summary}");
+        // Where the run spent its time, and the stage that limits it.
+        let stage = |s: &str| summary["stage_seconds"][s].as_f64().unwrap();
+        let spent = stage("input") + stage("write") + stage("checkpoint");
+        assert!(
+            spent > 0.0 && spent <= summary["elapsed_s"].as_f64().unwrap(),
+            "{summary}"
+        );
+        assert!(
+            ["input", "write", "checkpoint"].contains(&summary["limited_by"].as_str().unwrap()),
+            "{summary}"
+        );
         let files = parquet_files(&lake);
         assert!(!files.is_empty(), "{args:?}");
         for f in &files {

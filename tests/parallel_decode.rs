@@ -111,6 +111,7 @@ async fn chunks_decoded_in_parallel_come_back_in_input_order() {
     let expected: Vec<i64> = (0..30_000).filter(|i| i % 97 != 96).collect();
     assert_eq!(visible_parquet_ids(&lake), expected);
     assert_eq!(s.bad_records, 30_000 / 97);
+    assert!(s.stage_times.limiting().is_some(), "{:?}", s.stage_times);
     assert_files_in_input_order(&lake);
 
     // The bad records, in input order: their ids ascend and their numbers count up by one.
