@@ -22,6 +22,8 @@ use crate::Result;
 pub(crate) const ENCODE_ROWS: usize = 8192;
 /// Gathered rows are encoded once they take this many bytes.
 pub(crate) const ENCODE_BYTES: usize = 1 << 20;
+/// The largest output buffer an encoder keeps between calls.
+const KEPT_CAPACITY_MAX: usize = 64 << 10;
 
 pub(crate) struct ParquetEncoder {
     writer: ArrowWriter<Vec<u8>>,
@@ -69,12 +71,18 @@ impl ParquetEncoder {
     }
 
     /// The writer tracks offsets by count, not by the buffer, so taking the bytes is safe.
+    ///
+    /// The bytes are copied, not swapped in: a swap would leave the writer holding `out`'s
+    /// old allocation (the sink's scratch buffer, sized by the largest write so far), and a
+    /// thousand open files would each keep one. A buffer that grew past
+    /// [`KEPT_CAPACITY_MAX`] for a row group is given back.
     fn drain(&mut self, out: &mut Vec<u8>) {
         let inner = self.writer.inner_mut();
-        if out.is_empty() {
-            std::mem::swap(out, inner);
+        out.extend_from_slice(inner);
+        if inner.capacity() > KEPT_CAPACITY_MAX {
+            *inner = Vec::new();
         } else {
-            out.append(inner);
+            inner.clear();
         }
     }
 }
