@@ -16,4 +16,5 @@
 // lands these modules are used by their unit tests only.
 #![allow(dead_code)]
 
+pub(crate) mod actions;
 pub(crate) mod schema;
