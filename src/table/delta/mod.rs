@@ -17,4 +17,5 @@
 #![allow(dead_code)]
 
 pub(crate) mod actions;
+pub(crate) mod features;
 pub(crate) mod schema;
