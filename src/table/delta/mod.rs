@@ -19,3 +19,4 @@
 pub(crate) mod actions;
 pub(crate) mod features;
 pub(crate) mod schema;
+pub(crate) mod stats;
