@@ -64,6 +64,93 @@ pub(crate) struct FileStats {
     pub(crate) null_count: BTreeMap<ColumnPath, u64>,
 }
 
+/// Default of `delta.dataSkippingNumIndexedCols`: statistics for the first 32 leaf columns.
+pub(crate) const INDEXED_COLUMNS_DEFAULT: usize = 32;
+
+/// The leaf columns whose statistics the files of a table carry (design section 7, "Which
+/// columns"), in schema order, partition columns excluded: exactly those named by the table
+/// property `delta.dataSkippingStatsColumns` when it is set (comma-separated, nested names
+/// with `.`, names quoted in backticks when they hold a `.` or `,`; a struct stands for all its
+/// leaves; matched without case, as Spark does; names of no column are skipped), else the
+/// first `delta.dataSkippingNumIndexedCols` leaves (default [`INDEXED_COLUMNS_DEFAULT`], `-1`
+/// all). An array or a map counts as one leaf, as in Spark, and gets only its `nullCount`.
+///
+/// Errors with [`Error::Corrupt`] when `delta.dataSkippingNumIndexedCols` is not an integer of
+/// at least -1.
+pub(crate) fn indexed_columns(
+    schema: &StructType,
+    partition_columns: &[String],
+    configuration: &BTreeMap<String, String>,
+) -> Result<Vec<ColumnPath>> {
+    let mut leaves = Vec::new();
+    for field in &schema.fields {
+        if !partition_columns.contains(&field.name) {
+            push_leaves(field, &mut Vec::new(), &mut leaves);
+        }
+    }
+    if let Some(list) = configuration.get("delta.dataSkippingStatsColumns") {
+        let wanted: Vec<ColumnPath> = split_unquoted(list, ',')
+            .iter()
+            .map(|name| {
+                split_unquoted(name.trim(), '.')
+                    .iter()
+                    .map(|part| part.trim().trim_matches('`').to_lowercase())
+                    .collect()
+            })
+            .collect();
+        leaves.retain(|leaf| {
+            wanted.iter().any(|w| {
+                !w.is_empty()
+                    && w.len() <= leaf.len()
+                    && w.iter().zip(leaf).all(|(w, l)| *w == l.to_lowercase())
+            })
+        });
+        return Ok(leaves);
+    }
+    let key = "delta.dataSkippingNumIndexedCols";
+    let count = match configuration.get(key) {
+        None => INDEXED_COLUMNS_DEFAULT,
+        Some(v) => match v.trim().parse::<i64>() {
+            Ok(-1) => leaves.len(),
+            Ok(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
+            _ => {
+                return Err(Error::corrupt(
+                    format!("table property `{key}`"),
+                    format!("{v:?} is not an integer of at least -1"),
+                ))
+            }
+        },
+    };
+    leaves.truncate(count);
+    Ok(leaves)
+}
+
+fn push_leaves(field: &StructField, path: &mut ColumnPath, leaves: &mut Vec<ColumnPath>) {
+    path.push(field.name.clone());
+    match &field.data_type {
+        DeltaType::Struct(s) => s.fields.iter().for_each(|f| push_leaves(f, path, leaves)),
+        _ => leaves.push(path.clone()),
+    }
+    path.pop();
+}
+
+/// Splits `s` at `separator`s outside backtick quotes.
+fn split_unquoted(s: &str, separator: char) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut quoted = false;
+    for c in s.chars() {
+        if c == '`' {
+            quoted = !quoted;
+        }
+        if c == separator && !quoted {
+            parts.push(String::new());
+        } else {
+            parts.last_mut().expect("never empty").push(c);
+        }
+    }
+    parts
+}
+
 /// The rendered bounds of one leaf column, JSON text.
 #[derive(Default)]
 struct Bounds {
@@ -675,6 +762,84 @@ mod tests {
         assert!(render(&s, &schema(), &[]).is_err());
         let s = stats(&[("day", json!("30.11.2026"), Value::Null, 0)]);
         assert!(render(&s, &schema(), &[]).is_err());
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn joined(paths: Vec<ColumnPath>) -> Vec<String> {
+        paths.into_iter().map(|p| p.join(".")).collect()
+    }
+
+    #[test]
+    fn indexed_columns_are_the_first_leaves_by_default() {
+        let partitions = ["country".to_owned()];
+        let all = indexed_columns(&schema(), &partitions, &config(&[])).unwrap();
+        assert_eq!(
+            joined(all),
+            [
+                "id",
+                "name",
+                "flag",
+                "score",
+                "amount",
+                "day",
+                "ts",
+                "local",
+                "payload",
+                "geo.lat_e6",
+                "geo.inner.z",
+                "tags"
+            ]
+        );
+        let three = config(&[("delta.dataSkippingNumIndexedCols", "3")]);
+        assert_eq!(
+            joined(indexed_columns(&schema(), &partitions, &three).unwrap()),
+            ["id", "name", "flag"]
+        );
+        let none = config(&[("delta.dataSkippingNumIndexedCols", "0")]);
+        assert!(indexed_columns(&schema(), &partitions, &none)
+            .unwrap()
+            .is_empty());
+        let every = config(&[("delta.dataSkippingNumIndexedCols", "-1")]);
+        assert_eq!(
+            indexed_columns(&schema(), &partitions, &every)
+                .unwrap()
+                .len(),
+            12
+        );
+        for bad in ["-2", "many", ""] {
+            let c = config(&[("delta.dataSkippingNumIndexedCols", bad)]);
+            let err = indexed_columns(&schema(), &partitions, &c).unwrap_err();
+            assert!(matches!(err, Error::Corrupt { .. }), "{bad:?}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn stats_columns_property_names_exactly_the_columns() {
+        let c = config(&[
+            (
+                "delta.dataSkippingStatsColumns",
+                "ts, GEO.inner ,`name`,nope,country",
+            ),
+            ("delta.dataSkippingNumIndexedCols", "1"),
+        ]);
+        assert_eq!(
+            joined(indexed_columns(&schema(), &["country".to_owned()], &c).unwrap()),
+            ["name", "ts", "geo.inner.z"]
+        );
+        assert_eq!(
+            split_unquoted("`a.b`.c,d", '.'),
+            ["`a.b`", "c,d"].map(String::from)
+        );
+        assert_eq!(
+            split_unquoted("`a,b`,c", ','),
+            ["`a,b`", "c"].map(String::from)
+        );
     }
 
     fn hive_dir(column: &str, value: Option<&str>) -> String {
