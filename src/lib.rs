@@ -67,6 +67,7 @@ pub mod ingest;
 pub mod protocol;
 pub mod sink;
 pub mod storage;
+pub mod table;
 
 pub use checkpoint::{CheckpointReport, Coordinator, CoordinatorBuilder, JobWriter, Ownership};
 pub use error::{Error, Result};
