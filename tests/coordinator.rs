@@ -190,3 +190,111 @@ async fn a_source_position_comes_back_typed_and_a_foreign_one_is_refused() {
         "{err}"
     );
 }
+
+/// Committing in the background: the checkpoint is complete (its manifest written) when
+/// `checkpoint_then_commit` returns; its files become visible when the commit settles, which
+/// the next checkpoint and `finish` wait for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_committed_in_the_background_is_complete_at_once_and_settled_before_the_next()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), FileFormat::parquet());
+    let mut c = Coordinator::open(&sink, "orders", 2).await.unwrap();
+    c.write(&batch(0, 500)).await.unwrap();
+    let r = c.checkpoint_then_commit(&500i64).await.unwrap();
+    assert_eq!((r.checkpoint_id, r.committed_files), (1, 0));
+    assert!(dir.path().join(manifest_path("orders", 1)).exists());
+    let settled = c.committed().await.unwrap().expect("a commit ran");
+    assert_eq!(settled.checkpoint_id, 1);
+    assert_eq!(settled.committed_records, 500);
+    assert!(c.committed().await.unwrap().is_none());
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 500);
+
+    // Not settled by hand: the next checkpoint settles it, and `finish` the one after.
+    c.write(&batch(500, 500)).await.unwrap();
+    c.checkpoint_then_commit(&1000i64).await.unwrap();
+    c.write(&batch(1000, 500)).await.unwrap();
+    c.checkpoint_then_commit(&1500i64).await.unwrap();
+    c.write(&batch(1500, 500)).await.unwrap();
+    c.finish(&2000i64).await.unwrap();
+    assert!(c.committed().await.unwrap().is_none());
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 2000);
+    assert!(hidden_files(dir.path()).is_empty());
+}
+
+/// A coordinator dropped while its background commit runs (a crash at any step of that
+/// commit): the checkpoint is complete, and the next run's restore commits the rest. Ten
+/// rounds, each dropping at once after the manifest, land at different steps of the commit;
+/// every interleaving must give the same result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_dropped_with_its_commit_running_leaves_a_complete_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), FileFormat::parquet());
+    for round in 0..10i64 {
+        let mut c = Coordinator::open(&sink, "orders", 2).await.unwrap();
+        let next = c.source_position::<i64>().unwrap().unwrap_or(0);
+        assert_eq!(
+            next,
+            round * 300,
+            "the complete checkpoint of the last round"
+        );
+        c.write(&batch(next, 300)).await.unwrap();
+        c.checkpoint_then_commit(&(next + 300)).await.unwrap();
+        c.write(&batch(next + 300, 100)).await.unwrap(); // never checkpointed
+        drop(c);
+    }
+    let mut c = Coordinator::open(&sink, "orders", 2).await.unwrap();
+    assert_eq!(c.source_position::<i64>().unwrap(), Some(3000));
+    c.finish(&3000i64).await.unwrap();
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 3000);
+    assert!(hidden_files(dir.path()).is_empty());
+}
+
+/// A background commit that fails (the store dies under it) fails the run at the next
+/// checkpoint, not silently; the checkpoint is complete, and a restart commits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_commit_that_fails_is_reported_and_redone_by_the_next_run() {
+    use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
+    use std::sync::Arc;
+    let b = common::backend::Backend::local();
+    let faulty = FaultyStorage::new(
+        b.storage.clone(),
+        Some(FaultPlan {
+            point: FaultPoint::Commit,
+            occurrence: 1,
+            mode: FaultMode::Before,
+        }),
+    );
+    let sink_on = |storage: Arc<dyn filesink::storage::Storage>| {
+        Sink::builder_shared(storage)
+            .format(FileFormat::parquet())
+            .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+            .build()
+            .unwrap()
+    };
+    let sink = sink_on(Arc::new(faulty.clone()));
+    let mut c = Coordinator::open(&sink, "orders", 2).await.unwrap();
+    c.write(&batch(0, 500)).await.unwrap();
+    c.checkpoint_then_commit(&500i64).await.unwrap();
+    // The commit failed on its task (and the store is dead from then on): settling it says
+    // so, and so does every call after.
+    assert!(c.committed().await.is_err());
+    assert!(faulty.fired());
+    let next = async {
+        c.write(&batch(500, 500)).await?;
+        c.checkpoint(&1000i64).await
+    };
+    assert!(next.await.is_err());
+    drop(c);
+    // Nothing of the second 500 is visible; the first 500 at most once.
+    for (id, count) in b.id_counts(&FileFormat::parquet()).await {
+        assert!(id < 500 && count == 1, "id {id} visible {count} times");
+    }
+
+    let sink = sink_on(b.storage.clone());
+    let mut c = Coordinator::open(&sink, "orders", 2).await.unwrap();
+    assert_eq!(c.source_position::<i64>().unwrap(), Some(500));
+    c.write(&batch(500, 500)).await.unwrap();
+    c.finish(&1000i64).await.unwrap();
+    b.assert_exactly_once(&FileFormat::parquet(), 1000).await;
+}

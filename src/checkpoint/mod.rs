@@ -18,6 +18,20 @@
 //! Writing the manifest is the completion point, so it is atomic, durable and never replaces
 //! ([`crate::storage::Storage::put_metadata`]).
 //!
+//! # Committing in the background
+//!
+//! [`Coordinator::checkpoint`] returns once checkpoint N is complete *and* committed.
+//! [`Coordinator::checkpoint_then_commit`] returns once N is complete (its manifest written)
+//! and commits it on a task of its own, so the renames and directory fsyncs (on S3 the
+//! multipart completions) of N overlap with the writes of the records after it; the writers
+//! meanwhile fill new in-progress files, never the files being committed. The commit of N is
+//! settled ([`Coordinator::committed`]) before anything depends on it: before the manifest of
+//! N+1 (which must carry N's committables whose commit was deferred), before [`Coordinator::finish`]
+//! returns, before [`Coordinator::close`]. Nothing in the table above changes: once N's
+//! manifest is written, a crash before, during or after the background commit lands in its
+//! second, third or fourth row. A coordinator dropped with a commit running stops it (a crash
+//! would); the next run's restore commits the rest, idempotently.
+//!
 //! # One live run per job
 //!
 //! A coordinator owns its job from [`Coordinator::open`] until it is closed or dropped
@@ -201,6 +215,30 @@ pub struct Coordinator {
     restored_outcomes: Vec<CommitOutcome>,
     /// The writer the next unpartitioned batch goes to ([`Coordinator::write`]).
     rotation: usize,
+    /// The commit of the last complete checkpoint, running on a task of its own
+    /// ([`Coordinator::checkpoint_then_commit`]).
+    committing: Option<tokio::task::JoinHandle<CommitRun>>,
+}
+
+/// What committing one complete checkpoint did.
+#[derive(Debug)]
+struct CommitRun {
+    report: CheckpointReport,
+    /// Committables whose commit failed with a retryable error.
+    deferred: Vec<Committable>,
+    /// The first error that cannot be retried.
+    fatal: Option<Error>,
+    started: Instant,
+}
+
+impl Drop for Coordinator {
+    /// A commit still running stops, as it would in a crash: the next run's restore commits
+    /// the rest.
+    fn drop(&mut self) {
+        if let Some(task) = self.committing.take() {
+            task.abort();
+        }
+    }
 }
 
 /// What [`Coordinator::fan_out`] asks of one writer.
@@ -342,6 +380,7 @@ impl Coordinator {
             retention: Self::DEFAULT_RETENTION,
             restored_outcomes,
             rotation: 0,
+            committing: None,
         })
     }
 
@@ -355,6 +394,7 @@ impl Coordinator {
     /// does the same (on object stores in the background); a crashed process gives it up when
     /// the kernel closes its lock (local disk) or when its claim expires (object stores).
     pub async fn close(mut self) -> Result<()> {
+        self.committed().await?;
         match self.lease.take() {
             Some(lease) => lease.release().await,
             None => Ok(()),
@@ -544,7 +584,37 @@ impl Coordinator {
         source_position: &P,
     ) -> Result<CheckpointReport> {
         let position = encode_position(&self.job, source_position)?;
-        self.checkpoint_inner(position, false).await
+        self.checkpoint_inner(position, false, false).await
+    }
+
+    /// As [`Coordinator::checkpoint`], but returns once the checkpoint is complete (its
+    /// manifest written) and commits it on a task of its own (see "Committing in the
+    /// background" above). The report says only the checkpoint id; [`Coordinator::committed`]
+    /// gives the commit's report, and every later checkpoint, [`Coordinator::finish`] and
+    /// [`Coordinator::close`] wait for it first. A commit error that cannot be retried is
+    /// returned by whichever of them settles the commit.
+    pub async fn checkpoint_then_commit<P: Serialize + ?Sized>(
+        &mut self,
+        source_position: &P,
+    ) -> Result<CheckpointReport> {
+        let position = encode_position(&self.job, source_position)?;
+        self.checkpoint_inner(position, false, true).await
+    }
+
+    /// Waits for the commit running in the background, if any, and returns its report
+    /// ([`Coordinator::checkpoint_then_commit`]).
+    pub async fn committed(&mut self) -> Result<Option<CheckpointReport>> {
+        let Some(task) = self.committing.take() else {
+            return Ok(None);
+        };
+        let run = task.await.map_err(|e| {
+            Error::io(
+                "commit checkpoint of",
+                &self.job,
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        self.settle(run).map(Some)
     }
 
     /// The job's last checkpoint: rolls every open file, checkpoints, and marks the manifest
@@ -554,7 +624,7 @@ impl Coordinator {
         source_position: &P,
     ) -> Result<CheckpointReport> {
         let position = encode_position(&self.job, source_position)?;
-        self.checkpoint_inner(position, true).await
+        self.checkpoint_inner(position, true, false).await
     }
 
     #[tracing::instrument(
@@ -573,6 +643,7 @@ impl Coordinator {
         &mut self,
         source_position: serde_json::Value,
         finished: bool,
+        background: bool,
     ) -> Result<CheckpointReport> {
         if self.finished {
             return Err(Error::InvalidInput(format!(
@@ -597,6 +668,9 @@ impl Coordinator {
             })
             .collect();
         let votes = self.fan_out(votes).await?;
+        // The previous checkpoint's commit, if it runs in the background, ends before this
+        // manifest: the manifest carries what it deferred.
+        self.committed().await?;
         let mut committables = std::mem::take(&mut self.uncommitted);
         let mut states = Vec::with_capacity(votes.len());
         for vote in votes {
@@ -646,29 +720,86 @@ impl Coordinator {
         self.source_position = Some(source_position);
         self.finished = finished;
 
-        let mut report = CheckpointReport {
-            checkpoint_id: id,
-            ..CheckpointReport::default()
+        let run = Self::commit_checkpoint(
+            self.sink.committer(),
+            self.storage.clone(),
+            self.job.clone(),
+            self.retention,
+            id,
+            committables,
+            started,
+        );
+        if background {
+            let span = tracing::info_span!("background_commit", job = %self.job, checkpoint = id);
+            self.committing = Some(tokio::spawn(run.instrument(span)));
+            return Ok(CheckpointReport {
+                checkpoint_id: id,
+                ..CheckpointReport::default()
+            });
+        }
+        let report = self.settle(run.await)?;
+        let span = tracing::Span::current();
+        span.record("files", report.committed_files);
+        span.record("bytes", report.committed_bytes);
+        span.record("duration_ms", started.elapsed().as_millis() as u64);
+        Ok(report)
+    }
+
+    /// Commits the committables of complete checkpoint `id` and prunes old manifests. It
+    /// borrows nothing of the coordinator, so it can run on a task of its own.
+    async fn commit_checkpoint(
+        committer: crate::sink::Committer,
+        storage: Arc<dyn Storage>,
+        job: String,
+        retention: usize,
+        id: u64,
+        committables: Vec<Committable>,
+        started: Instant,
+    ) -> CommitRun {
+        let mut run = CommitRun {
+            report: CheckpointReport {
+                checkpoint_id: id,
+                ..CheckpointReport::default()
+            },
+            deferred: Vec::new(),
+            fatal: None,
+            started,
         };
-        let results = self.sink.committer().commit(&committables).await;
-        let mut fatal = None;
+        let results = committer.commit(&committables).await;
         for (c, r) in committables.into_iter().zip(results) {
             match r {
                 Ok(CommitOutcome::Committed) => {
-                    report.committed_files += 1;
-                    report.committed_bytes += c.size_bytes;
-                    report.committed_records += c.record_count;
+                    run.report.committed_files += 1;
+                    run.report.committed_bytes += c.size_bytes;
+                    run.report.committed_records += c.record_count;
                 }
-                Ok(CommitOutcome::AlreadyCommitted) => report.already_committed_files += 1,
+                Ok(CommitOutcome::AlreadyCommitted) => run.report.already_committed_files += 1,
                 Err(e) if e.is_retryable() => {
-                    report.deferred += 1;
-                    self.uncommitted.push(c);
+                    run.report.deferred += 1;
+                    run.deferred.push(c);
                 }
                 Err(e) => {
-                    fatal.get_or_insert(e);
+                    run.fatal.get_or_insert(e);
                 }
             }
         }
+        if run.fatal.is_none() {
+            if let Err(e) = Self::prune(storage.as_ref(), &job, retention).await {
+                run.fatal = Some(e);
+            }
+        }
+        run
+    }
+
+    /// Takes in what a commit did: its deferred committables wait for the next checkpoint.
+    fn settle(&mut self, run: CommitRun) -> Result<CheckpointReport> {
+        let CommitRun {
+            report,
+            deferred,
+            fatal,
+            started,
+        } = run;
+        self.uncommitted.extend(deferred);
         metrics::gauge!(crate::protocol::metric::PENDING_FILES).set(self.uncommitted.len() as f64);
         metrics::counter!(crate::protocol::metric::COMMIT_RETRIES)
             .increment(report.deferred as u64);
@@ -681,14 +812,8 @@ impl Coordinator {
         if let Some(e) = fatal {
             return Err(e);
         }
-        Self::prune(self.storage.as_ref(), &self.job, self.retention).await?;
-        let elapsed = started.elapsed();
-        let span = tracing::Span::current();
-        span.record("files", report.committed_files);
-        span.record("bytes", report.committed_bytes);
-        span.record("duration_ms", elapsed.as_millis() as u64);
         metrics::histogram!(crate::protocol::metric::CHECKPOINT_DURATION)
-            .record(elapsed.as_secs_f64());
+            .record(started.elapsed().as_secs_f64());
         Ok(report)
     }
 

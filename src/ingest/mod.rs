@@ -1000,84 +1000,114 @@ impl Ingest {
         let mut since_checkpoint: u64 = 0;
         let mut last_checkpoint_at = Instant::now();
         let mut checkpointed_cursor = position.cursor;
+        // The checkpoint whose commit runs in the background, and its position.
+        let mut committing: Option<SourcePosition> = None;
 
-        loop {
-            // With a time interval and records not checkpointed yet, the checkpoint is due
-            // when the interval is up, whether or not another chunk has come by then: the timer
-            // hands the loop an empty chunk at the current position.
-            let wake = match checkpoint_every {
-                CheckpointEvery::Interval(d) if position.cursor != checkpointed_cursor => {
-                    Some(last_checkpoint_at + d)
-                }
-                _ => None,
-            };
-            let waiting = Instant::now();
-            let msg = match wake {
-                Some(at) => tokio::select! {
-                    m = decoded[turn].recv() => {
+        let outcome: Result<bool> = async {
+            loop {
+                // With a time interval and records not checkpointed yet, the checkpoint is due
+                // when the interval is up, whether or not another chunk has come by then: the timer
+                // hands the loop an empty chunk at the current position.
+                let wake = match checkpoint_every {
+                    CheckpointEvery::Interval(d) if position.cursor != checkpointed_cursor => {
+                        Some(last_checkpoint_at + d)
+                    }
+                    _ => None,
+                };
+                let waiting = Instant::now();
+                let msg = match wake {
+                    Some(at) => tokio::select! {
+                        m = decoded[turn].recv() => {
+                            turn = (turn + 1) % decoders;
+                            m
+                        }
+                        () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {
+                            Some(Msg::Chunk(Chunk {
+                                batch: None,
+                                bad: Vec::new(),
+                                cursor: position.cursor,
+                                read: Vec::new(),
+                            }))
+                        }
+                    },
+                    None => {
+                        let m = decoded[turn].recv().await;
                         turn = (turn + 1) % decoders;
                         m
                     }
-                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {
-                        Some(Msg::Chunk(Chunk {
-                            batch: None,
-                            bad: Vec::new(),
-                            cursor: position.cursor,
-                            read: Vec::new(),
-                        }))
+                };
+                summary.stage_times.input += waiting.elapsed();
+                match msg {
+                    Some(Msg::Chunk(chunk)) => {
+                        let writing = Instant::now();
+                        if !chunk.bad.is_empty() {
+                            let n = chunk.bad.len() as u64;
+                            bad_file.write(chunk.bad, position.bad_records + 1).await?;
+                            summary.bad_records += n;
+                            position.bad_records += n;
+                        }
+                        if let Some(batch) = &chunk.batch {
+                            *step = Step::Write(chunk.cursor);
+                            coordinator.write(batch).await?;
+                            *step = Step::Prepare;
+                            let n = batch.num_rows() as u64;
+                            summary.records += n;
+                            position.records += n;
+                            since_checkpoint += n;
+                        }
+                        position.cursor = chunk.cursor;
+                        for (i, p) in chunk.read {
+                            position.read[i] = p;
+                        }
+                        summary.stage_times.write += writing.elapsed();
+                        observer.advanced(&position);
+                        observer.stage_times(&summary.stage_times);
+                        if stop_after_records.is_some_and(|n| summary.records >= n) {
+                            return Ok(true);
+                        }
+                        let due = match checkpoint_every {
+                            CheckpointEvery::Rows(n) => since_checkpoint >= n,
+                            CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
+                        };
+                        if due && position.cursor != checkpointed_cursor {
+                            let checkpointing = Instant::now();
+                            bad_file.sync(&mut position).await?;
+                            *step = Step::Checkpoint;
+                            // The previous checkpoint was committed behind the writes since.
+                            if let Some(report) = coordinator.committed().await? {
+                                summary.files += report.committed_files;
+                                summary.bytes += report.committed_bytes;
+                                if let Some(at) = &committing {
+                                    observer.checkpointed(&report, at);
+                                }
+                            }
+                            let report = coordinator.checkpoint_then_commit(&position).await?;
+                            *step = Step::Prepare;
+                            committing = Some(position.clone());
+                            summary.checkpoints += 1;
+                            summary.records_total = position.records;
+                            summary.last_checkpoint = report.checkpoint_id;
+                            summary.stage_times.checkpoint += checkpointing.elapsed();
+                            since_checkpoint = 0;
+                            last_checkpoint_at = Instant::now();
+                            checkpointed_cursor = position.cursor;
+                        }
                     }
-                },
-                None => {
-                    let m = decoded[turn].recv().await;
-                    turn = (turn + 1) % decoders;
-                    m
-                }
-            };
-            summary.stage_times.input += waiting.elapsed();
-            match msg {
-                Some(Msg::Chunk(chunk)) => {
-                    let writing = Instant::now();
-                    if !chunk.bad.is_empty() {
-                        let n = chunk.bad.len() as u64;
-                        bad_file.write(chunk.bad, position.bad_records + 1).await?;
-                        summary.bad_records += n;
-                        position.bad_records += n;
-                    }
-                    if let Some(batch) = &chunk.batch {
-                        *step = Step::Write(chunk.cursor);
-                        coordinator.write(batch).await?;
-                        *step = Step::Prepare;
-                        let n = batch.num_rows() as u64;
-                        summary.records += n;
-                        position.records += n;
-                        since_checkpoint += n;
-                    }
-                    position.cursor = chunk.cursor;
-                    for (i, p) in chunk.read {
-                        position.read[i] = p;
-                    }
-                    summary.stage_times.write += writing.elapsed();
-                    observer.advanced(&position);
-                    observer.stage_times(&summary.stage_times);
-                    if stop_after_records.is_some_and(|n| summary.records >= n) {
-                        // As a crash would: no checkpoint for what was written since the last
-                        // one; the next run's restore removes it.
-                        drop(decoded);
-                        drop(coordinator);
-                        crate::storage::ownership::settle_releases().await;
-                        observer.stopped();
-                        summary.status = IngestStatus::Stopped;
-                        return Ok(summary);
-                    }
-                    let due = match checkpoint_every {
-                        CheckpointEvery::Rows(n) => since_checkpoint >= n,
-                        CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
-                    };
-                    if due && position.cursor != checkpointed_cursor {
+                    Some(Msg::End(cursor, read, bytes_read)) => {
+                        position.cursor = cursor;
+                        position.read = read;
+                        summary.input_bytes = bytes_read;
                         let checkpointing = Instant::now();
                         bad_file.sync(&mut position).await?;
-                        *step = Step::Checkpoint;
-                        let report = coordinator.checkpoint(&position).await?;
+                        *step = Step::LastCheckpoint;
+                        if let Some(report) = coordinator.committed().await? {
+                            summary.files += report.committed_files;
+                            summary.bytes += report.committed_bytes;
+                            if let Some(at) = &committing {
+                                observer.checkpointed(&report, at);
+                            }
+                        }
+                        let report = coordinator.finish(&position).await?;
                         *step = Step::Prepare;
                         summary.files += report.committed_files;
                         summary.bytes += report.committed_bytes;
@@ -1085,45 +1115,49 @@ impl Ingest {
                         summary.records_total = position.records;
                         summary.last_checkpoint = report.checkpoint_id;
                         summary.stage_times.checkpoint += checkpointing.elapsed();
-                        observer.checkpointed(&report, &position);
-                        since_checkpoint = 0;
-                        last_checkpoint_at = Instant::now();
-                        checkpointed_cursor = position.cursor;
+                        observer.finished();
+                        return Ok(false);
+                    }
+                    // No checkpoint: what was written since the last one stays hidden, and the
+                    // next run's restore removes it.
+                    Some(Msg::Failed(e)) => {
+                        *step = Step::Read;
+                        return Err(e);
+                    }
+                    None => {
+                        *step = Step::Read;
+                        return Err(Error::io(
+                            "read",
+                            "the inputs",
+                            std::io::Error::other("the input reader stopped unexpectedly"),
+                        ));
                     }
                 }
-                Some(Msg::End(cursor, read, bytes_read)) => {
-                    position.cursor = cursor;
-                    position.read = read;
-                    summary.input_bytes = bytes_read;
-                    let checkpointing = Instant::now();
-                    bad_file.sync(&mut position).await?;
-                    *step = Step::LastCheckpoint;
-                    let report = coordinator.finish(&position).await?;
-                    *step = Step::Prepare;
-                    summary.files += report.committed_files;
-                    summary.bytes += report.committed_bytes;
-                    summary.checkpoints += 1;
-                    summary.records_total = position.records;
-                    summary.last_checkpoint = report.checkpoint_id;
-                    summary.stage_times.checkpoint += checkpointing.elapsed();
-                    observer.finished();
-                    break;
-                }
-                // No checkpoint: what was written since the last one stays hidden, and the
-                // next run's restore removes it.
-                Some(Msg::Failed(e)) => {
-                    *step = Step::Read;
-                    return Err(e);
-                }
-                None => {
-                    *step = Step::Read;
-                    return Err(Error::io(
-                        "read",
-                        "the inputs",
-                        std::io::Error::other("the input reader stopped unexpectedly"),
-                    ));
-                }
             }
+        }
+        .await;
+        // A checkpoint's commit may still run in the background: the complete checkpoints
+        // become visible before the run returns, whatever its outcome.
+        let stopped = match outcome {
+            Ok(stopped) => stopped,
+            Err(e) => {
+                let _ = coordinator.committed().await;
+                return Err(e);
+            }
+        };
+        if stopped {
+            // As a crash would: no checkpoint for what was written since the last one; the
+            // next run's restore removes it.
+            drop(decoded);
+            if let Some(report) = coordinator.committed().await? {
+                summary.files += report.committed_files;
+                summary.bytes += report.committed_bytes;
+            }
+            drop(coordinator);
+            crate::storage::ownership::settle_releases().await;
+            observer.stopped();
+            summary.status = IngestStatus::Stopped;
+            return Ok(summary);
         }
         // The reader and decoding threads have sent their last messages and are ending.
         let _ = tokio::task::spawn_blocking(move || {

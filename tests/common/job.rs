@@ -50,6 +50,12 @@ pub fn writers_of(seed: u64) -> usize {
     1 + (seed / 3 % 2) as usize
 }
 
+/// Whether the job commits its checkpoints in the background (`checkpoint_then_commit`), by
+/// seed: then a crash also lands while a complete checkpoint's commit runs behind the writes.
+pub fn commits_in_background(seed: u64) -> bool {
+    seed / 6 % 2 == 1
+}
+
 /// Runs the job from its latest manifest to the end; checkpoints where the seed says.
 /// `acked` is raised to the source position of every checkpoint that returned `Ok`: from then
 /// on its records must stay visible, whatever happens.
@@ -70,7 +76,11 @@ pub async fn run(storage: Arc<dyn Storage>, seed: u64, acked: &mut i64) -> files
         job.write(&super::batch(next, BATCH_LEN)).await?;
         next += BATCH_LEN;
         if rng.next() % 2 == 0 {
-            job.checkpoint(&next).await?;
+            if commits_in_background(seed) {
+                job.checkpoint_then_commit(&next).await?;
+            } else {
+                job.checkpoint(&next).await?;
+            }
             *acked = (*acked).max(next);
         }
     }
