@@ -22,11 +22,14 @@ use crate::Result;
 pub(crate) const ENCODE_ROWS: usize = 8192;
 /// Gathered rows are encoded once they take this many bytes.
 pub(crate) const ENCODE_BYTES: usize = 1 << 20;
-/// The largest output buffer an encoder keeps between calls.
-const KEPT_CAPACITY_MAX: usize = 64 << 10;
+/// Gathered batches are concatenated into one once there are this many.
+const GATHERED_BATCHES_MAX: usize = 32;
 
 pub(crate) struct ParquetEncoder {
-    writer: ArrowWriter<Vec<u8>>,
+    /// Made when the first rows are encoded: a file that only gathers until it is finished
+    /// holds no writer (its buffers and metadata) until then.
+    writer: Option<ArrowWriter<Vec<u8>>>,
+    props: WriterProperties,
     schema: SchemaRef,
     /// Batches not handed to the writer yet, each in buffers of its own.
     gathered: Vec<RecordBatch>,
@@ -37,7 +40,10 @@ pub(crate) struct ParquetEncoder {
 impl std::fmt::Debug for ParquetEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParquetEncoder")
-            .field("in_progress_size", &self.writer.in_progress_size())
+            .field(
+                "in_progress_size",
+                &self.writer.as_ref().map(|w| w.in_progress_size()),
+            )
             .field("gathered_rows", &self.gathered_rows)
             .finish()
     }
@@ -45,8 +51,13 @@ impl std::fmt::Debug for ParquetEncoder {
 
 impl ParquetEncoder {
     pub(crate) fn new(schema: SchemaRef, props: WriterProperties) -> Result<Self> {
+        // A schema Parquet cannot take is refused now, not when the first rows are encoded.
+        parquet::arrow::ArrowSchemaConverter::new()
+            .with_coerce_types(props.coerce_types())
+            .convert(&schema)?;
         Ok(ParquetEncoder {
-            writer: ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))?,
+            writer: None,
+            props,
             schema,
             gathered: Vec::new(),
             gathered_rows: 0,
@@ -54,14 +65,29 @@ impl ParquetEncoder {
         })
     }
 
+    /// The writer, made on first use.
+    fn writer(&mut self) -> Result<&mut ArrowWriter<Vec<u8>>> {
+        if self.writer.is_none() {
+            self.writer = Some(ArrowWriter::try_new(
+                Vec::new(),
+                self.schema.clone(),
+                Some(self.props.clone()),
+            )?);
+        }
+        Ok(self.writer.as_mut().expect("made above"))
+    }
+
     /// Hands the gathered batches to the writer, as one.
     fn encode_gathered(&mut self) -> Result<()> {
         match self.gathered.len() {
             0 => return Ok(()),
-            1 => self.writer.write(&self.gathered[0])?,
+            1 => {
+                let batch = self.gathered.pop().expect("one batch");
+                self.writer()?.write(&batch)?;
+            }
             _ => {
                 let batch = arrow::compute::concat_batches(&self.schema, &self.gathered)?;
-                self.writer.write(&batch)?;
+                self.writer()?.write(&batch)?;
             }
         }
         self.gathered.clear();
@@ -72,17 +98,18 @@ impl ParquetEncoder {
 
     /// The writer tracks offsets by count, not by the buffer, so taking the bytes is safe.
     ///
-    /// The bytes are copied, not swapped in: a swap would leave the writer holding `out`'s
-    /// old allocation (the sink's scratch buffer, sized by the largest write so far), and a
-    /// thousand open files would each keep one. A buffer that grew past
-    /// [`KEPT_CAPACITY_MAX`] for a row group is given back.
+    /// The writer's buffer is taken, and nothing is left in its place: swapping `out` in would
+    /// leave the writer holding `out`'s old allocation (the sink's scratch buffer, sized by the
+    /// largest write so far), and a thousand open files would each keep one.
     fn drain(&mut self, out: &mut Vec<u8>) {
-        let inner = self.writer.inner_mut();
-        out.extend_from_slice(inner);
-        if inner.capacity() > KEPT_CAPACITY_MAX {
-            *inner = Vec::new();
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
+        let bytes = std::mem::take(writer.inner_mut());
+        if out.is_empty() {
+            *out = bytes;
         } else {
-            inner.clear();
+            out.extend_from_slice(&bytes);
         }
     }
 }
@@ -90,7 +117,7 @@ impl ParquetEncoder {
 impl Encoder for ParquetEncoder {
     fn write(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
         if self.gathered.is_empty() && batch.num_rows() >= ENCODE_ROWS {
-            self.writer.write(batch)?;
+            self.writer()?.write(batch)?;
             self.drain(out);
             return Ok(());
         }
@@ -107,20 +134,28 @@ impl Encoder for ParquetEncoder {
         if self.gathered_rows >= ENCODE_ROWS || self.gathered_bytes >= ENCODE_BYTES {
             self.encode_gathered()?;
             self.drain(out);
+        } else if self.gathered.len() >= GATHERED_BATCHES_MAX {
+            // Many batches of a few rows each cost more in array headers and aligned
+            // allocations than in rows: gather them into one.
+            let one = arrow::compute::concat_batches(&self.schema, &self.gathered)?;
+            self.gathered_bytes = one.get_array_memory_size();
+            self.gathered = vec![one];
         }
         Ok(())
     }
 
     fn flush(&mut self, out: &mut Vec<u8>) -> Result<()> {
         self.encode_gathered()?;
-        self.writer.flush()?;
+        if let Some(writer) = self.writer.as_mut() {
+            writer.flush()?;
+        }
         self.drain(out);
         Ok(())
     }
 
     fn finish(mut self: Box<Self>, out: &mut Vec<u8>) -> Result<()> {
         self.encode_gathered()?;
-        self.writer.finish()?;
+        self.writer()?.finish()?;
         self.drain(out);
         Ok(())
     }
@@ -129,6 +164,6 @@ impl Encoder for ParquetEncoder {
     /// (`in_progress_size`): at 1,000 open files the two differed by ten times; and the
     /// gathered batches.
     fn buffered_bytes(&self) -> usize {
-        self.writer.memory_size() + self.gathered_bytes
+        self.writer.as_ref().map_or(0, |w| w.memory_size()) + self.gathered_bytes
     }
 }
