@@ -795,6 +795,7 @@ impl SinkWriter {
                 record_count: part.record_count,
                 pending,
                 supersedes: part.supersedes,
+                stats: None,
             })
             .collect();
         self.state = WriterState {
