@@ -1,13 +1,42 @@
-//! Version-1 committables and writer states, as committed under `fixtures/state/v1/`, keep
-//! deserializing in every later build; foreign, damaged or future state is refused clearly.
+//! Committables and writer states as committed under `fixtures/state/v1/` and
+//! `fixtures/state/v2/` keep deserializing in every later build, and write back byte for byte;
+//! foreign, damaged or future state is refused clearly.
 
+use filesink::protocol::FileStats;
 use filesink::{Committable, Error, PendingHandle, WriterState};
+use serde_json::json;
 
-fn fixture(name: &str) -> Vec<u8> {
+fn fixture_of(version: &str, name: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/state/v1")
+        .join("fixtures/state")
+        .join(version)
         .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    fixture_of("v1", name)
+}
+
+/// `json` without the whitespace between tokens, members in the order written: the bytes
+/// `to_json` must produce for the fixture to write back unchanged.
+fn compact(json: &[u8]) -> Vec<u8> {
+    let (mut out, mut in_string, mut escaped) = (Vec::new(), false, false);
+    for &b in json {
+        if in_string {
+            out.push(b);
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if !b.is_ascii_whitespace() {
+            in_string = b == b'"';
+            out.push(b);
+        }
+    }
+    out
 }
 
 #[test]
@@ -31,10 +60,72 @@ fn golden_v1_committable_deserializes() {
         }
     );
     assert!(c.supersedes.is_empty());
-    // And it writes back to the same JSON value.
-    let reread: serde_json::Value = serde_json::from_slice(&c.to_json()).unwrap();
-    let golden: serde_json::Value = serde_json::from_slice(&fixture("committable.json")).unwrap();
-    assert_eq!(reread, golden);
+    assert_eq!(c.stats, None);
+    assert_eq!(c.format_version(), 1);
+    // And it writes back byte for byte: no `stats`, no `supersedes`, members in order.
+    assert_eq!(
+        String::from_utf8(c.to_json()).unwrap(),
+        String::from_utf8(compact(&fixture("committable.json"))).unwrap()
+    );
+}
+
+#[test]
+fn golden_v2_committable_with_stats_deserializes() {
+    let golden = fixture_of("v2", "committable.json");
+    let c = Committable::from_json(&golden).unwrap();
+    assert_eq!(c.version, 2);
+    assert_eq!(c.format_version(), 2);
+    assert_eq!(c.checkpoint_id, 8);
+    assert_eq!(c.record_count, 100);
+    let s: &FileStats = c.stats.as_ref().expect("the fixture has statistics");
+    assert_eq!(s.num_records, 100);
+    let p = |p: &str| p.split('.').map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(s.columns().len(), 9);
+    assert_eq!(s.min_values[&p("amount")], json!("-12.50"));
+    assert_eq!(s.max_values[&p("day")], json!("2026-11-30"));
+    assert_eq!(s.min_values[&p("flag")], json!(false));
+    assert_eq!(s.min_values[&p("geo.lat_e6")], json!(-3));
+    assert_eq!(s.null_count[&p("geo.lat_e6")], 2);
+    assert_eq!(s.max_values.get(&p("name")), None);
+    assert_eq!(s.null_count[&p("payload")], 4);
+    assert_eq!(s.min_values.get(&p("payload")), None);
+    assert_eq!(s.max_values[&p("score")], json!(99.25));
+    assert_eq!(s.max_values[&p("ts")], json!(1_796_047_199_999_001_i64));
+    assert_eq!(
+        String::from_utf8(c.to_json()).unwrap(),
+        String::from_utf8(compact(&golden)).unwrap()
+    );
+}
+
+#[test]
+fn statistics_need_version_2_and_the_committables_record_count() {
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&fixture_of("v2", "committable.json")).unwrap();
+    v["version"] = 1.into();
+    let err = Committable::from_json(v.to_string().as_bytes()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupt { reason, .. } if reason.contains("version 2")),
+        "{err:?}"
+    );
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&fixture_of("v2", "committable.json")).unwrap();
+    v["stats"]["num_records"] = 99.into();
+    let err = Committable::from_json(v.to_string().as_bytes()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupt { reason, .. } if reason.contains("99")),
+        "{err:?}"
+    );
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&fixture_of("v2", "committable.json")).unwrap();
+    v["stats"]["columns"][0]["path"] = json!([]);
+    let err = Committable::from_json(v.to_string().as_bytes()).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    // A version-2 committable without statistics is valid (written by no build, read by all).
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&fixture_of("v2", "committable.json")).unwrap();
+    v.as_object_mut().unwrap().remove("stats");
+    let c = Committable::from_json(v.to_string().as_bytes()).unwrap();
+    assert_eq!((c.version, c.format_version()), (2, 1));
 }
 
 #[test]
@@ -52,22 +143,24 @@ fn golden_v1_writer_state_deserializes() {
     assert_eq!(f.crc32c, 12345);
     assert_eq!(f.created_at_ms, 1764460800000);
     assert_eq!(f.supersedes, vec![".part-3-019ad2f1c0c87b2a9d6f3b8e5a1c2d30-0.jsonl.inprogress.00112233445566778899aabbccddeeff".to_string()]);
-    let reread: serde_json::Value = serde_json::from_slice(&s.to_json()).unwrap();
-    let golden: serde_json::Value = serde_json::from_slice(&fixture("writer_state.json")).unwrap();
-    assert_eq!(reread, golden);
+    assert_eq!(
+        String::from_utf8(s.to_json()).unwrap(),
+        String::from_utf8(compact(&fixture("writer_state.json"))).unwrap()
+    );
 }
 
 #[test]
 fn future_versions_are_refused_with_the_version_in_the_message() {
-    let mut v: serde_json::Value = serde_json::from_slice(&fixture("committable.json")).unwrap();
-    v["version"] = 2.into();
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&fixture_of("v2", "committable.json")).unwrap();
+    v["version"] = 3.into();
     let err = Committable::from_json(v.to_string().as_bytes()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::UnsupportedVersion {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             }
         ),

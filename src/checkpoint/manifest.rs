@@ -36,7 +36,7 @@ pub struct SinkIdentity {
 /// One complete checkpoint of one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Format version.
+    /// Format version: [`Manifest::format_version`] when written by this build.
     pub version: u32,
     /// The sink this manifest belongs to ([`SinkIdentity::sink_id`]).
     pub sink_id: String,
@@ -71,6 +71,17 @@ struct EnvelopeIn<'a> {
 }
 
 impl Manifest {
+    /// The lowest format version that holds the manifest: the newest of its writer states and
+    /// committables, at least [`FORMAT_VERSION`]. A lake whose committables carry no
+    /// statistics keeps writing version-1 manifests, which older builds read.
+    pub fn format_version(&self) -> u32 {
+        self.writers
+            .iter()
+            .map(|w| w.version)
+            .chain(self.committables.iter().map(|c| c.version))
+            .fold(FORMAT_VERSION, u32::max)
+    }
+
     /// Encodes the manifest in its checksummed envelope.
     pub fn encode(&self) -> Vec<u8> {
         let body = serde_json::to_string(self).expect("manifests always serialize");
@@ -125,6 +136,17 @@ impl Manifest {
         for c in &m.committables {
             c.validate()
                 .map_err(|e| Error::corrupt(what(), e.to_string()))?;
+        }
+        // An older build reads the manifest's version only: it must cover everything inside.
+        if m.version < m.format_version() {
+            return Err(Error::corrupt(
+                what(),
+                format!(
+                    "it says format version {} but holds records of version {}",
+                    m.version,
+                    m.format_version()
+                ),
+            ));
         }
         Ok(m)
     }

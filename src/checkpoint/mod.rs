@@ -679,7 +679,7 @@ impl Coordinator {
                 states.push(prepared.state);
             }
         }
-        let manifest = Manifest {
+        let mut manifest = Manifest {
             version: crate::protocol::FORMAT_VERSION,
             sink_id: self.sink_id.clone(),
             job: self.job.clone(),
@@ -690,6 +690,7 @@ impl Coordinator {
             writers: states,
             committables: committables.clone(),
         };
+        manifest.version = manifest.format_version();
         // Only the job's owner may complete a checkpoint: a run that lost the job stops here,
         // before its manifest could promise files the new owner's restore removes.
         if let Some(lease) = &self.lease {

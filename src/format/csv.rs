@@ -4,6 +4,7 @@
 use arrow::csv::WriterBuilder;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use parquet::file::metadata::ParquetMetaData;
 
 use super::{CsvOptions, Encoder};
 use crate::{Error, Result};
@@ -45,8 +46,8 @@ impl Encoder for CsvEncoder {
         Ok(())
     }
 
-    fn finish(self: Box<Self>, _out: &mut Vec<u8>) -> Result<()> {
-        Ok(())
+    fn finish(self: Box<Self>, _out: &mut Vec<u8>) -> Result<Option<ParquetMetaData>> {
+        Ok(None)
     }
 
     fn buffered_bytes(&self) -> usize {

@@ -4,6 +4,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::json::LineDelimitedWriter;
 use arrow::record_batch::RecordBatch;
 
+use parquet::file::metadata::ParquetMetaData;
+
 use super::Encoder;
 use crate::Result;
 
@@ -28,8 +30,8 @@ impl Encoder for JsonLinesEncoder {
         Ok(())
     }
 
-    fn finish(self: Box<Self>, _out: &mut Vec<u8>) -> Result<()> {
-        Ok(())
+    fn finish(self: Box<Self>, _out: &mut Vec<u8>) -> Result<Option<ParquetMetaData>> {
+        Ok(None)
     }
 
     fn buffered_bytes(&self) -> usize {

@@ -9,6 +9,7 @@
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use parquet::basic::Compression;
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 
 use crate::Result;
@@ -16,6 +17,7 @@ use crate::Result;
 mod csv;
 mod jsonl;
 mod parquet_format;
+pub(crate) mod stats;
 
 /// Options of the CSV row format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,8 +126,10 @@ pub(crate) trait Encoder: Send + std::fmt::Debug {
     /// group early under memory pressure).
     fn flush(&mut self, out: &mut Vec<u8>) -> Result<()>;
 
-    /// Ends the file (the Parquet footer), appending the last bytes to `out`.
-    fn finish(self: Box<Self>, out: &mut Vec<u8>) -> Result<()>;
+    /// Ends the file (the Parquet footer), appending the last bytes to `out`. Returns the
+    /// footer's metadata for a Parquet file (the statistics of a table's `add` come from it,
+    /// [`stats::file_stats`]), `None` for a row format.
+    fn finish(self: Box<Self>, out: &mut Vec<u8>) -> Result<Option<ParquetMetaData>>;
 
     /// Bytes held in memory that are not yet in `out`.
     fn buffered_bytes(&self) -> usize;

@@ -13,6 +13,7 @@ use arrow::array::UInt32Array;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 
 use super::Encoder;
@@ -153,11 +154,11 @@ impl Encoder for ParquetEncoder {
         Ok(())
     }
 
-    fn finish(mut self: Box<Self>, out: &mut Vec<u8>) -> Result<()> {
+    fn finish(mut self: Box<Self>, out: &mut Vec<u8>) -> Result<Option<ParquetMetaData>> {
         self.encode_gathered()?;
-        self.writer()?.finish()?;
+        let footer = self.writer()?.finish()?;
         self.drain(out);
-        Ok(())
+        Ok(Some(footer))
     }
 
     /// The writer's real memory (`memory_size`), not its estimate of the encoded size

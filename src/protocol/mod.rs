@@ -11,7 +11,9 @@
 //! - [`names`]: the part-name grammar ([`PartName`]) and the checks of relative paths;
 //! - [`paths`]: the metadata layout under a sink's base ([`METADATA_DIR`], manifests, ownership
 //!   records) and the job-name rule;
-//! - [`version`]: [`FORMAT_VERSION`] and the one versioned decoder, [`decode_versioned`];
+//! - [`stats`]: [`FileStats`], the per-file statistics a committable carries for a table;
+//! - [`version`]: [`FORMAT_VERSION`] (and when a record is written with a newer one) and the
+//!   one versioned decoder, [`decode_versioned`];
 //! - [`metric`]: the names of the metrics filesink emits (a table);
 //! - [`BucketId`]: the validated directory of a part file.
 
@@ -20,6 +22,7 @@ pub mod metric;
 pub mod names;
 pub mod paths;
 pub mod state;
+pub mod stats;
 pub mod version;
 
 pub use bucket_id::{BucketId, MAX_COMPONENT_BYTES};
@@ -32,4 +35,7 @@ pub use state::{
     upload_leftover_id, CommitOutcome, Committable, PendingHandle, PreparedCheckpoint,
     ResumableFile, UploadedPart, WriterState,
 };
-pub use version::{check_version, decode_versioned, FORMAT_VERSION};
+pub use stats::{ColumnPath, FileStats};
+pub use version::{
+    check_version, decode_versioned, FORMAT_VERSION, FORMAT_VERSION_MAX, FORMAT_VERSION_STATS,
+};

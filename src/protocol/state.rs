@@ -3,21 +3,23 @@
 //! ([`CommitOutcome`]).
 //!
 //! Both are serde types with an explicit `version`. [`Committable::from_json`] and
-//! [`WriterState::from_json`] refuse versions newer than [`FORMAT_VERSION`]
+//! [`WriterState::from_json`] refuse versions newer than [`FORMAT_VERSION_MAX`]
 //! ([`decode_versioned`]) and validate every path
-//! ([`super::names`]), so state that is corrupt or foreign is reported, never acted on. Golden
-//! files under `fixtures/state/v1/` pin the version-1 encoding: every later build must keep
-//! reading them.
+//! ([`super::names`]), so state that is corrupt or foreign is reported, never acted on. A
+//! committable is written with version 1 ([`FORMAT_VERSION`]) unless it carries
+//! [`Committable::stats`] (version 2, [`Committable::format_version`]). Golden files under
+//! `fixtures/state/v1/` and `fixtures/state/v2/` pin the encodings: every later build must
+//! keep reading them.
 
 use serde::{Deserialize, Serialize};
 
 use super::names::{
     validate_final_path, validate_hidden_path, validate_in_progress_path, validate_writer_id,
 };
-use super::version::{check_version, decode_versioned};
-use super::BucketId;
+use super::version::{check_version, decode_versioned, FORMAT_VERSION, FORMAT_VERSION_STATS};
 #[cfg(doc)]
-use super::FORMAT_VERSION;
+use super::FORMAT_VERSION_MAX;
+use super::{BucketId, FileStats};
 use crate::{Error, Result};
 
 /// A handle to one pending part file: durable, invisible, and committable by any process.
@@ -26,7 +28,8 @@ use crate::{Error, Result};
 /// Store it in the checkpoint; replaying it after a crash is always safe.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Committable {
-    /// Serialization format version ([`FORMAT_VERSION`] when written by this build).
+    /// Serialization format version: [`Committable::format_version`] when written by this
+    /// build.
     pub version: u32,
     /// The identity of the writer that produced the file.
     pub writer_id: String,
@@ -48,6 +51,11 @@ pub struct Committable {
     /// after this committable is committed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub supersedes: Vec<String>,
+    /// The file's statistics, computed from its Parquet footer at the vote by a sink built
+    /// with [`crate::SinkBuilder::file_stats`] (a table's log needs them); `None` otherwise.
+    /// Present only in version 2 and later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<FileStats>,
 }
 
 /// Where a pending file's bytes wait for commit. One variant per commit primitive.
@@ -167,6 +175,16 @@ pub enum CommitOutcome {
 }
 
 impl Committable {
+    /// The lowest format version that holds this committable: [`FORMAT_VERSION_STATS`] with
+    /// [`Committable::stats`], [`FORMAT_VERSION`] without.
+    pub fn format_version(&self) -> u32 {
+        if self.stats.is_some() {
+            FORMAT_VERSION_STATS
+        } else {
+            FORMAT_VERSION
+        }
+    }
+
     /// Serializes to JSON.
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("committables always serialize")
@@ -219,6 +237,29 @@ impl Committable {
         }
         for s in &self.supersedes {
             validate_hidden_path(s).map_err(|e| Error::corrupt(what(), e))?;
+        }
+        if let Some(stats) = &self.stats {
+            if self.version < FORMAT_VERSION_STATS {
+                return Err(Error::corrupt(
+                    what(),
+                    format!(
+                        "it has statistics, which need format version {FORMAT_VERSION_STATS}, \
+                         but says version {}",
+                        self.version
+                    ),
+                ));
+            }
+            // Assert in pairs: the footer's count was checked against the writer's at the
+            // vote; it must still agree when read back.
+            if stats.num_records != self.record_count {
+                return Err(Error::corrupt(
+                    what(),
+                    format!(
+                        "its statistics count {} records, the committable {}",
+                        stats.num_records, self.record_count
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -2,26 +2,46 @@
 //!
 //! Every durable record (committables, writer states, manifests, the sink identity) carries a
 //! `version` field. [`decode_versioned`] reads the version first and refuses a missing one, `0`
-//! and any newer than [`FORMAT_VERSION`] before it decodes the rest, so a record written by a
-//! newer build is reported as [`Error::UnsupportedVersion`], never misread as corrupt or
+//! and any newer than [`FORMAT_VERSION_MAX`] before it decodes the rest, so a record written by
+//! a newer build is reported as [`Error::UnsupportedVersion`], never misread as corrupt or
 //! half-understood. [`check_version`] is the same check for a value already decoded.
+//!
+//! **A record is written with the lowest version that holds it.** Version 1 is
+//! [`FORMAT_VERSION`]; a record written with version 2 ([`FORMAT_VERSION_STATS`]) carries
+//! something a version-1 reader would drop: a committable with per-file statistics
+//! ([`super::Committable::stats`], written only by sinks built for a table), and a manifest
+//! or state that holds such a committable. An older build refuses such a record instead of
+//! acting on half of it, and a lake that uses nothing newer stays readable by older builds.
+//!
+//! | version | adds |
+//! |---|---|
+//! | 1 | committables, writer states, manifests, the sink identity |
+//! | 2 | `Committable::stats` |
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::{Error, Result};
 
-/// The newest serialization format this build writes and reads.
+/// The version of every record that uses nothing newer: what this build writes unless a
+/// record needs more.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Refuses `found` unless it is a version this build reads (`1..=`[`FORMAT_VERSION`]).
+/// The version of a record that carries per-file statistics
+/// ([`super::Committable::stats`]), or holds a record that does.
+pub const FORMAT_VERSION_STATS: u32 = 2;
+
+/// The newest version this build reads.
+pub const FORMAT_VERSION_MAX: u32 = 2;
+
+/// Refuses `found` unless it is a version this build reads (`1..=`[`FORMAT_VERSION_MAX`]).
 /// `what` names the record in the error.
 pub fn check_version(what: impl FnOnce() -> String, found: u32) -> Result<()> {
-    if found == 0 || found > FORMAT_VERSION {
+    if found == 0 || found > FORMAT_VERSION_MAX {
         return Err(Error::UnsupportedVersion {
             what: what(),
             found,
-            supported: FORMAT_VERSION,
+            supported: FORMAT_VERSION_MAX,
         });
     }
     Ok(())
@@ -60,9 +80,11 @@ mod tests {
     fn only_known_versions_decode() {
         let ok: Record = decode_versioned("record", br#"{"version":1,"x":7}"#).unwrap();
         assert_eq!(ok.x, 7);
+        let ok: Record = decode_versioned("record", br#"{"version":2,"x":8}"#).unwrap();
+        assert_eq!(ok.x, 8);
         for (bytes, unsupported) in [
             (&br#"{"version":0,"x":7}"#[..], true),
-            (br#"{"version":2,"x":7}"#, true),
+            (br#"{"version":3,"x":7}"#, true),
             (br#"{"x":7}"#, false),
             (br#"[1]"#, false),
             (br#"{"version":1"#, false),

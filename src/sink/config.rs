@@ -130,6 +130,7 @@ pub struct SinkBuilder {
     output_file_config: OutputFileConfig,
     writer_id: String,
     buffer_bytes_max: u64,
+    file_stats: bool,
 }
 
 /// The validated configuration a [`Sink`] hands to its writers and committers.
@@ -143,6 +144,7 @@ pub(crate) struct SinkConfig {
     pub(crate) suffix: String,
     pub(crate) writer_id: String,
     pub(crate) buffer_bytes_max: u64,
+    pub(crate) file_stats: bool,
 }
 
 impl SinkBuilder {
@@ -150,6 +152,8 @@ impl SinkBuilder {
     pub const DEFAULT_BUFFER_BYTES_MAX: u64 = 512 * 1024 * 1024;
     /// Default writer id.
     pub const DEFAULT_WRITER_ID: &'static str = "0";
+    /// Default [`SinkBuilder::file_stats`]: off.
+    pub const DEFAULT_FILE_STATS: bool = false;
 
     pub(crate) fn new(storage: Arc<dyn Storage>) -> Self {
         SinkBuilder {
@@ -160,6 +164,7 @@ impl SinkBuilder {
             output_file_config: OutputFileConfig::default(),
             writer_id: Self::DEFAULT_WRITER_ID.to_string(),
             buffer_bytes_max: Self::DEFAULT_BUFFER_BYTES_MAX,
+            file_stats: Self::DEFAULT_FILE_STATS,
         }
     }
 
@@ -220,6 +225,18 @@ impl SinkBuilder {
         self
     }
 
+    /// Whether each Parquet file's committable carries the file's statistics
+    /// ([`crate::Committable::stats`]: records, and per leaf column nulls, min and max),
+    /// computed at the vote from the footer the writer just wrote, at no I/O. A table's log
+    /// needs them; a plain directory does not, and without them committables and manifests
+    /// keep format version 1, which older builds read. Default
+    /// [`SinkBuilder::DEFAULT_FILE_STATS`] (off). [`SinkBuilder::build`] refuses it with a row
+    /// format: the statistics come from the Parquet footer.
+    pub fn file_stats(mut self, on: bool) -> Self {
+        self.file_stats = on;
+        self
+    }
+
     /// Checks the configuration and builds the sink: [`Error::Config`] names the first setting
     /// that cannot work.
     pub fn build(self) -> Result<Sink> {
@@ -231,6 +248,12 @@ impl SinkBuilder {
         }
         if self.buffer_bytes_max == 0 {
             return Err(Error::Config("buffer_bytes_max must be positive".into()));
+        }
+        if self.file_stats && !matches!(self.format, FileFormat::Parquet(_)) {
+            return Err(Error::Config(format!(
+                "file statistics come from the Parquet footer; the format is {}",
+                self.format.name()
+            )));
         }
         let prefix = self.output_file_config.prefix;
         let suffix = self
@@ -260,6 +283,7 @@ impl SinkBuilder {
                 suffix,
                 writer_id: self.writer_id,
                 buffer_bytes_max: self.buffer_bytes_max,
+                file_stats: self.file_stats,
             }),
         })
     }
@@ -285,6 +309,9 @@ mod tests {
         );
         let bad_writer = builder().writer_id("a-b");
         assert!(matches!(bad_writer.build(), Err(Error::Config(_))));
+        let row_stats = builder().format(FileFormat::json_lines()).file_stats(true);
+        assert!(matches!(row_stats.build(), Err(Error::Config(m)) if m.contains("Parquet footer")));
+        assert!(builder().file_stats(true).build().is_ok());
         assert!(builder().build().is_ok());
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::format::Encoder;
 use crate::protocol::{
-    BucketId, CommitOutcome, Committable, PartName, PendingHandle, PreparedCheckpoint,
+    BucketId, CommitOutcome, Committable, FileStats, PartName, PendingHandle, PreparedCheckpoint,
     ResumableFile, WriterState, FORMAT_VERSION,
 };
 use crate::sink::config::SinkConfig;
@@ -113,6 +113,8 @@ struct ClosedPart {
     crc32c: u32,
     record_count: u64,
     supersedes: Vec<String>,
+    /// Computed from the footer when the sink asks for statistics.
+    stats: Option<FileStats>,
 }
 
 /// A writer restored from a checkpoint, with what committing the checkpoint's committables did.
@@ -695,10 +697,27 @@ impl SinkWriter {
             return Ok(());
         };
         self.buffered_bytes_total -= part.memory_bytes();
+        let mut stats = None;
         if let Some(encoder) = part.encoder.take() {
             self.scratch.clear();
-            encoder.finish(&mut self.scratch)?;
+            let footer = encoder.finish(&mut self.scratch)?;
             write_bytes(&mut part, &self.scratch).await?;
+            if let (true, Some(footer), Some(schema)) =
+                (self.config.file_stats, footer, &part.schema)
+            {
+                let computed = crate::format::stats::file_stats(schema, &footer);
+                // Assert in pairs: the footer counts the records the writer counted.
+                if computed.num_records != part.record_count {
+                    return Err(Error::corrupt(
+                        format!("part file `{}`", part.file.location().final_path),
+                        format!(
+                            "its Parquet footer counts {} records, the writer wrote {}",
+                            computed.num_records, part.record_count
+                        ),
+                    ));
+                }
+                stats = Some(computed);
+            }
         }
         tracing::debug!(
             writer = %self.config.writer_id,
@@ -718,6 +737,7 @@ impl SinkWriter {
             crc32c: part.crc32c,
             record_count: part.record_count,
             supersedes: part.supersedes,
+            stats,
         });
         Ok(())
     }
@@ -784,17 +804,23 @@ impl SinkWriter {
 
         let committables = std::mem::take(&mut self.sealed)
             .into_iter()
-            .map(|(part, pending)| Committable {
-                version: FORMAT_VERSION,
-                writer_id: self.config.writer_id.clone(),
-                checkpoint_id,
-                bucket: part.bucket,
-                final_path: part.final_path,
-                size_bytes: part.size_bytes,
-                crc32c: part.crc32c,
-                record_count: part.record_count,
-                pending,
-                supersedes: part.supersedes,
+            .map(|(part, pending)| {
+                let mut c = Committable {
+                    version: FORMAT_VERSION,
+                    writer_id: self.config.writer_id.clone(),
+                    checkpoint_id,
+                    bucket: part.bucket,
+                    final_path: part.final_path,
+                    size_bytes: part.size_bytes,
+                    crc32c: part.crc32c,
+                    record_count: part.record_count,
+                    pending,
+                    supersedes: part.supersedes,
+                    stats: part.stats,
+                };
+                // Version 2 only when it carries statistics.
+                c.version = c.format_version();
+                c
             })
             .collect();
         self.state = WriterState {

@@ -33,36 +33,12 @@ use super::schema::{DeltaType, StructField, StructType};
 use crate::bucket::escape::{
     escape_path_component, unescape_path_component, HIVE_DEFAULT_PARTITION,
 };
-use crate::protocol::BucketId;
+use crate::protocol::{BucketId, ColumnPath, FileStats};
 use crate::{Error, Result};
 
 /// Longest string bound written, in characters (Spark's `dataSkippingStringPrefixLength`
-/// default).
-pub(crate) const STRING_PREFIX_CHARS: usize = 32;
-
-/// A column by its names from the top-level field down (`["geo", "lat_e6"]`).
-pub(crate) type ColumnPath = Vec<String>;
-
-/// Statistics of one data file, as the vote computes them from the Parquet footer (design
-/// section 14, step 1, which will move this type to `protocol`).
-///
-/// Values are typed JSON, per leaf column path: integers and floats as JSON numbers, strings
-/// as JSON strings, dates as `"YYYY-MM-DD"` strings or integer days since the epoch,
-/// timestamps (with or without time zone) as integer **microseconds** since the epoch (the
-/// Parquet value; [`render`] rounds them), decimals as JSON strings of the decimal text
-/// (`"-12.5"`; a JSON number cannot carry 38 digits) or JSON integers. A column whose chunk had
-/// no statistics is absent; a max that Parquet marks inexact is absent.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct FileStats {
-    /// Records in the file (the footer's `num_rows`).
-    pub(crate) num_records: u64,
-    /// Smallest value per leaf column.
-    pub(crate) min_values: BTreeMap<ColumnPath, Value>,
-    /// Largest value per leaf column.
-    pub(crate) max_values: BTreeMap<ColumnPath, Value>,
-    /// Nulls per leaf column.
-    pub(crate) null_count: BTreeMap<ColumnPath, u64>,
-}
+/// default): the bound [`FileStats`] keeps already.
+pub(crate) const STRING_PREFIX_CHARS: usize = FileStats::STRING_CHARS_MAX;
 
 /// Default of `delta.dataSkippingNumIndexedCols`: statistics for the first 32 leaf columns.
 pub(crate) const INDEXED_COLUMNS_DEFAULT: usize = 32;
