@@ -16,6 +16,7 @@ use crate::Result;
 
 mod csv;
 mod jsonl;
+mod parquet_columns;
 mod parquet_format;
 pub(crate) mod stats;
 

@@ -1,5 +1,5 @@
-//! Parquet through arrow's `ArrowWriter`, writing into memory that the sink drains into the
-//! part file after every call.
+//! Parquet through arrow's column writers ([`super::parquet_columns`], columns encoded in
+//! parallel), writing into memory that the sink drains into the part file after every call.
 //!
 //! Small batches are gathered first, as Arrow, and handed to the writer together once they
 //! reach [`ENCODE_ROWS`] rows or [`ENCODE_BYTES`] bytes (or the file flushes or ends). With
@@ -12,10 +12,10 @@
 use arrow::array::UInt32Array;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 
+use super::parquet_columns::ColumnsWriter;
 use super::Encoder;
 use crate::Result;
 
@@ -29,7 +29,7 @@ const GATHERED_BATCHES_MAX: usize = 32;
 pub(crate) struct ParquetEncoder {
     /// Made when the first rows are encoded: a file that only gathers until it is finished
     /// holds no writer (its buffers and metadata) until then.
-    writer: Option<ArrowWriter<Vec<u8>>>,
+    writer: Option<ColumnsWriter>,
     props: WriterProperties,
     schema: SchemaRef,
     /// Batches not handed to the writer yet, each in buffers of its own.
@@ -42,8 +42,8 @@ impl std::fmt::Debug for ParquetEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParquetEncoder")
             .field(
-                "in_progress_size",
-                &self.writer.as_ref().map(|w| w.in_progress_size()),
+                "memory_size",
+                &self.writer.as_ref().map(|w| w.memory_size()),
             )
             .field("gathered_rows", &self.gathered_rows)
             .finish()
@@ -67,13 +67,9 @@ impl ParquetEncoder {
     }
 
     /// The writer, made on first use.
-    fn writer(&mut self) -> Result<&mut ArrowWriter<Vec<u8>>> {
+    fn writer(&mut self) -> Result<&mut ColumnsWriter> {
         if self.writer.is_none() {
-            self.writer = Some(ArrowWriter::try_new(
-                Vec::new(),
-                self.schema.clone(),
-                Some(self.props.clone()),
-            )?);
+            self.writer = Some(ColumnsWriter::new(self.schema.clone(), self.props.clone())?);
         }
         Ok(self.writer.as_mut().expect("made above"))
     }
@@ -106,7 +102,7 @@ impl ParquetEncoder {
         let Some(writer) = self.writer.as_mut() else {
             return;
         };
-        let bytes = std::mem::take(writer.inner_mut());
+        let bytes = std::mem::take(writer.output());
         if out.is_empty() {
             *out = bytes;
         } else {
