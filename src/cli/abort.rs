@@ -9,6 +9,14 @@
 //! It refuses to run on a location that is not a filesink output. The rule of what may be
 //! removed is the library's ([`filesink::admin`], [`filesink::admin::may_remove`]).
 //!
+//! What it reads: the lake's listings (visible files, hidden leftovers) once, and each job's
+//! latest manifest once, after the job is held. A file the latest manifest names whose final
+//! name is listed with the committable's size and whose pending file is no longer listed is
+//! taken as committed without reading it (as `ls` does), so a lake of many committed files
+//! costs no read of them; the others are probed (size and CRC-32C locally, the ETag on S3).
+//! So a committed file replaced later by other content of the same size is not reported:
+//! abort cleans up, it does not verify committed data.
+//!
 //! It takes each job's ownership, as a running `ingest` holds it
 //! ([`filesink::storage::ownership`]), before it reads the job's manifests: a job owned by a
 //! live run is left alone (its manifests and its leftovers), and no run of another job can
