@@ -34,7 +34,13 @@ use crate::format::FileFormat;
 use crate::protocol::Committable;
 use crate::sink::state::{split_rel, PartName};
 use crate::sink::{OutputFileConfig, Sink};
+use crate::storage::bounded::try_map;
 use crate::storage::{CommitState, JobLease, LeaseOptions, Leftover, Storage, VisibleFile};
+
+/// How many jobs [`Lake::jobs`] and [`Lake::holders`] read at a time: a lake of a thousand
+/// jobs on an object store is a few thousand small requests, which one at a time cost a
+/// round trip each.
+pub const JOB_READS: usize = 16;
 
 /// An existing location, read through its storage: a sink, or a location that is not one
 /// (yet).
@@ -219,11 +225,17 @@ impl Lake {
         Sink::builder_shared(self.storage.clone()).build()
     }
 
-    /// Every job with its manifests and latest manifest.
+    /// The names of the jobs that have manifests, sorted; reads no manifest.
+    pub async fn job_names(&self) -> Result<Vec<String>> {
+        manifest::list_jobs(self.storage.as_ref()).await
+    }
+
+    /// Every job with its manifests and latest manifest: one listing of its checkpoints and
+    /// one read of its latest manifest per job (never the older ones), [`JOB_READS`] jobs at a
+    /// time.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>> {
-        let names = manifest::list_jobs(self.storage.as_ref()).await?;
-        let mut jobs = Vec::with_capacity(names.len());
-        for job in names {
+        let names = self.job_names().await?;
+        try_map(names, JOB_READS, |job| async move {
             let checkpoints = manifest::list_checkpoints(self.storage.as_ref(), &job).await?;
             let latest = match checkpoints.last() {
                 None => Ok(None),
@@ -233,13 +245,22 @@ impl Lake {
                         .map(Some)
                 }
             };
-            jobs.push(JobInfo {
+            Ok(JobInfo {
                 job,
                 checkpoints,
                 latest,
-            });
-        }
-        Ok(jobs)
+            })
+        })
+        .await
+    }
+
+    /// Who holds each of `jobs` now (`None`: no live run), in order, [`JOB_READS`] jobs at a
+    /// time; never takes a job.
+    pub async fn holders(&self, jobs: &[String]) -> Result<Vec<Option<String>>> {
+        try_map(jobs.iter().collect(), JOB_READS, |job| {
+            self.storage.job_holder(job)
+        })
+        .await
     }
 
     /// Takes the ownership of each of `jobs` for as long as the caller acts on them, the same
@@ -247,13 +268,15 @@ impl Lake {
     /// live and must be left alone. A dry run only asks who holds each job.
     pub async fn hold_jobs(&self, jobs: &[String], dry_run: bool) -> Result<HeldJobs> {
         let mut held = HeldJobs::default();
-        for job in jobs {
-            if dry_run {
-                if let Some(holder) = self.storage.job_holder(job).await? {
+        if dry_run {
+            for (job, holder) in jobs.iter().zip(self.holders(jobs).await?) {
+                if let Some(holder) = holder {
                     held.live.push((job.clone(), holder));
                 }
-                continue;
             }
+            return Ok(held);
+        }
+        for job in jobs {
             match self
                 .storage
                 .acquire_job(job, &LeaseOptions::default())

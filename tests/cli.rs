@@ -760,3 +760,58 @@ fn the_committed_fixtures_are_what_gen_fixtures_writes() {
         .count();
     assert_eq!(lines, 5001);
 }
+
+/// Several jobs in one lake (as several `ingest` processes leave it); in one job's latest
+/// manifest one file is put back to its pending name, as a crash between the manifest and the
+/// commit leaves it. `abort` commits that file and only that one: the files that are visible
+/// with their size and have no pending file left are not probed, listed or touched.
+#[test]
+fn abort_on_a_lake_of_several_jobs_commits_only_what_is_not_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    for (job, n) in [("day_1", 1200), ("day_2", 900), ("day_3", 600)] {
+        let input = dir.path().join(format!("{job}.jsonl"));
+        write_jsonl(&input, n);
+        run_ok(&[
+            "ingest",
+            s(&input),
+            "--to",
+            s(&lake),
+            "--job",
+            job,
+            "--partition-by",
+            "day",
+        ]);
+    }
+    let all = visible_files(&lake);
+    let inspect = json_of(&run_ok(&["inspect", s(&lake), "--job", "day_2", "--json"]));
+    let c = &inspect["manifest"]["committables"][0];
+    let final_path = c["final_path"].as_str().unwrap();
+    let pending = c["pending"]["in_progress_path"].as_str().unwrap();
+    fs::rename(lake.join(final_path), lake.join(pending)).unwrap();
+
+    let dry = json_of(&run_ok(&["abort", s(&lake), "--dry-run", "--json"]));
+    let commits: Vec<(&str, &str)> = dry["commit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["final_path"].as_str().unwrap(),
+                c["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(commits.len(), 1, "{dry}");
+    assert_eq!(commits[0].0, final_path, "{dry}");
+    assert!(dry["remove"].as_array().unwrap().is_empty(), "{dry}");
+
+    let done = json_of(&run_ok(&["abort", s(&lake), "--json"]));
+    assert_eq!(done["committed"], 1, "{done}");
+    assert_eq!(done["removed"], 0, "{done}");
+    assert_eq!(visible_files(&lake), all);
+    assert!(!lake.join(pending).exists());
+    assert_exactly_once(&visible_ids(&lake, "-day_1_"), 0..1200);
+    assert_exactly_once(&visible_ids(&lake, "-day_2_"), 0..900);
+    assert_exactly_once(&visible_ids(&lake, "-day_3_"), 0..600);
+}

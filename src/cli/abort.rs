@@ -9,6 +9,14 @@
 //! It refuses to run on a location that is not a filesink output. The rule of what may be
 //! removed is the library's ([`filesink::admin`], [`filesink::admin::may_remove`]).
 //!
+//! What it reads: the lake's listings (visible files, hidden leftovers) once, and each job's
+//! latest manifest once, after the job is held. A file the latest manifest names whose final
+//! name is listed with the committable's size and whose pending file is no longer listed is
+//! taken as committed without reading it (as `ls` does), so a lake of many committed files
+//! costs no read of them; the others are probed (size and CRC-32C locally, the ETag on S3).
+//! So a committed file replaced later by other content of the same size is not reported:
+//! abort cleans up, it does not verify committed data.
+//!
 //! It takes each job's ownership, as a running `ingest` holds it
 //! ([`filesink::storage::ownership`]), before it reads the job's manifests: a job owned by a
 //! live run is left alone (its manifests and its leftovers), and no run of another job can
@@ -20,11 +28,13 @@
 //! `<final path>#<upload id>`; their age is the upload's initiation time): removing one aborts
 //! the upload. Uploads under a sibling prefix (`…/out2` next to `…/out`) are never touched.
 
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::Duration;
 
 use filesink::admin::may_remove;
 use filesink::storage::Leftover;
+use filesink::Committable;
 use serde_json::json;
 
 use super::commit::{commit_manifest, failure, FileOutcome};
@@ -64,7 +74,8 @@ pub struct AbortArgs {
 pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
     let now = now_ms();
-    let names: Vec<String> = lake.jobs().await?.into_iter().map(|j| j.job).collect();
+    // Only the names: the manifests are read once, below, after the jobs are held.
+    let names: Vec<String> = lake.job_names().await?;
     // Jobs owned by a live run are left alone: their owner commits and cleans up. The others
     // are held while we act, so that no run of them starts under us, and only then are their
     // manifests read (a run that ended a moment ago may have written a newer one).
@@ -111,10 +122,37 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
         .filter_map(|l| held.live_job_of(l).map(|job| (l, job)))
         .collect();
 
-    // 1. Commit what complete checkpoints name: never delete it.
+    // 1. Commit what complete checkpoints name: never delete it. A committable whose final
+    // name is listed with its size and whose pending file is gone was committed: it is not
+    // probed (which reads the whole file locally, one request on S3), so a lake of many
+    // committed files costs two listings, not a read of every file. The others are probed.
+    let visible: HashMap<String, u64> = lake
+        .visible()
+        .await?
+        .into_iter()
+        .map(|f| (f.path, f.size_bytes))
+        .collect();
+    let hidden: HashSet<&str> = leftovers
+        .iter()
+        .chain(&foreign)
+        .map(|l| l.path.as_str())
+        .collect();
+    let settled = |c: &Committable| {
+        visible.get(&c.final_path) == Some(&c.size_bytes)
+            && !hidden.contains(c.pending.leftover_id(&c.final_path).as_str())
+    };
     let mut committed = Vec::new();
     let mut first_error = None;
     for m in latest.iter().filter(|m| !held.is_live(&m.job)) {
+        let unsettled;
+        let m = if m.committables.iter().any(settled) {
+            let mut rest = m.clone();
+            rest.committables.retain(|c| !settled(c));
+            unsettled = rest;
+            &unsettled
+        } else {
+            m
+        };
         let (files, err) = commit_manifest(&lake, m, true, args.dry_run).await?;
         if let Some(e) = err {
             first_error.get_or_insert(e);

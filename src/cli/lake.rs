@@ -35,8 +35,6 @@ pub fn open_storage(
 pub struct Lake {
     /// Where it is.
     pub location: Location,
-    /// Its storage.
-    pub storage: Arc<dyn Storage>,
     /// The same storage as an S3 backend, for S3 locations.
     pub s3: Option<ObjectStorage>,
     /// The read model.
@@ -88,7 +86,6 @@ impl Lake {
         })?;
         Ok(Lake {
             location,
-            storage,
             s3,
             model,
             base,
@@ -165,6 +162,23 @@ impl Lake {
     pub async fn jobs(&self) -> CliResult<Vec<JobInfo>> {
         self.model.jobs().await.map_err(|e| {
             CliError::context(format!("cannot list the jobs of `{}`", self.location), e)
+        })
+    }
+
+    /// The names of the jobs that have manifests; reads no manifest.
+    pub async fn job_names(&self) -> CliResult<Vec<String>> {
+        self.model.job_names().await.map_err(|e| {
+            CliError::context(format!("cannot list the jobs of `{}`", self.location), e)
+        })
+    }
+
+    /// Who runs each of `jobs` right now ([`admin::Lake::holders`]); never takes a job.
+    pub async fn holders(&self, jobs: &[String]) -> CliResult<Vec<Option<String>>> {
+        self.model.holders(jobs).await.map_err(|e| {
+            CliError::context(
+                format!("cannot tell whether the jobs of `{}` run", self.location),
+                e,
+            )
         })
     }
 

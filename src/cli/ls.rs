@@ -37,12 +37,8 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     let visible: HashSet<&str> = visible.iter().map(|f| f.path.as_str()).collect();
     let jobs = lake.jobs().await?;
     // Who runs each job right now (never takes the job, so `ls` cannot get in a run's way).
-    let mut holders = Vec::with_capacity(jobs.len());
-    for j in &jobs {
-        holders.push(lake.storage.job_holder(&j.job).await.map_err(|e| {
-            CliError::context(format!("cannot tell whether job `{}` runs", j.job), e)
-        })?);
-    }
+    let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
+    let holders = lake.holders(&names).await?;
     let (leftovers, foreign) = lake.leftovers(&jobs).await?;
     let latest: Vec<_> = jobs
         .iter()
