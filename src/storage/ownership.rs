@@ -202,7 +202,7 @@ impl Claim {
         let shared = Arc::new(ClaimShared {
             store,
             job: job.to_string(),
-            where_: format!("{}/{}", where_.trim_end_matches('/'), dir_rel(base, &dir)),
+            where_: dir_url(where_, base, &dir),
             dir,
             key,
             ttl: options.ttl,
@@ -226,10 +226,12 @@ impl Claim {
     }
 
     /// Who holds `job` on `store` now, without claiming it (approximate: it compares the
-    /// claims' store times with this machine's clock).
+    /// claims' store times with this machine's clock). `where_` is the URL of `base`, for
+    /// messages.
     pub(crate) async fn holder(
         store: &dyn ObjectStore,
         base: &str,
+        where_: &str,
         job: &str,
     ) -> Result<Option<String>> {
         let rel = owners_dir(job);
@@ -239,7 +241,7 @@ impl Claim {
             format!("{base}/{rel}")
         });
         let now = chrono::Utc::now();
-        let claims = list_claims(store, &dir).await?;
+        let claims = list_claims(store, &dir, &dir_url(where_, base, &dir)).await?;
         for c in claims {
             if c.expires(CLOCK_SLACK) >= now {
                 let body = read_body(store, &c.key).await;
@@ -251,6 +253,12 @@ impl Claim {
         }
         Ok(None)
     }
+}
+
+/// The URL of `dir` (a key under `base`) for messages, `where_` being the URL of `base`: errors
+/// name the store (`s3://bucket/prefix/...`), not a bare key.
+fn dir_url(where_: &str, base: &str, dir: &Path) -> String {
+    format!("{}/{}", where_.trim_end_matches('/'), dir_rel(base, dir))
 }
 
 fn dir_rel<'a>(base: &str, dir: &'a Path) -> &'a str {
@@ -301,12 +309,13 @@ impl Listed {
     }
 }
 
-async fn list_claims(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<Listed>> {
+/// The claims in `dir`, whose URL is `dir_url` (for messages).
+async fn list_claims(store: &dyn ObjectStore, dir: &Path, dir_url: &str) -> Result<Vec<Listed>> {
     let metas: Vec<object_store::ObjectMeta> = store
         .list(Some(dir))
         .try_collect()
         .await
-        .map_err(|e| store_error("list the claims in", dir, e))?;
+        .map_err(|e| Error::object_store("list the claims in", dir_url, e))?;
     Ok(metas
         .into_iter()
         .filter_map(|m| {
@@ -336,17 +345,19 @@ async fn read_body(store: &dyn ObjectStore, key: &Path) -> String {
     }
 }
 
-fn store_error(op: &'static str, at: &Path, e: object_store::Error) -> Error {
-    Error::object_store(op, at.as_ref(), e)
-}
-
 impl ClaimShared {
+    /// An error of a call on our claim, naming it by its URL.
+    fn store_error(&self, op: &'static str, e: object_store::Error) -> Error {
+        let name = self.key.filename().unwrap_or_default();
+        Error::object_store(op, format!("{}/{name}", self.where_), e)
+    }
+
     /// Writes the claim and lists: `Ok` if no other claim is live, else removes ours and
     /// answers [`Error::JobBusy`] naming the other.
     async fn claim(&self) -> Result<()> {
         let sent = Instant::now();
         self.put().await?;
-        let claims = list_claims(self.store.as_ref(), &self.dir).await?;
+        let claims = list_claims(self.store.as_ref(), &self.dir, &self.where_).await?;
         let Some(mine) = claims.iter().find(|c| c.key == self.key) else {
             // Only another run removes a claim, and only one it saw expired: it may own the job.
             return Err(Error::job_busy(
@@ -389,7 +400,7 @@ impl ClaimShared {
         self.store
             .put(&self.key, PutPayload::from(self.body.clone()))
             .await
-            .map_err(|e| store_error("write the claim", &self.key, e))?;
+            .map_err(|e| self.store_error("write the claim", e))?;
         Ok(())
     }
 
@@ -477,7 +488,7 @@ impl JobLease for Claim {
                 .store
                 .delete(&self.shared.key)
                 .await
-                .map_err(|e| store_error("delete the claim", &self.shared.key, e))?;
+                .map_err(|e| self.shared.store_error("delete the claim", e))?;
         }
         tracing::debug!(job = %self.shared.job, file = %self.shared.key, lost, "job released");
         Ok(())

@@ -168,7 +168,9 @@ fn s3_storage(
     }
 }
 
-async fn list_store(store: &dyn ObjectStore, prefix: &str) -> Vec<(String, Vec<u8>)> {
+/// Every visible object under `prefix` (no component below it starts with `.` or `_`): (path
+/// relative to the prefix, bytes).
+pub async fn list_store(store: &dyn ObjectStore, prefix: &str) -> Vec<(String, Vec<u8>)> {
     use futures_util::TryStreamExt;
     let listed: Vec<object_store::ObjectMeta> = store
         .list(Some(&Path::from(prefix)))

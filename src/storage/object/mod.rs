@@ -376,7 +376,8 @@ impl Storage for ObjectStorage {
     }
 
     async fn job_holder(&self, job: &str) -> Result<Option<String>> {
-        super::ownership::Claim::holder(self.inner.store.as_ref(), &self.inner.prefix, job).await
+        let inner = &self.inner;
+        super::ownership::Claim::holder(inner.store.as_ref(), &inner.prefix, &inner.url, job).await
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
