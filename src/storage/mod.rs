@@ -228,7 +228,8 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// is not committed yet, such as the carried files of a pre-commit merge
     /// (`docs/design/delta.md` section 11). Refuses every path whose file name is not an
     /// in-progress name of the exact shape filesink writes
-    /// ([`crate::protocol::validate_hidden_path`]) with [`crate::Error::InvalidInput`]. A file
+    /// ([`crate::protocol::validate_hidden_path`]), or that is in a hidden directory, with
+    /// [`crate::Error::InvalidInput`]. A file
     /// that does not exist is [`crate::Error::DataLost`]. On S3 only staged objects have such
     /// a name: a multipart upload in progress cannot be read back.
     async fn read_hidden(&self, path: &str) -> Result<Bytes>;
@@ -267,6 +268,22 @@ pub(crate) fn validate_replaceable_path(path: &str) -> Result<()> {
         return Err(crate::Error::InvalidInput(format!(
             "`{path}` is filesink's own metadata, written once and never replaced"
         )));
+    }
+    Ok(())
+}
+
+/// Checks a path for [`Storage::read_hidden`]: an in-progress part name of the exact shape
+/// filesink writes, in a visible directory (a bucket; never `_filesink/`, `_delta_log/` or a
+/// hidden directory).
+pub(crate) fn validate_hidden_part_path(path: &str) -> Result<()> {
+    crate::protocol::validate_hidden_path(path).map_err(crate::Error::InvalidInput)?;
+    let dir = crate::protocol::split_rel(path).0;
+    if !dir.is_empty() {
+        crate::protocol::validate_visible_path(dir).map_err(|_| {
+            crate::Error::InvalidInput(format!(
+                "`{path}` is in a hidden directory; part files live in visible ones"
+            ))
+        })?;
     }
     Ok(())
 }

@@ -29,13 +29,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    validate_list_start, validate_replaceable_path, CommitState, Leftover, MetadataEntry,
-    OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
+    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState,
+    Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
 };
 use crate::protocol::{
     looks_in_progress, parse_hidden_name, split_rel, validate_final_part_path,
-    validate_hidden_path, validate_metadata_dir, validate_metadata_path, validate_rel_path,
-    validate_visible_path, CommitOutcome, Committable, PartName, PendingHandle, OWNER_LOCK_FILE,
+    validate_metadata_dir, validate_metadata_path, validate_rel_path, validate_visible_path,
+    CommitOutcome, Committable, PartName, PendingHandle, OWNER_LOCK_FILE,
 };
 use crate::{Error, Result};
 
@@ -715,7 +715,7 @@ impl Storage for LocalStorage {
     }
 
     async fn read_hidden(&self, path: &str) -> Result<Bytes> {
-        validate_hidden_path(path).map_err(Error::InvalidInput)?;
+        validate_hidden_part_path(path)?;
         let inner = self.inner.clone();
         let path = path.to_string();
         blocking(move || inner.read_whole(&path, "hidden part file")).await

@@ -63,13 +63,13 @@ use tokio::task::JoinSet;
 #[cfg(feature = "s3")]
 use super::sigv4::BucketClient;
 use super::{
-    validate_list_start, validate_replaceable_path, CommitState, Leftover, MetadataEntry,
-    OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
+    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState,
+    Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
 };
 use crate::protocol::{
-    parse_hidden_name, split_rel, validate_final_part_path, validate_hidden_path,
-    validate_metadata_dir, validate_metadata_path, validate_rel_path, validate_visible_path,
-    CommitOutcome, Committable, PendingHandle,
+    parse_hidden_name, split_rel, validate_final_part_path, validate_metadata_dir,
+    validate_metadata_path, validate_rel_path, validate_visible_path, CommitOutcome, Committable,
+    PendingHandle,
 };
 use crate::{Error, Result};
 #[cfg(not(feature = "s3"))]
@@ -510,7 +510,7 @@ impl Storage for ObjectStorage {
     }
 
     async fn read_hidden(&self, path: &str) -> Result<Bytes> {
-        validate_hidden_path(path).map_err(Error::InvalidInput)?;
+        validate_hidden_part_path(path)?;
         self.inner.read_whole(path, "hidden part object").await
     }
 
