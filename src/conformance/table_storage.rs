@@ -3,23 +3,18 @@
 //! [`Storage::replace_metadata`], [`Storage::list_metadata_from`],
 //! [`Storage::read_data_file`], [`Storage::remove_data_file`] and [`Storage::read_hidden`],
 //! and the refusals of every path outside what each call may touch.
-//!
-//! [`Storage::refuses_replace`]: crate::storage::Storage::refuses_replace
-//! [`Storage::replace_metadata`]: crate::storage::Storage::replace_metadata
-//! [`Storage::list_metadata_from`]: crate::storage::Storage::list_metadata_from
-//! [`Storage::read_data_file`]: crate::storage::Storage::read_data_file
-//! [`Storage::remove_data_file`]: crate::storage::Storage::remove_data_file
-//! [`Storage::read_hidden`]: crate::storage::Storage::read_hidden
 
 use crate::format::FileFormat;
 use crate::protocol::{Committable, PendingHandle};
 use crate::sink::Sink;
+#[cfg(doc)]
+use crate::storage::Storage;
 use crate::Error;
 
 use super::harness::batch;
 use super::{sink, Location};
 
-const LOG: &str = "_delta_log";
+const LOG: &str = crate::protocol::DELTA_LOG_DIR;
 
 fn version(v: u64) -> String {
     format!("{v:020}.json")
