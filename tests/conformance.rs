@@ -110,4 +110,10 @@ suite!(
     a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete,
     two_jobs_on_one_prefix_never_touch_each_other,
     memory_stays_within_the_budget,
+    hostile_paths_are_refused_by_every_storage_call,
+    refuses_replace_is_the_stores_answer_and_decides_races,
+    replace_metadata_swaps_the_whole_object,
+    list_metadata_from_lists_the_names_after_one_in_order,
+    committed_part_files_are_read_and_removed_by_their_final_names,
+    pending_part_files_are_read_back_under_their_hidden_names,
 );

@@ -219,3 +219,108 @@ async fn every_path_form_of_the_base_is_durable_after_the_first_checkpoint() {
         assert_eq!(ids, (0..RECORDS).collect::<Vec<_>>(), "{ctx}");
     }
 }
+
+/// A disk holding `_delta_log/_last_checkpoint` = `old`, made durable by
+/// [`Storage::replace_metadata`] returning, and the number of calls that took.
+async fn disk_with_pointer(old: &[u8]) -> (PowerLossDisk, usize) {
+    let disk = PowerLossDisk::new();
+    storage_on(&disk)
+        .unwrap()
+        .replace_metadata(POINTER, old)
+        .await
+        .unwrap();
+    let ops = disk.ops();
+    (disk, ops)
+}
+
+const POINTER: &str = "_delta_log/_last_checkpoint";
+
+/// Power loss at every call of a [`Storage::replace_metadata`] (applied or not, everything
+/// unflushed dropped or a seeded part kept): the pointer is the old bytes or the new ones,
+/// never missing, never a mix; once the call returned, the new ones.
+#[tokio::test]
+async fn power_loss_during_replace_metadata_leaves_the_old_pointer_or_the_new() {
+    let (old, new) = (
+        b"{\"version\":10}".as_slice(),
+        b"{\"version\":20,\"size\":7}".as_slice(),
+    );
+    let (probe, base) = disk_with_pointer(old).await;
+    storage_on(&probe)
+        .unwrap()
+        .replace_metadata(POINTER, new)
+        .await
+        .unwrap();
+    let calls = probe.ops() - base;
+    assert!(
+        calls >= 4,
+        "temp file, write, flush, rename, directory flush: {calls} calls"
+    );
+    let after = probe.power_loss(PowerLoss::DropUnflushed);
+    assert_eq!(after.read(&Path::new(BASE).join(POINTER)).unwrap(), new);
+    let mut cases = 0;
+    for at in 1..=calls {
+        for applied in [false, true] {
+            for how in [
+                PowerLoss::DropUnflushed,
+                PowerLoss::Partial { seed: at as u64 },
+                PowerLoss::Partial {
+                    seed: 1000 + at as u64,
+                },
+            ] {
+                let (disk, base) = disk_with_pointer(old).await;
+                let storage = storage_on(&disk).unwrap();
+                disk.crash_at(base + at, applied);
+                let returned = storage.replace_metadata(POINTER, new).await;
+                let ctx = format!("crash at call {at} of {calls} (applied: {applied}), {how:?}");
+                assert!(
+                    returned.is_err(),
+                    "{ctx}: the call returned Ok through the crash"
+                );
+                let after = disk.power_loss(how);
+                let pointer = after
+                    .read(&Path::new(BASE).join(POINTER))
+                    .unwrap_or_else(|e| panic!("{ctx}: the pointer is gone: {e}"));
+                assert!(
+                    pointer == old || pointer == new,
+                    "{ctx}: the pointer holds {:?}",
+                    String::from_utf8_lossy(&pointer)
+                );
+                // The recovered disk takes the next replace as usual.
+                storage_on(&after)
+                    .unwrap()
+                    .replace_metadata(POINTER, new)
+                    .await
+                    .unwrap_or_else(|e| panic!("{ctx}: the next replace: {e}"));
+                cases += 1;
+            }
+        }
+    }
+    eprintln!("replace_metadata: {cases} power losses over {calls} calls");
+}
+
+/// A data file removed by [`Storage::remove_data_file`] stays removed after a power loss
+/// once the call returned: an abandoned compaction round's output must not come back after
+/// the manifest that abandons it.
+#[tokio::test]
+async fn a_removed_data_file_stays_removed_after_power_loss() {
+    let disk = PowerLossDisk::new();
+    let storage = storage_on(&disk).unwrap();
+    let rel = "day=1/part-compact_0-019ad2f1c0c87b2a9d6f3b8e5a1c2d3e-0.parquet";
+    let path = Path::new(BASE).join(rel);
+    disk.create_dir(&Path::new(BASE).join("day=1")).unwrap();
+    let file = disk.create_new(&path).unwrap();
+    file.write_all(b"PAR1").unwrap();
+    for r in disk.sync_files(&[file]) {
+        r.unwrap();
+    }
+    for r in disk.sync_dirs(&[Path::new(BASE).to_path_buf(), Path::new(BASE).join("day=1")]) {
+        r.unwrap();
+    }
+    assert_eq!(storage.read_data_file(rel).await.unwrap().as_ref(), b"PAR1");
+    storage.remove_data_file(rel).await.unwrap();
+    let after = disk.power_loss(PowerLoss::DropUnflushed);
+    assert!(
+        after.stat(&path).is_err(),
+        "the removed file came back after the power loss"
+    );
+}

@@ -41,6 +41,16 @@ use crate::storage::Storage;
 use crate::Error;
 
 pub mod harness;
+mod table_storage;
+
+pub use table_storage::{
+    committed_part_files_are_read_and_removed_by_their_final_names,
+    hostile_paths_are_refused_by_every_storage_call,
+    list_metadata_from_lists_the_names_after_one_in_order,
+    pending_part_files_are_read_back_under_their_hidden_names,
+    refuses_replace_is_the_stores_answer_and_decides_races,
+    replace_metadata_swaps_the_whole_object,
+};
 
 use harness::{assert_exactly_once, batch, run_two_writers, schema, Job};
 
@@ -133,6 +143,12 @@ pub async fn all<L: Location>(fresh: impl Fn() -> L) {
     a_zombie_writer_with_the_same_identity_cannot_overwrite_or_complete(&fresh()).await;
     two_jobs_on_one_prefix_never_touch_each_other(&fresh()).await;
     memory_stays_within_the_budget(&fresh()).await;
+    hostile_paths_are_refused_by_every_storage_call(&fresh()).await;
+    refuses_replace_is_the_stores_answer_and_decides_races(&fresh()).await;
+    replace_metadata_swaps_the_whole_object(&fresh()).await;
+    list_metadata_from_lists_the_names_after_one_in_order(&fresh()).await;
+    committed_part_files_are_read_and_removed_by_their_final_names(&fresh()).await;
+    pending_part_files_are_read_back_under_their_hidden_names(&fresh()).await;
 }
 
 const BATCHES: usize = 10;

@@ -26,10 +26,14 @@ pub mod stats;
 pub mod version;
 
 pub use bucket_id::{BucketId, MAX_COMPONENT_BYTES};
-pub use names::{looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, PartName};
+pub use names::{
+    looks_in_progress, parse_hidden_name, split_rel, validate_final_part_path,
+    validate_hidden_path, validate_metadata_dir, validate_metadata_path, validate_rel_path,
+    validate_visible_path, PartName,
+};
 pub use paths::{
-    checkpoints_dir, job_dir, manifest_path, owners_dir, validate_job_name, JOBS_DIR,
-    JOB_NAME_MAX_BYTES, METADATA_DIR, OWNER_LOCK_FILE, SINK_FILE,
+    checkpoints_dir, job_dir, manifest_path, owners_dir, validate_job_name, DELTA_LOG_DIR,
+    JOBS_DIR, JOB_NAME_MAX_BYTES, METADATA_DIR, METADATA_NAMESPACES, OWNER_LOCK_FILE, SINK_FILE,
 };
 pub use state::{
     upload_leftover_id, CommitOutcome, Committable, PendingHandle, PreparedCheckpoint,

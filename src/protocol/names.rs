@@ -46,6 +46,62 @@ pub fn validate_rel_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a directory of the metadata namespace: a valid relative path
+/// ([`validate_rel_path`]) whose first component is `_filesink` or `_delta_log`
+/// ([`super::paths::METADATA_NAMESPACES`]). The metadata methods of
+/// [`crate::storage::Storage`] act there and nowhere else, so none of them can write, replace,
+/// read or delete a data file or a part file.
+pub fn validate_metadata_dir(dir: &str) -> Result<(), String> {
+    validate_rel_path(dir)?;
+    let first = dir.split('/').next().unwrap_or_default();
+    if !super::paths::METADATA_NAMESPACES.contains(&first) {
+        return Err(format!(
+            "`{dir}` is outside the metadata directories `{}`",
+            super::paths::METADATA_NAMESPACES.join("/`, `")
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the path of a metadata object: inside a directory of the metadata namespace
+/// ([`validate_metadata_dir`]), not the directory itself.
+pub fn validate_metadata_path(path: &str) -> Result<(), String> {
+    validate_metadata_dir(path)?;
+    if !path.contains('/') {
+        return Err(format!(
+            "`{path}` is a metadata directory, not an object in one"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the path of a visible data file: a valid relative path ([`validate_rel_path`])
+/// none of whose components starts with `.` or `_` (the names readers list; never inside
+/// `_filesink/` or `_delta_log/`, never a hidden part file).
+pub fn validate_visible_path(path: &str) -> Result<(), String> {
+    validate_rel_path(path)?;
+    if path.split('/').any(|c| c.starts_with(['.', '_'])) {
+        return Err(format!(
+            "`{path}` is not a visible data file: a component starts with `.` or `_`"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the path of a committed part file of the exact shape filesink writes: a visible
+/// path ([`validate_visible_path`]) whose file name parses as a final [`PartName`]. Whose
+/// part it is (which sink's jobs, prefixes and suffixes) is decided above the storage layer
+/// (`checkpoint::OwnNames`).
+pub fn validate_final_part_path(path: &str) -> Result<(), String> {
+    validate_visible_path(path)?;
+    if PartName::parse_final(split_rel(path).1).is_none() {
+        return Err(format!(
+            "`{path}` is not a final part name of the shape filesink writes"
+        ));
+    }
+    Ok(())
+}
+
 /// Splits a relative path into (directory, file name); the directory is "" at the base.
 pub fn split_rel(path: &str) -> (&str, &str) {
     match path.rfind('/') {
@@ -219,7 +275,9 @@ pub fn parse_hidden_name(name: &str) -> Option<&str> {
     Some(&rest[..rest.rfind(IN_PROGRESS_MARKER)?])
 }
 
-pub(crate) fn validate_hidden_path(path: &str) -> Result<(), String> {
+/// Checks the path of a hidden part file: a valid relative path whose file name is an
+/// in-progress name of exactly the shape filesink writes ([`parse_hidden_name`]).
+pub fn validate_hidden_path(path: &str) -> Result<(), String> {
     validate_rel_path(path)?;
     let (_, name) = split_rel(path);
     if parse_hidden_name(name).is_none() {
@@ -318,5 +376,61 @@ mod tests {
             assert!(validate_rel_path(bad).is_err(), "{bad:?} accepted");
         }
         assert!(validate_rel_path("a=1/b=%2F/part-0.parquet").is_ok());
+    }
+
+    #[test]
+    fn metadata_paths_stay_in_the_metadata_directories() {
+        for ok in [
+            "_filesink/sink.json",
+            "_filesink/jobs/j/checkpoints/00000000000000000001.json",
+            "_delta_log/00000000000000000000.json",
+            "_delta_log/_last_checkpoint",
+        ] {
+            assert_eq!(validate_metadata_path(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "_filesink",
+            "_delta_log",
+            "/_filesink/sink.json",
+            "_filesink/../x",
+            "_delta_log/../../etc/passwd",
+            "_delta_log/a\0b",
+            "_delta_log/a\\b",
+            "_delta_log//x",
+            "./_delta_log/x",
+            "x/_delta_log/0.json",
+            "_other/x",
+            "_delta_logs/x",
+            "part-0.parquet",
+            "day=1/part-0.parquet",
+        ] {
+            assert!(validate_metadata_path(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(validate_metadata_dir("_delta_log"), Ok(()));
+        assert!(validate_metadata_dir("").is_err());
+        assert!(validate_metadata_dir("day=1").is_err());
+    }
+
+    #[test]
+    fn final_part_paths_are_visible_and_of_the_exact_shape() {
+        let name = format!("part-w_0-{INC}-3.parquet");
+        assert_eq!(validate_final_part_path(&name), Ok(()));
+        assert_eq!(validate_final_part_path(&format!("day=1/{name}")), Ok(()));
+        for bad in [
+            format!("_delta_log/{name}"),
+            format!("_filesink/{name}"),
+            format!(".hidden/{name}"),
+            format!(".{name}.inprogress.{ID}"),
+            format!("../{name}"),
+            format!("/{name}"),
+            "notes.txt".to_string(),
+            "part-0-1.parquet".to_string(),
+            format!("day=1/{name}\0"),
+        ] {
+            assert!(validate_final_part_path(&bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(validate_visible_path("day=1/notes.txt").is_ok());
+        assert!(validate_visible_path("_delta_log/0.json").is_err());
     }
 }

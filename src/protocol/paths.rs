@@ -8,7 +8,12 @@
 //! _filesink/jobs/<job>/checkpoints/<id, 20 digits>.json  manifest_path, checkpoints_dir
 //! _filesink/jobs/<job>/owner.lock                        OWNER_LOCK_FILE (local disk)
 //! _filesink/jobs/<job>/owners/<run>.<ttl ms>             owners_dir (object stores)
+//! _delta_log/                                            DELTA_LOG_DIR: a Delta table's log
 //! ```
+//!
+//! These two directories are the metadata namespace: the metadata methods of
+//! [`crate::storage::Storage`] act on paths inside them and nowhere else
+//! ([`crate::protocol::names::validate_metadata_path`]).
 
 use crate::{Error, Result};
 
@@ -18,6 +23,13 @@ pub const METADATA_DIR: &str = "_filesink";
 
 /// The sink's identity, written once at its first checkpoint.
 pub const SINK_FILE: &str = "_filesink/sink.json";
+
+/// The log of a Delta table whose root is the sink's base (`docs/design/delta.md`, section 2).
+/// Hidden, as `_filesink/` is: listings of data files skip it.
+pub const DELTA_LOG_DIR: &str = "_delta_log";
+
+/// The top-level directories of the metadata namespace.
+pub const METADATA_NAMESPACES: [&str; 2] = [METADATA_DIR, DELTA_LOG_DIR];
 
 /// The directory that holds one directory per job.
 pub const JOBS_DIR: &str = "_filesink/jobs";

@@ -7,6 +7,12 @@
 //! [`FaultMode::AfterApplied`] the call is carried out first and only its answer is lost
 //! ("the store applied the operation but the response was lost", the S3A committers' fault).
 //!
+//! Every call that changes the store is a fault point; calls that only read
+//! ([`Storage::get_metadata`], [`Storage::list_metadata_from`], [`Storage::read_data_file`],
+//! [`Storage::read_hidden`], [`Storage::refuses_replace`], …) pass through while the process is
+//! alive and fail once it is dead: a crash at a read leaves the store as a crash before the
+//! next change does, so it needs no point of its own.
+//!
 //! Nothing here is on the hot path of a sink that does not use it.
 
 use std::fmt;
@@ -46,6 +52,12 @@ pub enum FaultPoint {
     ListLeftovers,
     /// Removing a leftover at restore or abort.
     RemoveLeftover,
+    /// Replacing a metadata object ([`Storage::replace_metadata`]): a Delta table's
+    /// `_delta_log/_last_checkpoint`, the only object ever replaced.
+    ReplaceLastCheckpoint,
+    /// Removing a committed data file ([`Storage::remove_data_file`]): an abandoned
+    /// compaction round's output, or a file vacuum expires.
+    RemoveDataFile,
 }
 
 impl FaultPoint {
@@ -62,6 +74,8 @@ impl FaultPoint {
         FaultPoint::PutManifest,
         FaultPoint::ListLeftovers,
         FaultPoint::RemoveLeftover,
+        FaultPoint::ReplaceLastCheckpoint,
+        FaultPoint::RemoveDataFile,
     ];
 }
 
@@ -358,9 +372,45 @@ impl Storage for FaultyStorage {
         )
     }
 
+    async fn refuses_replace(&self) -> Result<bool> {
+        self.state.check_alive(FaultPoint::PutManifest)?;
+        self.inner.refuses_replace().await
+    }
+
+    async fn replace_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        guarded!(
+            self.state,
+            FaultPoint::ReplaceLastCheckpoint,
+            self.inner.replace_metadata(path, bytes).await
+        )
+    }
+
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
         self.state.check_alive(FaultPoint::PutManifest)?;
         self.inner.get_metadata(path).await
+    }
+
+    async fn list_metadata_from(&self, dir: &str, after: &str) -> Result<Vec<MetadataEntry>> {
+        self.state.check_alive(FaultPoint::PutManifest)?;
+        self.inner.list_metadata_from(dir, after).await
+    }
+
+    async fn read_data_file(&self, path: &str) -> Result<bytes::Bytes> {
+        self.state.check_alive(FaultPoint::RemoveDataFile)?;
+        self.inner.read_data_file(path).await
+    }
+
+    async fn remove_data_file(&self, path: &str) -> Result<()> {
+        guarded!(
+            self.state,
+            FaultPoint::RemoveDataFile,
+            self.inner.remove_data_file(path).await
+        )
+    }
+
+    async fn read_hidden(&self, path: &str) -> Result<bytes::Bytes> {
+        self.state.check_alive(FaultPoint::Commit)?;
+        self.inner.read_hidden(path).await
     }
 
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {

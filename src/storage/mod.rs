@@ -9,6 +9,7 @@
 use std::fmt::Debug;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 
 use crate::protocol::{CommitOutcome, Committable, PartName, PendingHandle};
 use crate::Result;
@@ -142,10 +143,41 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// shape filesink writes ([`PartName`]). Removing a file that is already gone succeeds.
     async fn remove_leftover(&self, path: &str) -> Result<()>;
 
-    /// Writes a small metadata object (a checkpoint manifest) at `path` under the base:
+    /// Writes a small metadata object (a checkpoint manifest, a Delta log entry) at `path`:
     /// atomically (a reader sees all of it or nothing), durably (when this returns it survives
     /// a crash), and without replacing: an existing object is [`crate::Error::Conflict`].
+    /// Whether a put by another writer *at the same moment* is refused too is
+    /// [`Storage::refuses_replace`].
+    ///
+    /// Metadata paths: every metadata method takes paths relative to the base inside the
+    /// metadata namespace, `_filesink/` (the protocol's) and `_delta_log/` (a Delta table's
+    /// log, `docs/design/delta.md` section 2), and refuses any other path
+    /// ([`crate::protocol::validate_metadata_path`]: no `..`, `.` or empty component, nothing
+    /// absolute, no NUL or backslash) with [`crate::Error::InvalidInput`], before any I/O. So
+    /// no metadata call can write, replace, read or delete a data file or a part file.
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()>;
+
+    /// Whether [`Storage::put_metadata`] refuses to replace an object that another writer put
+    /// at the same moment, so that of two writers racing for one name exactly one succeeds
+    /// and the other gets [`crate::Error::Conflict`]. `true` on local disk
+    /// (`renameat2(RENAME_NOREPLACE)`, or `link` + `unlink`) and on object stores whose
+    /// capability probe found conditional puts honoured (`If-None-Match: *`, object_store's
+    /// `PutMode::Create`); `false` where the store ignores them (Garage): there a put is a
+    /// check before and a read-back after, which narrows a race but cannot decide it, and a
+    /// log shared by several writers needs another guard (`docs/design/delta.md` section 6).
+    /// A backend that cannot tell answers `false`. Asked once per table writer: the probe
+    /// behind it runs once per storage object.
+    async fn refuses_replace(&self) -> Result<bool>;
+
+    /// Writes the metadata object at `path`, replacing the one there if any: atomically (a
+    /// reader sees the old bytes or the new ones, never a mix, never nothing once one exists)
+    /// and durably (when this returns the new bytes survive a crash). For objects that are
+    /// pointers, not records: a Delta table's `_delta_log/_last_checkpoint`, the only caller
+    /// (`docs/design/delta.md` section 8). Local disk: temporary file, fsync, `rename` over
+    /// the old name, directory fsync; object stores: a plain PUT. Refuses paths under
+    /// `_filesink/` ([`crate::Error::InvalidInput`]): the protocol's own metadata is written
+    /// once and never replaced.
+    async fn replace_metadata(&self, path: &str, bytes: &[u8]) -> Result<()>;
 
     /// Reads a metadata object; `None` if it does not exist. What it returns is durable: a
     /// process that died after writing an object but before making it durable may leave it
@@ -157,8 +189,50 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// empty if the directory does not exist.
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>>;
 
+    /// Lists the metadata objects (not directories) directly in the directory `dir` whose
+    /// names sort after `after`, in ascending byte order of their names: the tail of a Delta
+    /// log past a known version without listing the versions before it
+    /// (`docs/design/delta.md` section 5). `after` is a file name (no `/`); empty lists the
+    /// whole directory. Names starting with `.` (temporary files of unfinished writes) are
+    /// left out. Empty if the directory does not exist. Object stores list from `after` on
+    /// (S3's `start-after`), so the cost is in the names after it; local disk reads the
+    /// directory and filters. Names only: a caller that acts on an object reads it with
+    /// [`Storage::get_metadata`], which makes it durable.
+    async fn list_metadata_from(&self, dir: &str, after: &str) -> Result<Vec<MetadataEntry>>;
+
     /// Deletes a metadata object; deleting one that is gone succeeds.
     async fn delete_metadata(&self, path: &str) -> Result<()>;
+
+    /// Reads a committed data file whole, under its final name `path` (relative to the base):
+    /// a compaction round's input (`docs/design/delta.md` section 9). Any visible file may be
+    /// read, another writer's too (a Delta table's files need not be filesink's), but only a
+    /// visible one: a path with a component starting with `.` or `_` (metadata, hidden part
+    /// files) is [`crate::Error::InvalidInput`] ([`crate::protocol::validate_visible_path`]).
+    /// A file that does not exist is [`crate::Error::DataLost`]: the caller read its name from
+    /// somewhere that promised it (a live `add` of the log).
+    async fn read_data_file(&self, path: &str) -> Result<Bytes>;
+
+    /// Removes a committed part file of the exact shape filesink writes, under its final name
+    /// `path`, durably (when this returns the name stays gone after a crash): the outputs of
+    /// an abandoned compaction round and the files vacuum expires (`docs/design/delta.md`
+    /// sections 9 and 10). Refuses, with [`crate::Error::InvalidInput`] and before any I/O,
+    /// every path whose file name is not a final [`PartName`] or that has a component starting
+    /// with `.` or `_` (never a hidden part file, never anything in `_filesink/` or
+    /// `_delta_log/`; [`crate::protocol::validate_final_part_path`]). Which part names are
+    /// this sink's own (its jobs, prefixes and suffixes) is the caller's rule
+    /// (`checkpoint::OwnNames`), as for [`Storage::remove_leftover`]. Removing a file that is
+    /// already gone succeeds.
+    async fn remove_data_file(&self, path: &str) -> Result<()>;
+
+    /// Reads a hidden part file whole, under its in-progress name `path`: a pending file that
+    /// is not committed yet, such as the carried files of a pre-commit merge
+    /// (`docs/design/delta.md` section 11). Refuses every path whose file name is not an
+    /// in-progress name of the exact shape filesink writes
+    /// ([`crate::protocol::validate_hidden_path`]), or that is in a hidden directory, with
+    /// [`crate::Error::InvalidInput`]. A file
+    /// that does not exist is [`crate::Error::DataLost`]. On S3 only staged objects have such
+    /// a name: a multipart upload in progress cannot be read back.
+    async fn read_hidden(&self, path: &str) -> Result<Bytes>;
 
     /// Lists the visible data files under the base (every name readers see: no component
     /// starting with `.` or `_`), in any order; nothing inside another sink's base.
@@ -184,6 +258,48 @@ pub trait Storage: Send + Sync + Debug + 'static {
     async fn other_sinks(&self) -> Result<OtherSinks> {
         Ok(OtherSinks::default())
     }
+}
+
+/// Checks a path for [`Storage::replace_metadata`]: a metadata path outside `_filesink/`,
+/// whose objects are written once.
+pub(crate) fn validate_replaceable_path(path: &str) -> Result<()> {
+    crate::protocol::validate_metadata_path(path).map_err(crate::Error::InvalidInput)?;
+    if path.split('/').next() == Some(crate::protocol::METADATA_DIR) {
+        return Err(crate::Error::InvalidInput(format!(
+            "`{path}` is filesink's own metadata, written once and never replaced"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a path for [`Storage::read_hidden`]: an in-progress part name of the exact shape
+/// filesink writes, in a visible directory (a bucket; never `_filesink/`, `_delta_log/` or a
+/// hidden directory).
+pub(crate) fn validate_hidden_part_path(path: &str) -> Result<()> {
+    crate::protocol::validate_hidden_path(path).map_err(crate::Error::InvalidInput)?;
+    let dir = crate::protocol::split_rel(path).0;
+    if !dir.is_empty() {
+        crate::protocol::validate_visible_path(dir).map_err(|_| {
+            crate::Error::InvalidInput(format!(
+                "`{path}` is in a hidden directory; part files live in visible ones"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Checks the name [`Storage::list_metadata_from`] lists after: empty, or one file name.
+pub(crate) fn validate_list_start(after: &str) -> Result<()> {
+    if after.is_empty() {
+        return Ok(());
+    }
+    crate::protocol::validate_rel_path(after).map_err(crate::Error::InvalidInput)?;
+    if after.contains('/') {
+        return Err(crate::Error::InvalidInput(format!(
+            "`{after}` is not a file name: a listing starts after a name in the directory"
+        )));
+    }
+    Ok(())
 }
 
 /// Other sinks around or inside a base ([`Storage::other_sinks`]), as paths or URLs for

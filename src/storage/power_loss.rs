@@ -365,6 +365,47 @@ impl Disk {
         Ok(id)
     }
 
+    /// Renames `src` to `dst`; a file at `dst` is replaced if `replace`, else the rename fails
+    /// with `AlreadyExists`. One change in one directory's log (atomic, as a journaling file
+    /// system makes it), or one in each of two directories.
+    fn rename(&mut self, src: &Path, dst: &Path, replace: bool) -> io::Result<()> {
+        let (from_dir, from) = self.parent_of(src)?;
+        let (to_dir, to) = self.parent_of(dst)?;
+        let node = match &self.nodes[from_dir] {
+            Node::Dir { entries, .. } => *entries.get(&from).ok_or_else(not_found)?,
+            Node::File { .. } => unreachable!(),
+        };
+        if let Some(&existing) = self.entries_mut(to_dir).0.get(&to) {
+            if !replace {
+                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
+            }
+            if let Node::Dir { .. } = self.nodes[existing] {
+                return Err(io::Error::new(io::ErrorKind::IsADirectory, "a directory"));
+            }
+            if existing == node {
+                return Ok(());
+            }
+        }
+        if from_dir == to_dir {
+            let (entries, log) = self.entries_mut(from_dir);
+            entries.remove(&from);
+            entries.insert(to.to_string(), node);
+            log.push(DirChange::Rename {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
+        } else {
+            // Two directories, two logs: each side reaches the disk with its own flush.
+            let (entries, log) = self.entries_mut(to_dir);
+            entries.insert(to.to_string(), node);
+            log.push(DirChange::Insert(to.to_string(), node));
+            let (entries, log) = self.entries_mut(from_dir);
+            entries.remove(&from);
+            log.push(DirChange::Remove(from.to_string()));
+        }
+        Ok(())
+    }
+
     fn stat_of(&self, node: usize) -> FsStat {
         match &self.nodes[node] {
             Node::File {
@@ -504,35 +545,11 @@ impl Fs for PowerLossDisk {
     }
 
     fn rename_noreplace(&self, src: &Path, dst: &Path) -> io::Result<()> {
-        self.change(|disk| {
-            let (from_dir, from) = disk.parent_of(src)?;
-            let (to_dir, to) = disk.parent_of(dst)?;
-            let node = match &disk.nodes[from_dir] {
-                Node::Dir { entries, .. } => *entries.get(&from).ok_or_else(not_found)?,
-                Node::File { .. } => unreachable!(),
-            };
-            if disk.entries_mut(to_dir).0.contains_key(&to) {
-                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
-            }
-            if from_dir == to_dir {
-                let (entries, log) = disk.entries_mut(from_dir);
-                entries.remove(&from);
-                entries.insert(to.to_string(), node);
-                log.push(DirChange::Rename {
-                    from: from.to_string(),
-                    to: to.to_string(),
-                });
-            } else {
-                // Two directories, two logs: each side reaches the disk with its own flush.
-                let (entries, log) = disk.entries_mut(to_dir);
-                entries.insert(to.to_string(), node);
-                log.push(DirChange::Insert(to.to_string(), node));
-                let (entries, log) = disk.entries_mut(from_dir);
-                entries.remove(&from);
-                log.push(DirChange::Remove(from.to_string()));
-            }
-            Ok(())
-        })
+        self.change(|disk| disk.rename(src, dst, false))
+    }
+
+    fn rename_replace(&self, src: &Path, dst: &Path) -> io::Result<()> {
+        self.change(|disk| disk.rename(src, dst, true))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -771,6 +788,37 @@ mod tests {
             assert_eq!(after.stat("/e".as_ref()).is_ok(), applied);
             assert!(after.stat("/f".as_ref()).is_err());
         }
+    }
+
+    #[test]
+    fn a_replacing_rename_leaves_the_old_file_or_the_new_one() {
+        for seed in 0..64 {
+            let disk = PowerLossDisk::new();
+            for (name, bytes) in [("/p", b"old"), ("/t", b"new")] {
+                let f = disk.create_new(name.as_ref()).unwrap();
+                f.write_all(bytes).unwrap();
+                f.sync_data().unwrap();
+            }
+            flush_all(&disk, &["/"]);
+            disk.rename_replace("/t".as_ref(), "/p".as_ref()).unwrap();
+            assert_eq!(disk.read("/p".as_ref()).unwrap(), b"new");
+            assert!(disk.stat("/t".as_ref()).is_err());
+            let after = disk.power_loss(PowerLoss::Partial { seed });
+            let p = after.read("/p".as_ref()).unwrap();
+            let t = after.read("/t".as_ref()).ok();
+            assert!(
+                (p == b"old" && t.as_deref() == Some(b"new".as_slice()))
+                    || (p == b"new" && t.is_none()),
+                "seed {seed}: /p {p:?}, /t {t:?}"
+            );
+        }
+        let disk = PowerLossDisk::new();
+        disk.create_new("/a".as_ref()).unwrap();
+        disk.create_dir("/d".as_ref()).unwrap();
+        let e = disk
+            .rename_replace("/a".as_ref(), "/d".as_ref())
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::IsADirectory);
     }
 
     #[test]

@@ -16,6 +16,9 @@
 //!   file returns `Ok`. Flushing a file says nothing about its name.
 //! - [`Fs::rename_noreplace`] is atomic and never replaces: it fails with
 //!   [`io::ErrorKind::AlreadyExists`] if the target exists.
+//! - [`Fs::rename_replace`] is atomic and replaces a file at the target: the name holds the old
+//!   file or the new one, never neither. Only metadata pointers use it
+//!   (`Storage::replace_metadata`); part files and manifests never do.
 //! - [`Fs::sync_files`] and [`Fs::sync_dirs`] flush a whole group and answer for each member;
 //!   an implementation may flush the members concurrently (a journaling file system commits
 //!   concurrent flushes together), but returns only when every flush has finished.
@@ -60,6 +63,8 @@ pub trait Fs: Send + Sync + Debug + 'static {
     fn read_dir(&self, path: &Path) -> io::Result<Vec<(String, FsStat)>>;
     /// Renames atomically without replacing the target.
     fn rename_noreplace(&self, src: &Path, dst: &Path) -> io::Result<()>;
+    /// Renames atomically, replacing a file at the target (POSIX `rename`).
+    fn rename_replace(&self, src: &Path, dst: &Path) -> io::Result<()>;
     /// Removes a file's name.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Flushes the data of every file; one answer per file, in order.
@@ -181,6 +186,10 @@ impl Fs for RealFs {
 
     fn rename_noreplace(&self, src: &Path, dst: &Path) -> io::Result<()> {
         rename_noreplace(src, dst)
+    }
+
+    fn rename_replace(&self, src: &Path, dst: &Path) -> io::Result<()> {
+        fs::rename(src, dst)
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {

@@ -26,14 +26,16 @@ pub mod fs;
 pub use fs::{Fs, FsFile, FsLock, FsRead, FsStat, RealFs};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 
 use super::{
-    CommitState, Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage,
-    VisibleFile,
+    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState,
+    Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
 };
 use crate::protocol::{
-    looks_in_progress, parse_hidden_name, split_rel, validate_rel_path, CommitOutcome, Committable,
-    PartName, PendingHandle, OWNER_LOCK_FILE,
+    looks_in_progress, parse_hidden_name, split_rel, validate_final_part_path,
+    validate_metadata_dir, validate_metadata_path, validate_rel_path, validate_visible_path,
+    CommitOutcome, Committable, PartName, PendingHandle, OWNER_LOCK_FILE,
 };
 use crate::{Error, Result};
 
@@ -400,6 +402,15 @@ impl Inner {
     }
 }
 
+/// How [`Inner::put_durable`] treats an existing object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Put {
+    /// [`Storage::put_metadata`]: never replaced ([`Error::Conflict`]).
+    NoReplace,
+    /// [`Storage::replace_metadata`]: replaced atomically.
+    Replace,
+}
+
 /// The first failed flush of a group (one answer per path, in order), as the error that fails
 /// the call.
 fn first_failure(paths: &[PathBuf], answers: Vec<io::Result<()>>) -> Result<()> {
@@ -575,14 +586,26 @@ impl Storage for LocalStorage {
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
-        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        validate_metadata_path(path).map_err(Error::InvalidInput)?;
         let inner = self.inner.clone();
         let (path, bytes) = (path.to_string(), bytes.to_vec());
-        blocking(move || inner.put_durable_noreplace(&path, &bytes)).await
+        blocking(move || inner.put_durable(&path, &bytes, Put::NoReplace)).await
+    }
+
+    async fn refuses_replace(&self) -> Result<bool> {
+        // `renameat2(RENAME_NOREPLACE)` and its `link` + `unlink` fallback both refuse.
+        Ok(true)
+    }
+
+    async fn replace_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        validate_replaceable_path(path)?;
+        let inner = self.inner.clone();
+        let (path, bytes) = (path.to_string(), bytes.to_vec());
+        blocking(move || inner.put_durable(&path, &bytes, Put::Replace)).await
     }
 
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        validate_metadata_path(path).map_err(Error::InvalidInput)?;
         let inner = self.inner.clone();
         let path = path.to_string();
         blocking(move || {
@@ -592,7 +615,7 @@ impl Storage for LocalStorage {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(Error::io("read", abs, e)),
             };
-            // The bytes were flushed before the name was given (`put_durable_noreplace`), but
+            // The bytes were flushed before the name was given (`put_durable`), but
             // the name may still sit in the cache of a process that died: flush it, and the
             // names of the directories above, before anyone acts on what was read.
             let dir = split_rel(&path).0;
@@ -606,9 +629,7 @@ impl Storage for LocalStorage {
     }
 
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
-        if !dir.is_empty() {
-            validate_rel_path(dir).map_err(Error::InvalidInput)?;
-        }
+        validate_metadata_dir(dir).map_err(Error::InvalidInput)?;
         let abs = self.inner.abs(dir);
         let fs = self.inner.fs.clone();
         let entries = match blocking(move || Ok(fs.read_dir(&abs).map_err(|e| (abs, e)))).await? {
@@ -626,8 +647,31 @@ impl Storage for LocalStorage {
             .collect())
     }
 
+    async fn list_metadata_from(&self, dir: &str, after: &str) -> Result<Vec<MetadataEntry>> {
+        validate_metadata_dir(dir).map_err(Error::InvalidInput)?;
+        validate_list_start(after)?;
+        let abs = self.inner.abs(dir);
+        let fs = self.inner.fs.clone();
+        let entries = match blocking(move || Ok(fs.read_dir(&abs).map_err(|e| (abs, e)))).await? {
+            Ok(entries) => entries,
+            Err((_, e)) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err((abs, e)) => return Err(Error::io("list", abs, e)),
+        };
+        let mut out: Vec<MetadataEntry> = entries
+            .into_iter()
+            .filter(|(name, stat)| stat.is_file && !name.starts_with('.') && name.as_str() > after)
+            .map(|(name, stat)| MetadataEntry {
+                name,
+                is_dir: false,
+                modified_ms: stat.modified_ms,
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
     async fn delete_metadata(&self, path: &str) -> Result<()> {
-        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        validate_metadata_path(path).map_err(Error::InvalidInput)?;
         let abs = self.inner.abs(path);
         let fs = self.inner.fs.clone();
         blocking(move || match fs.remove_file(&abs) {
@@ -636,6 +680,45 @@ impl Storage for LocalStorage {
             Err(e) => Err(Error::io("remove", abs, e)),
         })
         .await
+    }
+
+    async fn read_data_file(&self, path: &str) -> Result<Bytes> {
+        validate_visible_path(path).map_err(Error::InvalidInput)?;
+        let inner = self.inner.clone();
+        let path = path.to_string();
+        blocking(move || inner.read_whole(&path, "data file")).await
+    }
+
+    async fn remove_data_file(&self, path: &str) -> Result<()> {
+        validate_final_part_path(path).map_err(Error::InvalidInput)?;
+        let inner = self.inner.clone();
+        let path = path.to_string();
+        blocking(move || {
+            let abs = inner.abs(&path);
+            match inner.fs.remove_file(&abs) {
+                Ok(()) => {}
+                // Gone already: its removal may not be durable yet (a process that died
+                // before the flush), so the directory is flushed all the same.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", abs, e)),
+            }
+            let dir = [inner.abs(split_rel(&path).0)];
+            match inner.fs.sync_dirs(&dir).pop() {
+                Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => {}
+                Some(Err(e)) => return Err(Error::fsync(&dir[0], e)),
+                _ => {}
+            }
+            tracing::debug!(file = %path, "data file removed");
+            Ok(())
+        })
+        .await
+    }
+
+    async fn read_hidden(&self, path: &str) -> Result<Bytes> {
+        validate_hidden_part_path(path)?;
+        let inner = self.inner.clone();
+        let path = path.to_string();
+        blocking(move || inner.read_whole(&path, "hidden part file")).await
     }
 
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
@@ -747,9 +830,22 @@ impl Inner {
         Ok(part)
     }
 
-    /// Temp file, fsync, rename without replace, fsync the directory (and the parents of any
-    /// directory created on the way): the one way metadata reaches the disk.
-    fn put_durable_noreplace(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+    /// A whole file read under `rel`; one that does not exist is [`Error::DataLost`] (`what`
+    /// names it in the message).
+    fn read_whole(&self, rel: &str, what: &str) -> Result<Bytes> {
+        let abs = self.abs(rel);
+        match self.fs.read(&abs) {
+            Ok(bytes) => Ok(Bytes::from(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(Error::data_lost(&abs, format!("the {what} does not exist")))
+            }
+            Err(e) => Err(Error::io("read", abs, e)),
+        }
+    }
+
+    /// Temp file, fsync, rename (without replace, or replacing), fsync the directory (and the
+    /// parents of any directory created on the way): the one way metadata reaches the disk.
+    fn put_durable(&self, rel: &str, bytes: &[u8], mode: Put) -> Result<()> {
         let (dir, name) = split_rel(rel);
         self.ensure_dir(dir)?;
         self.sync_dirs()?;
@@ -765,14 +861,16 @@ impl Inner {
             f.write_all(bytes)
                 .map_err(|e| Error::io("write", &tmp, e))?;
             self.sync_parts(&[(tmp.clone(), f)])?;
-            self.fs
-                .rename_noreplace(&tmp, &dst)
-                .map_err(|e| match e.kind() {
-                    io::ErrorKind::AlreadyExists => {
-                        Error::conflict(&dst, "it exists already; another writer got there first")
-                    }
-                    _ => Error::io("rename", &tmp, e),
-                })?;
+            let renamed = match mode {
+                Put::NoReplace => self.fs.rename_noreplace(&tmp, &dst),
+                Put::Replace => self.fs.rename_replace(&tmp, &dst),
+            };
+            renamed.map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => {
+                    Error::conflict(&dst, "it exists already; another writer got there first")
+                }
+                _ => Error::io("rename", &tmp, e),
+            })?;
             let dir = [self.abs(dir)];
             first_failure(&dir, self.fs.sync_dirs(&dir))
         })();

@@ -117,6 +117,48 @@ impl Inner {
         Ok(out)
     }
 
+    /// The objects directly in `dir` whose names sort after `after` (all if it is empty), in
+    /// ascending byte order, without names starting with `.`. The store lists from `after` on
+    /// (S3's `start-after`); the listing is recursive, so objects in directories below `dir`
+    /// are listed and dropped.
+    pub(super) async fn list_metadata_from(
+        &self,
+        dir: &str,
+        after: &str,
+    ) -> Result<Vec<MetadataEntry>> {
+        use futures_util::TryStreamExt;
+        let prefix = self.key(dir)?;
+        let listed: Vec<object_store::ObjectMeta> = if after.is_empty() {
+            self.store.list(Some(&prefix)).try_collect().await
+        } else {
+            let offset = self.key(&format!("{dir}/{after}"))?;
+            self.store
+                .list_with_offset(Some(&prefix), &offset)
+                .try_collect()
+                .await
+        }
+        .map_err(|e| self.store_error("list", dir, e))?;
+        let mut out: Vec<MetadataEntry> = listed
+            .into_iter()
+            .filter_map(|m| {
+                let name = m
+                    .location
+                    .as_ref()
+                    .strip_prefix(prefix.as_ref())?
+                    .strip_prefix('/')?;
+                (!name.contains('/') && !name.starts_with('.') && name > after).then(|| {
+                    MetadataEntry {
+                        name: name.to_string(),
+                        is_dir: false,
+                        modified_ms: m.last_modified.timestamp_millis(),
+                    }
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
     pub(super) async fn other_sinks(&self) -> Result<OtherSinks> {
         let inner = self;
         let mut out = OtherSinks::default();

@@ -63,11 +63,13 @@ use tokio::task::JoinSet;
 #[cfg(feature = "s3")]
 use super::sigv4::BucketClient;
 use super::{
-    CommitState, Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage,
-    VisibleFile,
+    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState,
+    Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
 };
 use crate::protocol::{
-    parse_hidden_name, split_rel, validate_rel_path, CommitOutcome, Committable, PendingHandle,
+    parse_hidden_name, split_rel, validate_final_part_path, validate_metadata_dir,
+    validate_metadata_path, validate_rel_path, validate_visible_path, CommitOutcome, Committable,
+    PendingHandle,
 };
 use crate::{Error, Result};
 #[cfg(not(feature = "s3"))]
@@ -228,6 +230,24 @@ impl Inner {
     fn store_error(&self, op: &'static str, rel: &str, e: object_store::Error) -> Error {
         Error::object_store(op, self.where_(rel), e)
     }
+
+    /// A whole object read under `rel`; one that does not exist is [`Error::DataLost`] (`what`
+    /// names it in the message).
+    async fn read_whole(&self, rel: &str, what: &str) -> Result<Bytes> {
+        let got = match self.store.get(&self.key(rel)?).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(Error::data_lost(
+                    self.where_(rel),
+                    format!("the {what} does not exist"),
+                ))
+            }
+            Err(e) => return Err(self.store_error("read", rel, e)),
+        };
+        got.bytes()
+            .await
+            .map_err(|e| self.store_error("read", rel, e))
+    }
 }
 
 #[async_trait]
@@ -381,7 +401,7 @@ impl Storage for ObjectStorage {
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
-        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        validate_metadata_path(path).map_err(Error::InvalidInput)?;
         let inner = &self.inner;
         let key = inner.key(path)?;
         let payload = PutPayload::from(Bytes::copy_from_slice(bytes));
@@ -427,8 +447,28 @@ impl Storage for ObjectStorage {
         }
     }
 
+    async fn refuses_replace(&self) -> Result<bool> {
+        // The probe `put_metadata` chooses its primitive by: one answer for both.
+        self.inner.conditional_put().await
+    }
+
+    async fn replace_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        validate_replaceable_path(path)?;
+        let inner = &self.inner;
+        // A PUT replaces atomically on every store: readers see the old object or the new.
+        inner
+            .store
+            .put(
+                &inner.key(path)?,
+                PutPayload::from(Bytes::copy_from_slice(bytes)),
+            )
+            .await
+            .map_err(|e| inner.store_error("write", path, e))?;
+        Ok(())
+    }
+
     async fn get_metadata(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        validate_metadata_path(path).map_err(Error::InvalidInput)?;
         let inner = &self.inner;
         match inner.store.get(&inner.key(path)?).await {
             Ok(got) => Ok(Some(
@@ -443,7 +483,36 @@ impl Storage for ObjectStorage {
     }
 
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
+        validate_metadata_dir(dir).map_err(Error::InvalidInput)?;
         self.inner.list_metadata(dir).await
+    }
+
+    async fn list_metadata_from(&self, dir: &str, after: &str) -> Result<Vec<MetadataEntry>> {
+        validate_metadata_dir(dir).map_err(Error::InvalidInput)?;
+        validate_list_start(after)?;
+        self.inner.list_metadata_from(dir, after).await
+    }
+
+    async fn read_data_file(&self, path: &str) -> Result<Bytes> {
+        validate_visible_path(path).map_err(Error::InvalidInput)?;
+        self.inner.read_whole(path, "data file").await
+    }
+
+    async fn remove_data_file(&self, path: &str) -> Result<()> {
+        validate_final_part_path(path).map_err(Error::InvalidInput)?;
+        let inner = &self.inner;
+        match inner.store.delete(&inner.key(path)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                tracing::debug!(file = %path, "data file removed");
+                Ok(())
+            }
+            Err(e) => Err(inner.store_error("delete", path, e)),
+        }
+    }
+
+    async fn read_hidden(&self, path: &str) -> Result<Bytes> {
+        validate_hidden_part_path(path)?;
+        self.inner.read_whole(path, "hidden part object").await
     }
 
     async fn other_sinks(&self) -> Result<OtherSinks> {
@@ -470,7 +539,7 @@ impl Storage for ObjectStorage {
     }
 
     async fn delete_metadata(&self, path: &str) -> Result<()> {
-        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        validate_metadata_path(path).map_err(Error::InvalidInput)?;
         let inner = &self.inner;
         match inner.store.delete(&inner.key(path)?).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
