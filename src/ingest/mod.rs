@@ -1074,13 +1074,13 @@ impl Ingest {
                             bad_file.sync(&mut position).await?;
                             *step = Step::Checkpoint;
                             // The previous checkpoint was committed behind the writes since.
-                            if let Some(report) = coordinator.committed().await? {
-                                summary.files += report.committed_files;
-                                summary.bytes += report.committed_bytes;
-                                if let Some(at) = &committing {
-                                    observer.checkpointed(&report, at);
-                                }
-                            }
+                            settle_commit(
+                                &mut coordinator,
+                                &mut summary,
+                                observer,
+                                committing.as_ref(),
+                            )
+                            .await?;
                             let report = coordinator.checkpoint_then_commit(&position).await?;
                             *step = Step::Prepare;
                             committing = Some(position.clone());
@@ -1100,13 +1100,13 @@ impl Ingest {
                         let checkpointing = Instant::now();
                         bad_file.sync(&mut position).await?;
                         *step = Step::LastCheckpoint;
-                        if let Some(report) = coordinator.committed().await? {
-                            summary.files += report.committed_files;
-                            summary.bytes += report.committed_bytes;
-                            if let Some(at) = &committing {
-                                observer.checkpointed(&report, at);
-                            }
-                        }
+                        settle_commit(
+                            &mut coordinator,
+                            &mut summary,
+                            observer,
+                            committing.as_ref(),
+                        )
+                        .await?;
                         let report = coordinator.finish(&position).await?;
                         *step = Step::Prepare;
                         summary.files += report.committed_files;
@@ -1149,10 +1149,7 @@ impl Ingest {
             // As a crash would: no checkpoint for what was written since the last one; the
             // next run's restore removes it.
             drop(decoded);
-            if let Some(report) = coordinator.committed().await? {
-                summary.files += report.committed_files;
-                summary.bytes += report.committed_bytes;
-            }
+            settle_commit(&mut coordinator, &mut summary, observer, None).await?;
             drop(coordinator);
             crate::storage::ownership::settle_releases().await;
             observer.stopped();
@@ -1168,6 +1165,24 @@ impl Ingest {
         .await;
         Ok(summary)
     }
+}
+
+/// Takes in the commit that ran behind the writes since the last checkpoint, if any: its files
+/// count in the summary, and the observer hears of it with the position it was taken at.
+async fn settle_commit(
+    coordinator: &mut Coordinator,
+    summary: &mut IngestSummary,
+    observer: &mut dyn Observer,
+    at: Option<&SourcePosition>,
+) -> Result<()> {
+    if let Some(report) = coordinator.committed().await? {
+        summary.files += report.committed_files;
+        summary.bytes += report.committed_bytes;
+        if let Some(at) = at {
+            observer.checkpointed(&report, at);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -630,13 +630,7 @@ impl Storage for LocalStorage {
 
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
         validate_metadata_dir(dir).map_err(Error::InvalidInput)?;
-        let abs = self.inner.abs(dir);
-        let fs = self.inner.fs.clone();
-        let entries = match blocking(move || Ok(fs.read_dir(&abs).map_err(|e| (abs, e)))).await? {
-            Ok(entries) => entries,
-            Err((_, e)) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err((abs, e)) => return Err(Error::io("list", abs, e)),
-        };
+        let entries = self.read_metadata_dir(dir).await?;
         Ok(entries
             .into_iter()
             .map(|(name, stat)| MetadataEntry {
@@ -650,13 +644,7 @@ impl Storage for LocalStorage {
     async fn list_metadata_from(&self, dir: &str, after: &str) -> Result<Vec<MetadataEntry>> {
         validate_metadata_dir(dir).map_err(Error::InvalidInput)?;
         validate_list_start(after)?;
-        let abs = self.inner.abs(dir);
-        let fs = self.inner.fs.clone();
-        let entries = match blocking(move || Ok(fs.read_dir(&abs).map_err(|e| (abs, e)))).await? {
-            Ok(entries) => entries,
-            Err((_, e)) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err((abs, e)) => return Err(Error::io("list", abs, e)),
-        };
+        let entries = self.read_metadata_dir(dir).await?;
         let mut out: Vec<MetadataEntry> = entries
             .into_iter()
             .filter(|(name, stat)| stat.is_file && !name.starts_with('.') && name.as_str() > after)
@@ -911,6 +899,17 @@ fn write_buffered(file: &dyn FsFile, path: &Path, buffer: &[u8]) -> Result<()> {
 }
 
 impl LocalStorage {
+    /// The entries of metadata directory `dir` (already validated), none if it does not exist.
+    async fn read_metadata_dir(&self, dir: &str) -> Result<Vec<(String, fs::FsStat)>> {
+        let abs = self.inner.abs(dir);
+        let fs = self.inner.fs.clone();
+        match blocking(move || Ok(fs.read_dir(&abs).map_err(|e| (abs, e)))).await? {
+            Ok(entries) => Ok(entries),
+            Err((_, e)) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err((abs, e)) => Err(Error::io("list", abs, e)),
+        }
+    }
+
     /// The vote's flushes as one group: every file's data, then every directory whose entries
     /// changed (the files' own names among them). Then each file's name is checked to still
     /// be that file: a second process restoring the same writer (a coordinator started while
