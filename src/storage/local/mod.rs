@@ -68,6 +68,16 @@ impl Drop for LocalLease {
     }
 }
 
+/// Whether the lock at `path`, held by `holder`, is one this process is giving up: it names
+/// this process (or nobody readable) and no lease here holds it.
+fn being_released(holder: Option<&str>, path: &Path) -> bool {
+    holder.is_none_or(super::ownership::describes_self)
+        && !HELD_HERE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&lock_key(path))
+}
+
 fn lock_key(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
@@ -546,14 +556,9 @@ impl Storage for LocalStorage {
                             .ok()
                             .flatten()
                             .map(|t| String::from_utf8_lossy(&t).into_owned());
-                        let releasing = holder
-                            .as_deref()
-                            .is_none_or(super::ownership::describes_self)
-                            && !HELD_HERE
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .contains(&lock_key(&path));
-                        if releasing && started.elapsed() < RELEASE_WAIT_MAX {
+                        if being_released(holder.as_deref(), &path)
+                            && started.elapsed() < RELEASE_WAIT_MAX
+                        {
                             std::thread::sleep(std::time::Duration::from_millis(5));
                             continue;
                         }
@@ -573,14 +578,29 @@ impl Storage for LocalStorage {
         .await
     }
 
+    /// A lock this process is releasing (see [`HELD_HERE`]) is waited for, as
+    /// [`Storage::acquire_job`] waits for it: it names no live run.
     async fn job_holder(&self, job: &str) -> Result<Option<String>> {
         let dir = crate::protocol::job_dir(job);
         validate_rel_path(&dir).map_err(Error::InvalidInput)?;
         let path = self.inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
         let fs = self.inner.fs.clone();
-        blocking(move || match fs.lock_holder(&path) {
-            Ok(h) => Ok(h.map(|t| String::from_utf8_lossy(&t).into_owned())),
-            Err(e) => Err(Error::io("query the lock", path, e)),
+        blocking(move || {
+            let started = std::time::Instant::now();
+            loop {
+                let holder = match fs.lock_holder(&path) {
+                    Ok(h) => h.map(|t| String::from_utf8_lossy(&t).into_owned()),
+                    Err(e) => return Err(Error::io("query the lock", path, e)),
+                };
+                if holder.is_some()
+                    && being_released(holder.as_deref(), &path)
+                    && started.elapsed() < RELEASE_WAIT_MAX
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                }
+                return Ok(holder);
+            }
         })
         .await
     }
@@ -1074,6 +1094,54 @@ mod tests {
     fn lock_path(dir: &Path, job: &str) -> PathBuf {
         dir.join(crate::protocol::job_dir(job))
             .join(OWNER_LOCK_FILE)
+    }
+
+    /// The early check of a run (`job_holder`) follows the same rule as taking the job: a
+    /// lock this process is giving up names no holder once it is gone; a lease of this process
+    /// and another process's lock are named at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lock_this_process_is_releasing_names_no_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = LocalStorage::new(dir.path()).unwrap();
+        let lease = storage
+            .acquire_job("j", &LeaseOptions::default())
+            .await
+            .unwrap();
+        assert!(storage.job_holder("j").await.unwrap().is_some());
+        drop(lease);
+        assert_eq!(storage.job_holder("j").await.unwrap(), None);
+
+        let stray = RealFs
+            .try_lock(
+                &lock_path(dir.path(), "j"),
+                super::super::ownership::describe_self().as_bytes(),
+            )
+            .unwrap()
+            .expect("free");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let releaser = std::thread::spawn(move || {
+            rx.recv().unwrap();
+            drop(stray);
+        });
+        let asking = tokio::spawn({
+            let storage = storage.clone();
+            async move { storage.job_holder("j").await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tx.send(()).unwrap();
+        releaser.join().unwrap();
+        assert_eq!(asking.await.unwrap().unwrap(), None);
+
+        let foreign = RealFs
+            .try_lock(
+                &lock_path(dir.path(), "j"),
+                b"pid 1 on `elsewhere`, since 2026-12-01 00:00:00 UTC",
+            )
+            .unwrap()
+            .expect("free");
+        let holder = storage.job_holder("j").await.unwrap().unwrap();
+        assert!(holder.contains("pid 1 on `elsewhere`"), "{holder}");
+        drop(foreign);
     }
 
     /// A lock of this process that no lease holds (a child process between `fork` and `exec`
