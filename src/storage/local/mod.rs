@@ -578,7 +578,7 @@ impl Storage for LocalStorage {
         .await
     }
 
-    /// A lock this process is releasing (see [`HELD_HERE`]) is waited for, as
+    /// A lock this process is releasing (`HELD_HERE`) is waited for, as
     /// [`Storage::acquire_job`] waits for it: it names no live run.
     async fn job_holder(&self, job: &str) -> Result<Option<String>> {
         let dir = crate::protocol::job_dir(job);
