@@ -18,7 +18,9 @@ use serde_json::value::RawValue;
 
 pub use crate::protocol::paths::{checkpoints_dir, manifest_path, validate_job_name, METADATA_DIR};
 use crate::protocol::paths::{JOBS_DIR, SINK_FILE};
-use crate::protocol::{decode_versioned, Committable, WriterState, FORMAT_VERSION};
+use crate::protocol::{
+    decode_versioned, Committable, WriterState, FORMAT_VERSION, FORMAT_VERSION_STATS,
+};
 use crate::storage::Storage;
 use crate::{Error, Result};
 
@@ -53,8 +55,22 @@ pub struct Manifest {
     /// The state of every writer of the job.
     pub writers: Vec<WriterState>,
     /// Every committable not yet known to be committed: this checkpoint's, and earlier ones
-    /// whose commit failed.
+    /// whose commit failed (for a table job: whose log entry is not written yet).
     pub committables: Vec<Committable>,
+    /// For a job that writes into a table's log: which table, and as which application.
+    /// Present only in format version 2 and later, so a build that does not know tables
+    /// refuses the manifest instead of committing files the log never learns about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<ManifestTable>,
+}
+
+/// The table section of a [`Manifest`] (`docs/design/delta.md` section 3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestTable {
+    /// The table format: `delta`.
+    pub format: String,
+    /// The application id of the job's `txn` actions: `filesink-<sink id>-<job>`.
+    pub app_id: String,
 }
 
 #[derive(Serialize)]
@@ -79,6 +95,7 @@ impl Manifest {
             .iter()
             .map(|w| w.version)
             .chain(self.committables.iter().map(|c| c.version))
+            .chain(self.table.as_ref().map(|_| FORMAT_VERSION_STATS))
             .fold(FORMAT_VERSION, u32::max)
     }
 

@@ -57,12 +57,13 @@ use crate::protocol::{BucketId, PreparedCheckpoint};
 use crate::protocol::{CommitOutcome, Committable, WriterState};
 use crate::sink::{Sink, SinkWriter};
 use crate::storage::{JobLease, LeaseOptions, Leftover, Storage};
+use crate::table::delta::{DeltaOptions, DeltaTable, TableOutcome};
 use crate::{Error, Result};
 
 pub mod manifest;
 
 pub use crate::protocol::paths::validate_job_name;
-pub use manifest::{Manifest, SinkIdentity, METADATA_DIR};
+pub use manifest::{Manifest, ManifestTable, SinkIdentity, METADATA_DIR};
 
 /// What one [`Coordinator::checkpoint`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,6 +80,10 @@ pub struct CheckpointReport {
     pub committed_records: u64,
     /// Committables whose commit failed with a retryable error; they stay in the next manifest.
     pub deferred: usize,
+    /// For a job writing into a Delta table ([`CoordinatorBuilder::delta_table`]): what the
+    /// log step did with this checkpoint; `None` for a plain directory, or while the commit
+    /// runs in the background.
+    pub table_outcome: Option<TableOutcome>,
 }
 
 /// How a [`Coordinator`] makes sure it is the only live run of its job.
@@ -110,9 +115,20 @@ pub struct CoordinatorBuilder {
     adopt_parallelism: bool,
     ownership: Ownership,
     retention: usize,
+    table: Option<DeltaOptions>,
 }
 
 impl CoordinatorBuilder {
+    /// Commits every checkpoint into the Delta table at the sink's base as well: after its
+    /// files are committed, each checkpoint appends one log entry (`_delta_log/<v>.json`) with
+    /// an `add` per file and a `txn` naming the job and the checkpoint, so table readers see
+    /// each checkpoint as one table version, exactly once (`docs/design/delta.md`). The sink
+    /// must write Parquet; the coordinator computes each file's statistics for the log.
+    pub fn delta_table(mut self, options: DeltaOptions) -> Self {
+        self.table = Some(options);
+        self
+    }
+
     /// Number of writers for a job that has no checkpoint yet; a job that has one keeps the
     /// parallelism it was checkpointed with (so a job started on a machine with more cores
     /// resumes anywhere). Replaces [`CoordinatorBuilder::parallelism`].
@@ -179,12 +195,17 @@ impl CoordinatorBuilder {
                 .inspect_err(|e| tracing::info!(error = %e, "job not acquired"))?,
             Ownership::External => Box::new(crate::storage::ownership::External),
         };
+        let sink = match &self.table {
+            Some(_) => self.sink.for_table()?,
+            None => self.sink.clone(),
+        };
         let mut c = Coordinator::restore(
-            &self.sink,
+            &sink,
             &self.job,
             self.parallelism,
             self.adopt_parallelism,
             lease,
+            self.table.as_ref(),
         )
         .await?;
         c.retention = self.retention;
@@ -218,6 +239,10 @@ pub struct Coordinator {
     /// The commit of the last complete checkpoint, running on a task of its own
     /// ([`Coordinator::checkpoint_then_commit`]).
     committing: Option<tokio::task::JoinHandle<CommitRun>>,
+    /// The job's table, if it writes into one; lent to a background commit while it runs.
+    table: Option<DeltaTable>,
+    /// Whether the job writes into a table (so a missing `table` is a commit task that died).
+    writes_table: bool,
 }
 
 /// What committing one complete checkpoint did.
@@ -229,6 +254,8 @@ struct CommitRun {
     /// The first error that cannot be retried.
     fatal: Option<Error>,
     started: Instant,
+    /// The job's table, lent to the commit.
+    table: Option<DeltaTable>,
 }
 
 impl Drop for Coordinator {
@@ -310,6 +337,7 @@ impl Coordinator {
             adopt_parallelism: false,
             ownership: Ownership::default(),
             retention: Self::DEFAULT_RETENTION,
+            table: None,
         }
     }
 
@@ -319,6 +347,7 @@ impl Coordinator {
         parallelism: usize,
         adopt_parallelism: bool,
         lease: Box<dyn JobLease>,
+        table_options: Option<&DeltaOptions>,
     ) -> Result<Coordinator> {
         let storage = sink.storage().clone();
         let identity = manifest::sink_identity(storage.as_ref(), true)
@@ -326,6 +355,13 @@ impl Coordinator {
             .expect("created");
         let latest =
             manifest::latest_manifest(storage.as_ref(), job, Some(&identity.sink_id)).await?;
+        let mut table = match table_options {
+            Some(options) => {
+                Some(DeltaTable::open(storage.clone(), options, &identity.sink_id, job).await?)
+            }
+            None => None,
+        };
+        check_table_job(job, latest.as_ref(), table.as_ref())?;
         let parallelism = match &latest {
             Some(m) if adopt_parallelism && !m.writers.is_empty() => m.writers.len(),
             _ => parallelism,
@@ -366,6 +402,19 @@ impl Coordinator {
                 inner: restored.writer,
             });
         }
+        // The latest checkpoint's files are committed; its log entry may not be written yet.
+        let mut uncommitted = Vec::new();
+        if let (Some(t), Some(m)) = (table.as_mut(), &latest) {
+            let outcome = t
+                .commit(m.checkpoint_id, m.created_at_ms, &m.committables)
+                .await;
+            match outcome {
+                Ok(TableOutcome::Deferred) => uncommitted = m.committables.clone(),
+                Err(e) if e.is_retryable() => uncommitted = m.committables.clone(),
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+        }
         Ok(Coordinator {
             lease: Some(lease),
             storage,
@@ -374,13 +423,15 @@ impl Coordinator {
             sink: sink.clone(),
             writers,
             last_checkpoint: latest.as_ref().map_or(0, |m| m.checkpoint_id),
-            uncommitted: Vec::new(),
+            uncommitted,
             source_position: latest.as_ref().map(|m| m.source_position.clone()),
             finished: latest.as_ref().is_some_and(|m| m.finished),
             retention: Self::DEFAULT_RETENTION,
             restored_outcomes,
             rotation: 0,
             committing: None,
+            writes_table: table.is_some(),
+            table,
         })
     }
 
@@ -689,7 +740,20 @@ impl Coordinator {
             source_position: source_position.clone(),
             writers: states,
             committables: committables.clone(),
+            table: None,
         };
+        if self.writes_table {
+            let Some(table) = &self.table else {
+                return Err(Error::InvalidInput(format!(
+                    "the commit of job `{}` into its table was interrupted; reopen the job",
+                    self.job
+                )));
+            };
+            manifest.table = Some(ManifestTable {
+                format: "delta".into(),
+                app_id: table.app_id().to_owned(),
+            });
+        }
         manifest.version = manifest.format_version();
         // Only the job's owner may complete a checkpoint: a run that lost the job stops here,
         // before its manifest could promise files the new owner's restore removes.
@@ -726,9 +790,10 @@ impl Coordinator {
             self.storage.clone(),
             self.job.clone(),
             self.retention,
-            id,
+            (id, manifest.created_at_ms),
             committables,
             started,
+            self.table.take(),
         );
         if background {
             let span = tracing::info_span!("background_commit", job = %self.job, checkpoint = id);
@@ -748,14 +813,16 @@ impl Coordinator {
 
     /// Commits the committables of complete checkpoint `id` and prunes old manifests. It
     /// borrows nothing of the coordinator, so it can run on a task of its own.
+    #[allow(clippy::too_many_arguments)]
     async fn commit_checkpoint(
         committer: crate::sink::Committer,
         storage: Arc<dyn Storage>,
         job: String,
         retention: usize,
-        id: u64,
+        (id, created_at_ms): (u64, i64),
         committables: Vec<Committable>,
         started: Instant,
+        table: Option<DeltaTable>,
     ) -> CommitRun {
         let mut run = CommitRun {
             report: CheckpointReport {
@@ -765,8 +832,12 @@ impl Coordinator {
             deferred: Vec::new(),
             fatal: None,
             started,
+            table,
         };
         let results = committer.commit(&committables).await;
+        // The log step needs every file committed (files before entries); it keeps them all
+        // until the log holds them.
+        let for_table = run.table.is_some().then(|| committables.clone());
         for (c, r) in committables.into_iter().zip(results) {
             match r {
                 Ok(CommitOutcome::Committed) => {
@@ -784,6 +855,32 @@ impl Coordinator {
                 }
             }
         }
+        if let (Some(table), Some(all)) = (run.table.as_mut(), for_table) {
+            if run.fatal.is_none() && run.deferred.is_empty() {
+                let outcome = table
+                    .commit(id, created_at_ms, &all)
+                    .instrument(tracing::debug_span!("table_commit", job = %job, checkpoint = id))
+                    .await;
+                match outcome {
+                    Ok(TableOutcome::Deferred) => {
+                        run.report.table_outcome = Some(TableOutcome::Deferred);
+                        run.deferred = all;
+                    }
+                    Ok(outcome) => run.report.table_outcome = Some(outcome),
+                    Err(e) if e.is_retryable() => {
+                        tracing::warn!(error = %e, "log entry deferred to the next checkpoint");
+                        run.report.table_outcome = Some(TableOutcome::Deferred);
+                        run.deferred = all;
+                    }
+                    Err(e) => run.fatal = Some(e),
+                }
+            } else if run.fatal.is_none() {
+                // A file is not committed yet: the entry waits for the next checkpoint, which
+                // carries all of this one's files.
+                run.report.table_outcome = Some(TableOutcome::Deferred);
+                run.deferred = all;
+            }
+        }
         if run.fatal.is_none() {
             if let Err(e) = Self::prune(storage.as_ref(), &job, retention).await {
                 run.fatal = Some(e);
@@ -799,7 +896,11 @@ impl Coordinator {
             deferred,
             fatal,
             started,
+            table,
         } = run;
+        if table.is_some() {
+            self.table = table;
+        }
         self.uncommitted.extend(deferred);
         metrics::gauge!(crate::protocol::metric::PENDING_FILES).set(self.uncommitted.len() as f64);
         metrics::counter!(crate::protocol::metric::COMMIT_RETRIES)
@@ -835,6 +936,52 @@ impl Coordinator {
 }
 
 /// A source position as the JSON value a manifest records.
+/// Refuses to restore a job as a table job that was not one, or the other way round, and a
+/// job whose manifests do not match what the table's log says of it (the reset guard,
+/// `docs/design/delta.md` section 3): either would leave files outside the log, or skip
+/// checkpoints as "already committed" that the log never had.
+fn check_table_job(job: &str, latest: Option<&Manifest>, table: Option<&DeltaTable>) -> Result<()> {
+    match (latest, table) {
+        (Some(m), None) if m.table.is_some() => Err(Error::Config(format!(
+            "job `{job}` writes into a Delta table; open it with the table's options \
+             (`--table delta`, CoordinatorBuilder::delta_table), or its files never reach the log"
+        ))),
+        (Some(m), Some(_)) if m.table.is_none() => Err(Error::Config(format!(
+            "job `{job}` was started as a plain directory job, without a table; its files are \
+             not in the table's log, so it cannot continue as a table job (choose another job \
+             name)"
+        ))),
+        (None, Some(t)) => match t.txn_version() {
+            Some(v) => Err(Error::Conflict {
+                path: crate::table::delta::LOG_DIR.into(),
+                reason: format!(
+                    "the table already holds checkpoint {v} of job `{job}` (appId `{}`) but the \
+                     job has no manifest; a job's checkpoints must continue: restore \
+                     `_filesink/jobs/{job}/` or choose another job name",
+                    t.app_id()
+                ),
+            }),
+            None => Ok(()),
+        },
+        (Some(m), Some(t)) => match t.txn_version() {
+            Some(v) if v > m.checkpoint_id => Err(Error::corrupt(
+                format!("job `{job}`"),
+                format!(
+                    "the table holds checkpoint {v} of the job but its latest manifest is \
+                     checkpoint {} (manifests lost, or restored from an older backup)",
+                    m.checkpoint_id
+                ),
+            )),
+            _ if m.table.as_ref().is_some_and(|s| s.app_id != t.app_id()) => Err(Error::corrupt(
+                format!("job `{job}`"),
+                "its manifest names another table application id",
+            )),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
 fn encode_position<P: Serialize + ?Sized>(job: &str, position: &P) -> Result<serde_json::Value> {
     serde_json::to_value(position).map_err(|e| {
         Error::InvalidInput(format!(

@@ -15,6 +15,7 @@ use filesink::ingest::{
     Input, InputFormat, Observer, SourcePosition, Stage, StageTimes, Step,
 };
 use filesink::storage::LeaseOptions;
+use filesink::table::delta::DeltaOptions;
 use filesink::{CheckpointReport, FileFormat};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parquet::basic::Compression;
@@ -41,6 +42,13 @@ pub enum OutputFormat {
     Jsonl,
     /// CSV with a header line.
     Csv,
+}
+
+/// The table format a lake's checkpoints are committed into (`--table`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TableArg {
+    /// A Delta Lake table: each checkpoint appends one version to `_delta_log/`.
+    Delta,
 }
 
 /// Which statistics Parquet files carry (`--statistics`).
@@ -205,6 +213,19 @@ pub struct IngestArgs {
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub memory: Option<u64>,
 
+    /// Commit every checkpoint into a table at --to as well: `delta` appends one version to
+    /// the Delta log (`_delta_log/`) per checkpoint, whose `txn` names the job and the
+    /// checkpoint, so table readers (Spark, delta-rs, DuckDB, Trino) see each checkpoint
+    /// once, atomically. Parquet only.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub table: Option<TableArg>,
+
+    /// With --table, on a store that ignores conditional writes (Garage): this run is the
+    /// table's only writer. Without it such a store is refused, because two writers could
+    /// overwrite each other's log entries.
+    #[arg(long)]
+    pub single_writer: bool,
+
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -329,6 +350,24 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     }
     if let Some(n) = args.parallelism {
         ingest = ingest.parallelism(n.into());
+    }
+    match (args.table, args.format) {
+        (Some(TableArg::Delta), OutputFormat::Parquet) => {
+            ingest = ingest.delta_table(
+                DeltaOptions::new()
+                    .single_writer(args.single_writer)
+                    .location(location.to_string()),
+            );
+        }
+        (Some(TableArg::Delta), _) => return Err(CliError::usage(
+            "--table delta holds Parquet files; it cannot be combined with --format jsonl or csv",
+        )),
+        (None, _) if args.single_writer => {
+            return Err(CliError::usage(
+                "--single-writer is about a table's writers; it needs --table delta",
+            ))
+        }
+        (None, _) => {}
     }
     if let Some(bytes) = args.memory {
         ingest = ingest.memory_bytes_max(bytes);

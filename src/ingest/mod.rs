@@ -121,6 +121,7 @@ use crate::error::{Error, Result};
 use crate::format::FileFormat;
 use crate::sink::{RollingPolicy, Sink};
 use crate::storage::{LeaseOptions, LocalStorage, Storage};
+use crate::table::delta::DeltaOptions;
 use bad_records::BadRecords;
 pub use json_types::{check_schema, StrictJson};
 pub use rules::{check_bad_records_path, check_distinct, default_job_name, describe_schema};
@@ -364,6 +365,17 @@ pub struct Ingest {
     stop_after_records: Option<u64>,
     parallelism: Option<usize>,
     memory_bytes_max: u64,
+    table: Option<DeltaOptions>,
+}
+
+/// The record schema of job `job` as its latest manifest says, if it has one.
+async fn peek_schema(storage: &dyn Storage, job: &str) -> Result<Option<Schema>> {
+    let Some(m) = manifest::latest_manifest(storage, job, None).await? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        SourcePosition::from_json(job, &m.source_position)?.schema,
+    ))
 }
 
 /// A message down the pipeline: from the reader thread to a decoder (`Msg<RawChunk>`), and
@@ -404,7 +416,18 @@ impl Ingest {
             stop_after_records: None,
             parallelism: None,
             memory_bytes_max: crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX,
+            table: None,
         }
+    }
+
+    /// Commits every checkpoint into a Delta table at the output as well (`--table delta`):
+    /// each checkpoint becomes one table version whose `txn` names the job and the checkpoint
+    /// (`docs/design/delta.md`). The pipeline fills in the schema and the partitioning;
+    /// `options` say whether this is the table's only writer and how messages name it. The
+    /// output must be Parquet.
+    pub fn delta_table(mut self, options: DeltaOptions) -> Ingest {
+        self.table = Some(options);
+        self
     }
 
     /// Writes into the local directory `dir`, created with the sink when the job starts (not
@@ -594,6 +617,7 @@ impl Ingest {
             stop_after_records,
             parallelism,
             memory_bytes_max,
+            table,
         } = self;
         let output = output.ok_or_else(|| {
             Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
@@ -689,7 +713,7 @@ impl Ingest {
         // The schema a new job would take: the given one, else inferred from the inputs (the
         // first with records). A job that is resumed keeps its own; an inference error counts
         // only for a new job.
-        let (fresh_schema, stdin_prefix) = match explicit.clone() {
+        let (mut fresh_schema, stdin_prefix) = match explicit.clone() {
             Some(s) => (Ok(s), None),
             None => {
                 let inputs = inputs.clone();
@@ -741,7 +765,7 @@ impl Ingest {
         let for_writers = memory_bytes_max
             .saturating_sub(in_flight)
             .max(memory_bytes_max / 2);
-        let mut builder = Sink::builder_shared(storage)
+        let mut builder = Sink::builder_shared(storage.clone())
             .format(format)
             .buffer_bytes_max((for_writers / writers as u64).max(1));
         if let Some(p) = &partitioner {
@@ -752,9 +776,41 @@ impl Ingest {
                 builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
         }
         let sink = builder.build()?;
+        // A table's schema is the job's: the one it was started with when it resumes (read
+        // from its latest manifest before the job is opened, and checked again after).
+        let mut table_schema = None;
+        let table = match table {
+            Some(options) => {
+                let schema = match peek_schema(storage.as_ref(), &job).await? {
+                    Some(s) => s,
+                    None => {
+                        let s = fresh_schema?;
+                        fresh_schema = Ok(s.clone());
+                        s
+                    }
+                };
+                table_schema = Some(schema.clone());
+                let location = match (&options.location, &output) {
+                    (Some(l), _) => l.clone(),
+                    (None, Output::Local(p)) => p.display().to_string(),
+                    (None, Output::Storage(s)) => format!("the {} table", s.name()),
+                };
+                Some(
+                    options
+                        .schema(Arc::new(schema))
+                        .partition_by(partition_by.clone())
+                        .time_directories(time.iter().flat_map(|t| t.names().map(str::to_owned)))
+                        .location(location),
+                )
+            }
+            None => None,
+        };
         *step = Step::Open;
-        let builder = Coordinator::builder(&sink, &job)
+        let mut builder = Coordinator::builder(&sink, &job)
             .ownership(Ownership::Lease(LeaseOptions { ttl: lease_ttl }));
+        if let Some(options) = table {
+            builder = builder.delta_table(options);
+        }
         let mut coordinator = match parallelism {
             Some(n) => builder.parallelism(n),
             None => builder.parallelism_of_new_job(writers),
@@ -855,6 +911,15 @@ impl Ingest {
             (Some(p), _) => p.schema.clone(),
             (None, _) => fresh_schema?,
         };
+        if table_schema
+            .as_ref()
+            .is_some_and(|t| t.fields() != schema.fields())
+        {
+            return Err(Error::InvalidInput(format!(
+                "job `{job}` changed while this run opened it (its schema is not the one the \
+                 table was opened with); run it again"
+            )));
+        }
 
         let sink_id = manifest::sink_identity(sink.storage().as_ref(), false)
             .await?

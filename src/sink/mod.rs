@@ -152,6 +152,23 @@ impl Sink {
         &self.config.writer_id
     }
 
+    /// The same sink as a table's: Parquet files with their statistics computed at the vote
+    /// (a table's log carries them). Errors with [`crate::Error::Config`] for a row format:
+    /// a Delta table holds Parquet files only.
+    pub(crate) fn for_table(&self) -> Result<Sink> {
+        if !matches!(self.config.format, crate::format::FileFormat::Parquet(_)) {
+            return Err(crate::Error::Config(format!(
+                "a Delta table holds Parquet files; this sink writes {}",
+                self.config.format.name()
+            )));
+        }
+        let mut config = self.config.as_ref().clone();
+        config.file_stats = true;
+        Ok(Sink {
+            config: Arc::new(config),
+        })
+    }
+
     /// The same sink with another writer id (for parallel writers of one job).
     pub fn with_writer_id(&self, id: impl Into<String>) -> Result<Sink> {
         let id = id.into();

@@ -12,11 +12,78 @@
 //!   `domainMetadata`), tolerant reading of other engines' entries and rendering of ours;
 //! - `stats`: the `stats` string of an `add`, its `partitionValues` and its URI-encoded `path`.
 
-// The commit loop (design section 14, step 6) is the first caller outside the tests; until it
-// lands these modules are used by their unit tests only.
-#![allow(dead_code)]
-
 pub(crate) mod actions;
+pub(crate) mod checkpoint;
+pub(crate) mod commit;
 pub(crate) mod features;
+pub(crate) mod log;
 pub(crate) mod schema;
 pub(crate) mod stats;
+
+use arrow::datatypes::SchemaRef;
+
+pub(crate) use commit::DeltaTable;
+pub use commit::TableOutcome;
+pub(crate) use log::LOG_DIR;
+
+/// How a job writes into a Delta table
+/// ([`crate::checkpoint::CoordinatorBuilder::delta_table`], [`crate::ingest::Ingest::delta_table`]).
+///
+/// The table's schema is the job's record schema ([`DeltaOptions::schema`], partition columns
+/// included as the records carry them); the partition columns move to the end of the table
+/// schema, where Delta keeps them, and the time directories of
+/// [`crate::bucket::TimePartitioning`] become `string` partition columns after them. An
+/// [`crate::ingest::Ingest`] fills in the schema and the partitioning itself.
+#[derive(Debug, Clone, Default)]
+pub struct DeltaOptions {
+    pub(crate) schema: Option<SchemaRef>,
+    pub(crate) partition_by: Vec<String>,
+    pub(crate) time_directories: Vec<String>,
+    pub(crate) single_writer: bool,
+    pub(crate) location: Option<String>,
+}
+
+impl DeltaOptions {
+    /// Options for a table that is not partitioned, concurrent writers allowed; the schema
+    /// still has to be given.
+    pub fn new() -> Self {
+        DeltaOptions::default()
+    }
+
+    /// The schema of the job's records.
+    pub fn schema(mut self, schema: SchemaRef) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// The Hive partition columns of the job's bucket assigner, outermost first.
+    pub fn partition_by<I: IntoIterator<Item = S>, S: Into<String>>(mut self, columns: I) -> Self {
+        self.partition_by = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The directory names of the job's time partitioning (`dt`, `hour`), after the partition
+    /// columns.
+    pub fn time_directories<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        names: I,
+    ) -> Self {
+        self.time_directories = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Declares this job the table's only writer, so it may write on a store that ignores
+    /// conditional writes (Garage): there two writers could overwrite each other's log
+    /// entries, and a writer is refused unless it says it is alone. Default off.
+    pub fn single_writer(mut self, alone: bool) -> Self {
+        self.single_writer = alone;
+        self
+    }
+
+    /// How messages name the table (`s3://bucket/events`, `./lake`); default the storage's
+    /// name.
+    pub fn location(mut self, location: impl Into<String>) -> Self {
+        self.location = Some(location.into());
+        self
+    }
+}

@@ -138,11 +138,13 @@ impl StructType {
         serde_json::to_string(self).expect("a Delta schema always serializes")
     }
 
+    #[allow(dead_code)] // for compaction and vacuum (docs/design/delta.md, steps 11-13)
     /// The top-level field called exactly `name`.
     pub(crate) fn field(&self, name: &str) -> Option<&StructField> {
         self.fields.iter().find(|f| f.name == name)
     }
 
+    #[allow(dead_code)] // for compaction and vacuum (docs/design/delta.md, steps 11-13)
     /// Whether a column of type `timestamp_ntz` occurs anywhere, at any depth.
     pub(crate) fn has_timestamp_ntz(&self) -> bool {
         self.fields.iter().any(|f| f.data_type.has_timestamp_ntz())
@@ -165,6 +167,7 @@ impl DeltaType {
         DeltaType::Primitive(name.to_owned())
     }
 
+    #[allow(dead_code)] // for compaction and vacuum (docs/design/delta.md, steps 11-13)
     fn has_timestamp_ntz(&self) -> bool {
         match self {
             DeltaType::Primitive(name) => name == "timestamp_ntz",

@@ -450,6 +450,7 @@ pub(crate) fn partition_values(
     Ok(values)
 }
 
+#[allow(dead_code)] // for compaction and vacuum (docs/design/delta.md, steps 11-13)
 /// The bucket (partition directory) of a file with these `partitionValues`, the inverse of
 /// [`partition_values`] (a null, and so an empty string, becomes
 /// [`HIVE_DEFAULT_PARTITION`]). Compaction writes its output into it.
@@ -496,6 +497,7 @@ pub(crate) fn encode_path(relative: &str) -> String {
     out
 }
 
+#[allow(dead_code)] // for compaction and vacuum (docs/design/delta.md, steps 11-13)
 /// The path of an `add` or `remove`, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum FilePath {
@@ -506,6 +508,7 @@ pub(crate) enum FilePath {
     Absolute(String),
 }
 
+#[allow(dead_code)] // for compaction and vacuum (docs/design/delta.md, steps 11-13)
 /// Decodes the `path` of an `add` or `remove` written by any engine (§Add File and Remove
 /// File: "a URI … which needs to be decoded to get the data file path").
 ///
