@@ -46,8 +46,12 @@ pub enum FaultPoint {
     /// A commit call after the first half of its committables (a crash between two renames
     /// or two completes).
     CommitHalfway,
-    /// Writing a manifest (the completion point).
+    /// Writing a manifest (the completion point), or another metadata object under
+    /// `_filesink/`.
     PutManifest,
+    /// Writing a Delta log entry (`_delta_log/<version>.json`), after the checkpoint's files
+    /// are committed.
+    PutLogEntry,
     /// Listing leftovers at restore.
     ListLeftovers,
     /// Removing a leftover at restore or abort.
@@ -72,6 +76,7 @@ impl FaultPoint {
         FaultPoint::Commit,
         FaultPoint::CommitHalfway,
         FaultPoint::PutManifest,
+        FaultPoint::PutLogEntry,
         FaultPoint::ListLeftovers,
         FaultPoint::RemoveLeftover,
         FaultPoint::ReplaceLastCheckpoint,
@@ -365,9 +370,14 @@ impl Storage for FaultyStorage {
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        let point = if path.starts_with("_delta_log/") {
+            FaultPoint::PutLogEntry
+        } else {
+            FaultPoint::PutManifest
+        };
         guarded!(
             self.state,
-            FaultPoint::PutManifest,
+            point,
             self.inner.put_metadata(path, bytes).await
         )
     }
