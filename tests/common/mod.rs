@@ -74,6 +74,7 @@ pub fn visible_id_counts(base: &Path, format: &FileFormat) -> BTreeMap<i64, usiz
 pub mod backend;
 pub mod cli;
 pub mod delta;
+pub mod delta_py;
 pub mod job;
 
 /// The `id` column of one file's bytes, read with the format's real reader.
