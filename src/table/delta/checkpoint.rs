@@ -1955,6 +1955,91 @@ mod tests {
         assert!(entry.adds.iter().all(|a| a.stats.is_some()));
     }
 
+    /// Our checkpoint of delta-rs's table, read back by us; with `FILESINK_DELTA_PYTHON` set
+    /// (the Python of `scripts/test`, with deltalake), also by delta-rs, through
+    /// `fixtures/delta/check_our_checkpoint.py`: the table's log is copied to a temporary
+    /// directory, the JSON entries up to the checkpoint's version are deleted, our checkpoint
+    /// and `_last_checkpoint` written, and delta-rs must see the same files, partition values,
+    /// protocol, metadata and `txn` as in the original log.
+    #[test]
+    fn our_checkpoint_of_a_delta_rs_table_is_read_by_delta_rs() {
+        let python = std::env::var_os("FILESINK_DELTA_PYTHON");
+        if python.is_none() {
+            eprintln!(
+                "NOTICE: FILESINK_DELTA_PYTHON is not set; delta-rs does not read our \
+                 checkpoints in this run (fixtures/delta/README.md)"
+            );
+        }
+        for name in ["partitioned", "features"] {
+            let log = fixture(name);
+            let version = read_fixture(&log).0.version;
+            let replayed = replay(&log, version);
+            let content = CheckpointContent {
+                protocol: replayed.protocol.as_ref().unwrap(),
+                metadata: replayed.metadata.as_ref().unwrap(),
+                txns: &replayed.txns,
+                adds: &replayed.adds,
+                removes: &replayed.removes,
+                domain_metadata: &[],
+            };
+            let bytes = write_checkpoint(&content).unwrap();
+            assert_same_snapshot(&read_one(bytes.clone()).unwrap(), &replayed);
+            if let Some(python) = &python {
+                delta_rs_reads(python, &log, version, &content, &bytes);
+            }
+        }
+    }
+
+    /// Runs `fixtures/delta/check_our_checkpoint.py` on a copy of `log` that starts at our
+    /// checkpoint `bytes` of `version`.
+    fn delta_rs_reads(
+        python: &std::ffi::OsStr,
+        log: &Path,
+        version: i64,
+        content: &CheckpointContent<'_>,
+        bytes: &[u8],
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("table");
+        let target = table.join("_delta_log");
+        std::fs::create_dir_all(&target).unwrap();
+        // The checkpoint's own version keeps its JSON entry (design section 13, `delta_log`).
+        for v in version.. {
+            let name = commit_file_name(v);
+            if !log.join(&name).exists() {
+                break;
+            }
+            std::fs::copy(log.join(&name), target.join(&name)).unwrap();
+        }
+        std::fs::write(target.join(checkpoint_file_name(version)), bytes).unwrap();
+        let rows = 2 + content.txns.len() + content.adds.len() + content.removes.len();
+        let pointer = LastCheckpoint {
+            version,
+            size: rows as i64,
+            parts: None,
+            size_in_bytes: Some(bytes.len() as i64),
+            num_of_add_files: Some(content.adds.len() as i64),
+            extra: Extra::new(),
+        };
+        std::fs::write(target.join("_last_checkpoint"), pointer.render()).unwrap();
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/delta/check_our_checkpoint.py");
+        let output = std::process::Command::new(python)
+            .arg(&script)
+            .arg(&table)
+            .arg(log.parent().unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}: {}\n{}",
+            log.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        eprintln!("{}", String::from_utf8_lossy(&output.stdout).trim());
+    }
+
     #[test]
     fn last_checkpoint_round_trips_and_keeps_unknown_fields() {
         let ours = LastCheckpoint {
