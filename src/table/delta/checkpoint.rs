@@ -116,8 +116,9 @@ const READ_COLUMNS: &[(&str, Option<&[&str]>)] = &[
 
 /// Decodes a classic checkpoint (`<v>.checkpoint.parquet`) or all parts of a multi-part one
 /// (`<v>.checkpoint.<i>.<n>.parquet`, `parts` in the order of `i`) into one [`Entry`]: its
-/// `protocol`, `metaData`, `txn`s, `domainMetadata`, `remove`s (tombstones) and `add`s, in the
-/// order of the rows; `commit_info` is `None` (§Checkpoints: a checkpoint holds none).
+/// `protocol`, `metaData`, `txn`s, `domainMetadata`, `remove`s (tombstones) and `add`s, each
+/// kind in the order of its rows; `commit_info` is `None` (§Checkpoints: a checkpoint holds
+/// none), and a V2 checkpoint's `checkpointMetadata` goes to [`Entry::other`].
 /// `what` names the checkpoint for errors, e.g. `_delta_log/00000000000000000010.checkpoint.parquet`.
 ///
 /// `add.dataChange` and `remove.dataChange` read as `false` when absent (they mean nothing in
