@@ -38,7 +38,7 @@ pub(crate) const TAIL_GETS_MAX: usize = 64;
 
 /// The path of the log entry of `version`.
 pub(crate) fn entry_path(version: i64) -> String {
-    format!("{LOG_DIR}/{version:020}.json")
+    format!("{LOG_DIR}/{}", checkpoint::commit_file_name(version))
 }
 
 /// The state of a table at one version, as a writer needs it.
@@ -75,12 +75,16 @@ impl Snapshot {
     pub(crate) async fn load(storage: &dyn Storage) -> Result<Snapshot> {
         let mut snapshot = Snapshot::default();
         let pointer = match storage.get_metadata(LAST_CHECKPOINT).await? {
-            Some(bytes) => LastCheckpoint::parse(&bytes).ok(),
+            // An unreadable pointer only costs a listing (§Last Checkpoint File).
+            Some(bytes) => LastCheckpoint::parse(&bytes, LAST_CHECKPOINT).ok(),
             None => None,
         };
         snapshot.reads += 1;
         if let Some(pointer) = pointer {
-            if snapshot.read_checkpoint(storage, &pointer).await? {
+            if snapshot
+                .read_checkpoint(storage, pointer.version, pointer.parts)
+                .await?
+            {
                 snapshot.read_tail(storage).await?;
                 return Ok(snapshot);
             }
@@ -98,9 +102,15 @@ impl Snapshot {
     async fn read_checkpoint(
         &mut self,
         storage: &dyn Storage,
-        pointer: &LastCheckpoint,
+        version: i64,
+        parts: Option<i64>,
     ) -> Result<bool> {
-        let names = checkpoint::checkpoint_file_names(pointer.version, pointer.parts);
+        let names: Vec<String> = match parts.and_then(|n| i32::try_from(n).ok()) {
+            Some(n) if n > 1 => (1..=n)
+                .map(|i| checkpoint::checkpoint_part_file_name(version, i, n))
+                .collect(),
+            _ => vec![checkpoint::checkpoint_file_name(version)],
+        };
         let mut parts = Vec::with_capacity(names.len());
         for name in &names {
             let path = format!("{LOG_DIR}/{name}");
@@ -112,7 +122,7 @@ impl Snapshot {
         }
         let what = format!("{LOG_DIR}/{}", names[0]);
         let entry = checkpoint::read_checkpoint(&parts, &what)?;
-        self.apply(pointer.version, entry, &what)?;
+        self.apply(version, entry, &what)?;
         Ok(true)
     }
 
@@ -152,8 +162,10 @@ impl Snapshot {
         complete.sort_unstable();
         let mut start = 0;
         while let Some((version, parts)) = complete.pop() {
-            let pointer = LastCheckpoint::new(version, parts.map(i64::from));
-            if self.read_checkpoint(storage, &pointer).await? {
+            if self
+                .read_checkpoint(storage, version, parts.map(i64::from))
+                .await?
+            {
                 start = version + 1;
                 break;
             }

@@ -10,7 +10,9 @@
 //!   table filesink accepts, and the protocol it writes for a new one (design section 12);
 //! - `actions`: the log actions (`commitInfo`, `protocol`, `metaData`, `txn`, `add`, `remove`,
 //!   `domainMetadata`), tolerant reading of other engines' entries and rendering of ours;
-//! - `stats`: the `stats` string of an `add`, its `partitionValues` and its URI-encoded `path`.
+//! - `stats`: the `stats` string of an `add`, its `partitionValues` and its URI-encoded `path`;
+//! - `checkpoint`: classic Parquet log checkpoints read (any engine's, multi-part too) and
+//!   written (design section 8), `_last_checkpoint`, and the names of the log's files.
 
 pub(crate) mod actions;
 pub(crate) mod checkpoint;
