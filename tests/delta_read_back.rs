@@ -320,3 +320,42 @@ async fn a_table_refuses_a_row_format_and_an_incompatible_schema() {
     assert!(matches!(&err, Error::Conflict { .. }), "{err}");
     assert_eq!(read_log(b.storage.as_ref()).await.versions.len(), 1);
 }
+
+#[tokio::test]
+async fn log_checkpoints_every_ten_versions_are_read_by_delta_rs_and_by_restore() {
+    let b = Backend::local();
+    write_checkpoints(&b, "orders", 0, 25).await;
+    for v in [10, 20] {
+        let path = format!("_delta_log/{v:020}.checkpoint.parquet");
+        assert!(
+            b.storage.get_metadata(&path).await.unwrap().is_some(),
+            "{path}"
+        );
+    }
+    // Only checkpoint 20 and the entries from 20 on are left: readers must use our checkpoint.
+    for v in 0..20 {
+        b.storage
+            .delete_metadata(&format!("_delta_log/{v:020}.json"))
+            .await
+            .unwrap();
+    }
+    // Our own restore continues from it: checkpoint 26 is version 25.
+    let mut c = open(&b, "orders").await.unwrap();
+    c.write(&common::batch(25 * PER_CHECKPOINT, PER_CHECKPOINT))
+        .await
+        .unwrap();
+    let report = c.checkpoint(&(26 * PER_CHECKPOINT)).await.unwrap();
+    assert_eq!(report.table_outcome, Some(TableOutcome::Committed(25)));
+    c.close().await.unwrap();
+
+    let Some(reader) = reader_or_explain() else {
+        return;
+    };
+    let location = table_location(&b);
+    let app = app_id(b.storage.as_ref(), "orders").await;
+    assert_eq!(reader.txn(&location, &app, None), Some(26));
+    assert_eq!(
+        reader.ids(&location, None),
+        (0..26 * PER_CHECKPOINT).collect::<Vec<_>>()
+    );
+}

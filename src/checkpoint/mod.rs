@@ -446,6 +446,11 @@ impl Coordinator {
     /// the kernel closes its lock (local disk) or when its claim expires (object stores).
     pub async fn close(mut self) -> Result<()> {
         self.committed().await?;
+        if let Some(table) = self.table.as_mut() {
+            // A log checkpoint still being written: optional, but a run that ends leaves it
+            // whole rather than half.
+            table.settle().await;
+        }
         match self.lease.take() {
             Some(lease) => lease.release().await,
             None => Ok(()),

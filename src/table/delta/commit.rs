@@ -30,9 +30,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use super::actions::{Add, CommitInfo, Entry, FilesinkInfo, Metadata, Txn};
+use super::checkpoint::{self, CheckpointContent, LastCheckpoint};
 use super::features::{self, Accepted};
-use super::log::{entry_path, Snapshot};
+use super::log::{entry_path, Snapshot, LAST_CHECKPOINT, LOG_DIR};
 use super::schema::{self, StructType, TableSchema};
 use super::stats;
 use super::DeltaOptions;
@@ -72,6 +75,18 @@ pub(crate) struct DeltaTable {
     table_schema: StructType,
     /// Leaf columns whose statistics go into `add`s.
     indexed: Vec<Vec<String>>,
+    /// Whether this writer writes log checkpoints (design section 8).
+    log_checkpoints: bool,
+    /// The log checkpoint being written in the background, if any.
+    checkpointing: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for DeltaTable {
+    fn drop(&mut self) {
+        if let Some(task) = self.checkpointing.take() {
+            task.abort();
+        }
+    }
 }
 
 impl DeltaTable {
@@ -112,6 +127,8 @@ impl DeltaTable {
             snapshot,
             accepted: None,
             indexed: Vec::new(),
+            log_checkpoints: options.log_checkpoints,
+            checkpointing: None,
         };
         table.check()?;
         Ok(table)
@@ -201,6 +218,7 @@ impl DeltaTable {
             match self.storage.put_metadata(&path, &bytes).await {
                 Ok(()) => {
                     self.snapshot.apply(v, entry, &path)?;
+                    self.checkpoint_log(v).await;
                     tracing::info!(
                         job = %self.job,
                         checkpoint = checkpoint_id,
@@ -226,6 +244,44 @@ impl DeltaTable {
             }
         }
         Ok(TableOutcome::Deferred)
+    }
+
+    /// Waits for the log checkpoint running in the background, if any (it is optional: its
+    /// failure was a warning).
+    pub(crate) async fn settle(&mut self) {
+        if let Some(task) = self.checkpointing.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// After writing version `v`: if `v` is a multiple of `delta.checkpointInterval` (10 by
+    /// default), writes log checkpoint `v` from the snapshot on a task of its own, then points
+    /// `_last_checkpoint` at it (design section 8). Off the commit path; at most one runs (the
+    /// previous one is waited for first).
+    async fn checkpoint_log(&mut self, v: i64) {
+        let interval = self
+            .snapshot
+            .metadata
+            .as_ref()
+            .and_then(|m| m.configuration.get("delta.checkpointInterval"))
+            .and_then(|i| i.trim().parse::<i64>().ok())
+            .filter(|i| *i > 0)
+            .unwrap_or(CHECKPOINT_INTERVAL_DEFAULT);
+        let allowed = self.accepted.is_none_or(|a| a.log_checkpoints);
+        if !self.log_checkpoints || !allowed || v == 0 || v % interval != 0 {
+            return;
+        }
+        self.settle().await;
+        let storage = self.storage.clone();
+        let snapshot = self.snapshot.clone();
+        let task = async move {
+            if let Err(e) = write_log_checkpoint(storage.as_ref(), &snapshot, v).await {
+                tracing::warn!(version = v, error = %e, "log checkpoint not written");
+            }
+        };
+        self.checkpointing = Some(tokio::spawn(
+            task.instrument(tracing::debug_span!("log_checkpoint", version = v)),
+        ));
     }
 
     /// The `add`s of the committables whose checkpoint the log does not hold (`> done`).
@@ -349,6 +405,97 @@ impl DeltaTable {
     }
 }
 
+/// `delta.checkpointInterval` when the table does not set it.
+pub(crate) const CHECKPOINT_INTERVAL_DEFAULT: i64 = 10;
+
+/// `delta.deletedFileRetentionDuration` when the table does not set it: one week.
+const TOMBSTONE_RETENTION_DEFAULT_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// Writes the classic checkpoint of `snapshot` (at version `v`), durably and without
+/// replacing (another writer's checkpoint of `v` holds the same state: fine), then points
+/// `_last_checkpoint` at it unless the pointer already names a newer one.
+pub(crate) async fn write_log_checkpoint(
+    storage: &dyn Storage,
+    snapshot: &Snapshot,
+    v: i64,
+) -> Result<()> {
+    let (Some(protocol), Some(metadata)) = (&snapshot.protocol, &snapshot.metadata) else {
+        return Ok(());
+    };
+    let retention_ms = metadata
+        .configuration
+        .get("delta.deletedFileRetentionDuration")
+        .and_then(|d| parse_interval_ms(d))
+        .unwrap_or(TOMBSTONE_RETENTION_DEFAULT_MS);
+    let cutoff = chrono::Utc::now().timestamp_millis() - retention_ms;
+    let mut txns: Vec<Txn> = snapshot.txns.values().cloned().collect();
+    txns.sort_by(|a, b| a.app_id.cmp(&b.app_id));
+    let mut adds: Vec<Add> = snapshot.adds.values().cloned().collect();
+    adds.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut removes: Vec<_> = snapshot
+        .removes
+        .values()
+        .filter(|r| r.deletion_timestamp.unwrap_or(0) > cutoff)
+        .cloned()
+        .collect();
+    removes.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut domains: Vec<_> = snapshot.domain_metadata.values().cloned().collect();
+    domains.sort_by(|a, b| a.domain.cmp(&b.domain));
+    let content = CheckpointContent {
+        protocol,
+        metadata,
+        txns: &txns,
+        adds: &adds,
+        removes: &removes,
+        domain_metadata: &domains,
+    };
+    let bytes = checkpoint::write_checkpoint(&content)?;
+    let path = format!("{LOG_DIR}/{}", checkpoint::checkpoint_file_name(v));
+    match storage.put_metadata(&path, &bytes).await {
+        Ok(()) | Err(Error::Conflict { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let newer = match storage.get_metadata(LAST_CHECKPOINT).await? {
+        Some(b) => LastCheckpoint::parse(&b, LAST_CHECKPOINT).is_ok_and(|p| p.version >= v),
+        None => false,
+    };
+    if !newer {
+        let pointer = LastCheckpoint {
+            version: v,
+            size: (1 + 1 + txns.len() + adds.len() + removes.len() + domains.len()) as i64,
+            parts: None,
+            size_in_bytes: Some(bytes.len() as i64),
+            num_of_add_files: Some(adds.len() as i64),
+            extra: Default::default(),
+        };
+        storage
+            .replace_metadata(LAST_CHECKPOINT, &pointer.render())
+            .await?;
+    }
+    tracing::info!(version = v, files = adds.len(), "log checkpoint written");
+    Ok(())
+}
+
+/// Milliseconds of a Delta interval property (`interval 7 days`, `interval 1 week`,
+/// `168 hours`); `None` if it does not parse.
+fn parse_interval_ms(s: &str) -> Option<i64> {
+    let mut words = s
+        .split_whitespace()
+        .filter(|w| !w.eq_ignore_ascii_case("interval"));
+    let n: i64 = words.next()?.parse().ok()?;
+    let unit = words.next()?.to_ascii_lowercase();
+    let ms = match unit.trim_end_matches('s') {
+        "millisecond" => 1,
+        "second" => 1000,
+        "minute" => 60_000,
+        "hour" => 3_600_000,
+        "day" => 86_400_000,
+        "week" => 7 * 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(ms)
+}
+
 /// The appId of job `job` of sink `sink_id`: `filesink-<sink id>-<job>` (design section 2).
 pub(crate) fn app_id(sink_id: &str, job: &str) -> String {
     format!("filesink-{sink_id}-{job}")
@@ -359,4 +506,136 @@ fn backoff_ms(races: u32) -> u64 {
     let ceiling = 1u64 << races.saturating_sub(3).min(7);
     let ceiling = ceiling.min(100);
     1 + u64::from(uuid::Uuid::now_v7().as_u128() as u32) % ceiling
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::protocol::{BucketId, PendingHandle, FORMAT_VERSION};
+    use crate::storage::LocalStorage;
+
+    fn committable(checkpoint_id: u64) -> Committable {
+        Committable {
+            version: FORMAT_VERSION,
+            writer_id: "j_0".into(),
+            checkpoint_id,
+            bucket: BucketId::root(),
+            final_path: format!("part-j_0-0-{checkpoint_id}.parquet"),
+            size_bytes: 100,
+            crc32c: 0,
+            record_count: 10,
+            pending: PendingHandle::LocalFile {
+                in_progress_path: format!(".part-j_0-0-{checkpoint_id}.parquet.inprogress"),
+            },
+            supersedes: Vec::new(),
+            stats: None,
+        }
+    }
+
+    async fn table(storage: Arc<dyn Storage>) -> DeltaTable {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        DeltaTable::open(storage, &DeltaOptions::new().schema(schema), "sink", "j")
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn restore_reads_the_checkpoint_and_a_short_tail_not_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+        let mut t = table(storage.clone()).await;
+        for n in 1..=95 {
+            let outcome = t.commit(n, 1, &[committable(n)]).await.unwrap();
+            assert_eq!(outcome, TableOutcome::Committed(n as i64 - 1));
+        }
+        t.settle().await;
+        for v in [10, 20, 90] {
+            let path = format!("{LOG_DIR}/{}", checkpoint::checkpoint_file_name(v));
+            assert!(
+                storage.get_metadata(&path).await.unwrap().is_some(),
+                "{path}"
+            );
+        }
+        let loaded = Snapshot::load(storage.as_ref()).await.unwrap();
+        assert_eq!(loaded.version, Some(94));
+        assert_eq!(loaded.adds.len(), 95);
+        assert_eq!(loaded.txn_version("filesink-sink-j"), Some(95));
+        // `_last_checkpoint`, checkpoint 90, versions 91–94 and the absent 95.
+        assert_eq!(loaded.reads, 7);
+
+        // A stale pointer (a writer that stopped checkpointing) costs a longer tail, then a
+        // listing: the same state.
+        let stale = LastCheckpoint {
+            version: 10,
+            size: 1,
+            parts: None,
+            size_in_bytes: None,
+            num_of_add_files: None,
+            extra: Default::default(),
+        };
+        storage
+            .replace_metadata(LAST_CHECKPOINT, &stale.render())
+            .await
+            .unwrap();
+        let loaded = Snapshot::load(storage.as_ref()).await.unwrap();
+        assert_eq!(loaded.version, Some(94));
+        assert_eq!(loaded.adds.len(), 95);
+        assert_eq!(loaded.txn_version("filesink-sink-j"), Some(95));
+
+        // With the pointer gone and the entries below checkpoint 90 expired, a listing finds
+        // the newest checkpoint.
+        storage.delete_metadata(LAST_CHECKPOINT).await.unwrap();
+        for v in 0..90 {
+            storage.delete_metadata(&entry_path(v)).await.unwrap();
+        }
+        let loaded = Snapshot::load(storage.as_ref()).await.unwrap();
+        assert_eq!(loaded.version, Some(94));
+        assert_eq!(loaded.adds.len(), 95);
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_already_in_the_log_is_not_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+        let mut t = table(storage.clone()).await;
+        assert_eq!(
+            t.commit(1, 1, &[committable(1)]).await.unwrap(),
+            TableOutcome::Committed(0)
+        );
+        // A second handle on the table (a restarted run) finds checkpoint 1 in the log.
+        let mut again = table(storage.clone()).await;
+        assert_eq!(again.txn_version(), Some(1));
+        assert_eq!(
+            again.commit(1, 1, &[committable(1)]).await.unwrap(),
+            TableOutcome::AlreadyCommitted
+        );
+        // A deferred checkpoint's files ride with the next one: one entry, both adds.
+        assert_eq!(
+            again
+                .commit(3, 1, &[committable(2), committable(3)])
+                .await
+                .unwrap(),
+            TableOutcome::Committed(1)
+        );
+        let loaded = Snapshot::load(storage.as_ref()).await.unwrap();
+        assert_eq!(loaded.adds.len(), 3);
+        assert_eq!(loaded.version, Some(1));
+        // Nothing new: no entry.
+        assert_eq!(
+            again.commit(4, 1, &[]).await.unwrap(),
+            TableOutcome::NothingToCommit
+        );
+    }
+
+    #[test]
+    fn intervals_parse_as_delta_writes_them() {
+        assert_eq!(parse_interval_ms("interval 1 week"), Some(604_800_000));
+        assert_eq!(parse_interval_ms("interval 7 days"), Some(604_800_000));
+        assert_eq!(parse_interval_ms("168 hours"), Some(604_800_000));
+        assert_eq!(parse_interval_ms("soon"), None);
+    }
 }

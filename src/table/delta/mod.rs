@@ -28,6 +28,12 @@ pub(crate) use commit::DeltaTable;
 pub use commit::TableOutcome;
 pub(crate) use log::LOG_DIR;
 
+impl Default for DeltaOptions {
+    fn default() -> Self {
+        DeltaOptions::new()
+    }
+}
+
 /// How a job writes into a Delta table
 /// ([`crate::checkpoint::CoordinatorBuilder::delta_table`], [`crate::ingest::Ingest::delta_table`]).
 ///
@@ -36,20 +42,37 @@ pub(crate) use log::LOG_DIR;
 /// schema, where Delta keeps them, and the time directories of
 /// [`crate::bucket::TimePartitioning`] become `string` partition columns after them. An
 /// [`crate::ingest::Ingest`] fills in the schema and the partitioning itself.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DeltaOptions {
     pub(crate) schema: Option<SchemaRef>,
     pub(crate) partition_by: Vec<String>,
     pub(crate) time_directories: Vec<String>,
     pub(crate) single_writer: bool,
     pub(crate) location: Option<String>,
+    pub(crate) log_checkpoints: bool,
 }
 
 impl DeltaOptions {
     /// Options for a table that is not partitioned, concurrent writers allowed; the schema
     /// still has to be given.
     pub fn new() -> Self {
-        DeltaOptions::default()
+        DeltaOptions {
+            schema: None,
+            partition_by: Vec::new(),
+            time_directories: Vec::new(),
+            single_writer: false,
+            location: None,
+            log_checkpoints: true,
+        }
+    }
+
+    /// Whether this job writes a log checkpoint every `delta.checkpointInterval` (10)
+    /// versions it writes (`_delta_log/<v>.checkpoint.parquet` and `_last_checkpoint`), so
+    /// readers and restarts read one checkpoint and a short tail instead of the whole log.
+    /// Default on; checkpoints are optional for correctness.
+    pub fn log_checkpoints(mut self, on: bool) -> Self {
+        self.log_checkpoints = on;
+        self
     }
 
     /// The schema of the job's records.
