@@ -240,6 +240,10 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
             "jobs": results.iter().map(|(m, files)| json!({
                 "job": m.job,
                 "checkpoint_id": m.checkpoint_id,
+                "table": m.table.as_ref().map(|t| json!({
+                    "format": t.format,
+                    "log_entry": "written by the job's next run",
+                })),
                 "files": files.iter().map(|(c, o)| json!({
                     "final_path": c.final_path,
                     "size_bytes": c.size_bytes,
@@ -279,6 +283,13 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
                 m.checkpoint_id,
                 files.len()
             );
+            if m.table.is_some() {
+                outln!(
+                    out,
+                    "  the job writes a Delta table: this checkpoint's log entry is written by \
+                     the job's next run, so table readers see these files only then"
+                );
+            }
             for (c, o) in files {
                 let why = match o {
                     FileOutcome::Failed(_, e) => format!(": {e}"),

@@ -1,0 +1,174 @@
+//! `filesink ingest --table delta` killed with SIGKILL at random moments, then rerun to the
+//! end: after every kill the table (read through its log) holds a prefix of the input, each
+//! record once; at the end delta-rs reads every record exactly once, the job's `txn` is its
+//! last checkpoint, and no checkpoint has two versions.
+//!
+//! The kill moments come from a seeded xorshift generator; rerun a failure with
+//! `FILESINK_SEED=<seed> cargo test --test delta_kill`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::delta::{read_log, table_id_counts};
+use common::delta_py::reader_or_explain;
+use filesink::storage::LocalStorage;
+
+const RECORDS: usize = 100_000;
+const KILLS: usize = 10;
+const DEFAULT_SEED: u64 = 0x5EED_DE17_A000_0001;
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+fn seed() -> u64 {
+    std::env::var("FILESINK_SEED")
+        .ok()
+        .map(|s| s.trim().parse().expect("FILESINK_SEED must be an integer"))
+        .unwrap_or(DEFAULT_SEED)
+}
+
+/// The ids of the table must be `0..n`, each once: checkpoints commit whole prefixes.
+async fn table_prefix(lake: &std::path::Path, when: &str) -> usize {
+    let storage = LocalStorage::new(lake).unwrap();
+    let counts = table_id_counts(&storage).await;
+    for (i, (id, count)) in counts.iter().enumerate() {
+        assert_eq!(*count, 1, "{when}: id {id} is in the table {count} times");
+        assert_eq!(
+            *id, i as i64,
+            "{when}: the table is not a prefix of the input (id {id} at {i})"
+        );
+    }
+    let log = read_log(&storage).await;
+    let mut seen = BTreeSet::new();
+    for (v, app, n) in &log.txn_history {
+        assert!(
+            seen.insert((app.clone(), *n)),
+            "{when}: checkpoint {n} of `{app}` again at version {v}"
+        );
+    }
+    counts.len()
+}
+
+#[tokio::test]
+async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exactly_once() {
+    let seed = seed();
+    eprintln!("delta_kill seed: {seed} (reproduce with FILESINK_SEED={seed})");
+    let mut rng = XorShift(seed.max(1));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.jsonl");
+    let mut text = String::with_capacity(RECORDS * 60);
+    for i in 0..RECORDS {
+        text.push_str(&format!(
+            "{{\"id\":{i},\"day\":\"2026-11-{:02}\",\"amount\":{}.5}}\n",
+            25 + i % 6,
+            i % 977
+        ));
+    }
+    fs::write(&input, text).unwrap();
+    let lake = dir.path().join("lake");
+    let args = [
+        "ingest",
+        input.to_str().unwrap(),
+        "--to",
+        lake.to_str().unwrap(),
+        "--table",
+        "delta",
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "2000rows",
+        "--job",
+        "events",
+    ];
+    let started = Instant::now();
+    let mut killed = 0;
+    for round in 0..KILLS {
+        let delay = Duration::from_millis(rng.between(1, if round < 3 { 40 } else { 150 }));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + delay;
+        let mut exited = None;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                exited = Some(status);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match exited {
+            Some(status) => {
+                assert!(
+                    status.success(),
+                    "round {round} (seed {seed}): ingest failed"
+                );
+                break;
+            }
+            None => {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                killed += 1;
+            }
+        }
+        let n = table_prefix(
+            &lake,
+            &format!("seed {seed}, after kill {round} at {delay:?}"),
+        )
+        .await;
+        eprintln!("round {round}: killed after {delay:?}, {n} records in the table");
+    }
+    assert!(killed > 0, "seed {seed}: no run was killed");
+    let out = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "final run (seed {seed}) failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = table_prefix(&lake, &format!("seed {seed}, after the final run")).await;
+    assert_eq!(n, RECORDS, "seed {seed}: records missing from the table");
+
+    let Some(reader) = reader_or_explain() else {
+        return;
+    };
+    let location = (lake.display().to_string(), Vec::new());
+    assert_eq!(
+        reader.ids(&location, None),
+        (0..RECORDS as i64).collect::<Vec<_>>(),
+        "seed {seed}: delta-rs"
+    );
+    let storage = LocalStorage::new(&lake).unwrap();
+    let log = read_log(&storage).await;
+    let (app, txn) = log.txns.iter().next().expect("a txn");
+    let last = filesink::checkpoint::manifest::latest_manifest(&storage, "events", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(*txn as u64 <= last.checkpoint_id);
+    assert_eq!(reader.txn(&location, app, None), Some(*txn));
+    eprintln!(
+        "{killed} kills, {RECORDS} records exactly once in the table, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
