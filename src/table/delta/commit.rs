@@ -46,7 +46,7 @@ use crate::{Error, Result};
 /// Attempts of the commit loop before the entry is deferred to the next checkpoint.
 pub(crate) const COMMIT_ATTEMPTS_MAX: usize = 100;
 
-/// What [`DeltaTable::commit`] did with a checkpoint.
+/// What the log step of a checkpoint did ([`crate::checkpoint::CheckpointReport::table_outcome`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TableOutcome {
@@ -56,7 +56,7 @@ pub enum TableOutcome {
     AlreadyCommitted,
     /// The checkpoint had no file the log does not hold: no entry.
     NothingToCommit,
-    /// Lost the race for a version [`COMMIT_ATTEMPTS_MAX`] times: the next checkpoint's entry
+    /// Lost the race for a version 100 times in a row: the next checkpoint's entry
     /// carries this one's files.
     Deferred,
 }

@@ -1,8 +1,11 @@
 //! Delta Lake tables (`_delta_log/` beside `_filesink/`), written by filesink's own minimal log
 //! writer against the Delta protocol (`PROTOCOL.md` of delta-io/delta).
 //!
-//! The design is `docs/design/delta.md`; sections 2–8 and 12 move here once the log reader and
-//! the commit loop exist. The pieces so far are pure, with no storage I/O:
+//! A job writing into a table ([`crate::checkpoint::CoordinatorBuilder::delta_table`]) commits
+//! each checkpoint as before (manifest, then files) and then appends one log entry: `add`s for
+//! the checkpoint's files and a `txn` with appId `filesink-<sink id>-<job>` and the checkpoint
+//! id as version. The manifest stays the completion point; the entry is a redo step of the
+//! commit, idempotent through the `txn` (design section 3 and 4: `docs/design/delta.md`).
 //!
 //! - `schema`: Arrow schema → Delta `schemaString`, and the compatibility check of a job's
 //!   schema against a table's (design section 7);
@@ -12,7 +15,10 @@
 //!   `domainMetadata`), tolerant reading of other engines' entries and rendering of ours;
 //! - `stats`: the `stats` string of an `add`, its `partitionValues` and its URI-encoded `path`;
 //! - `checkpoint`: classic Parquet log checkpoints read (any engine's, multi-part too) and
-//!   written (design section 8), `_last_checkpoint`, and the names of the log's files.
+//!   written (design section 8), `_last_checkpoint`, and the names of the log's files;
+//! - `log`: the `Snapshot` a writer needs, loaded without reading the whole log
+//!   (design section 5);
+//! - `commit`: `DeltaTable`, the commit loop (design section 6) and log checkpoints.
 
 pub(crate) mod actions;
 pub(crate) mod checkpoint;
