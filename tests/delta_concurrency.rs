@@ -1,0 +1,150 @@
+//! Several processes appending to one Delta table at once: four `filesink ingest` runs (jobs
+//! `a`…`d`, distinct ids, checkpoints every 1,000 records) race for the log's versions. Every
+//! record ends up in the table exactly once, every version holds one checkpoint of one job,
+//! no checkpoint has two versions, and delta-rs reads the same.
+//!
+//! Local disk (`RENAME_NOREPLACE`) and Ceph radosgw (`If-None-Match: *`); Garage, which
+//! ignores conditional writes, is refused without `--single-writer` (tests/delta_read_back.rs).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+
+use common::backend::{ceph_or_explain, Backend, Kind};
+use common::delta::{assert_table_exactly_once, read_log};
+use common::delta_py::{reader_or_explain, table_location};
+
+const PER_JOB: i64 = 20_000;
+const JOBS: [&str; 4] = ["a", "b", "c", "d"];
+
+/// The URL the CLI writes to, and the environment it needs for it.
+fn url_of(b: &Backend) -> (String, Vec<(String, String)>) {
+    match &b.kind {
+        Kind::Local(dir) => (dir.path().display().to_string(), Vec::new()),
+        Kind::S3 { bucket, prefix, .. } => {
+            let var = |name: &str| std::env::var(name).unwrap();
+            (
+                format!("s3://{bucket}/{prefix}"),
+                vec![
+                    ("AWS_ENDPOINT".into(), var("FILESINK_CEPH_ENDPOINT")),
+                    ("AWS_REGION".into(), var("FILESINK_CEPH_REGION")),
+                    (
+                        "AWS_ACCESS_KEY_ID".into(),
+                        var("FILESINK_CEPH_ACCESS_KEY_ID"),
+                    ),
+                    (
+                        "AWS_SECRET_ACCESS_KEY".into(),
+                        var("FILESINK_CEPH_SECRET_ACCESS_KEY"),
+                    ),
+                    ("AWS_ALLOW_HTTP".into(), "true".into()),
+                ],
+            )
+        }
+        Kind::Memory(_) => unreachable!("the CLI cannot write into the in-memory store"),
+    }
+}
+
+async fn four_appenders(b: Backend) {
+    let inputs = tempfile::tempdir().unwrap();
+    let (url, env) = url_of(&b);
+    let mut children = Vec::new();
+    for (k, job) in JOBS.iter().enumerate() {
+        let path = inputs.path().join(format!("{job}.jsonl"));
+        let first = k as i64 * PER_JOB;
+        let text: String = (first..first + PER_JOB)
+            .map(|i| format!("{{\"id\":{i},\"day\":\"2026-11-{:02}\"}}\n", 25 + i % 3))
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args(["ingest", path.to_str().unwrap(), "--to", &url])
+            .args(["--table", "delta", "--partition-by", "day", "--job", job])
+            .args(["--checkpoint-every", "1000rows", "--parallelism", "1"])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        children.push((job, child));
+    }
+    for (job, child) in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "[{}] job {job} failed: {}",
+            b.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let n = PER_JOB * JOBS.len() as i64;
+    assert_table_exactly_once(b.storage.as_ref(), n, b.name).await;
+    let log = read_log(b.storage.as_ref()).await;
+    let listed = b
+        .storage
+        .list_metadata_from("_delta_log", "")
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.name.ends_with(".json"))
+        .count();
+    assert_eq!(
+        listed,
+        log.versions.len(),
+        "[{}] versions are contiguous from 0",
+        b.name
+    );
+    // Each version is one checkpoint of one job; no checkpoint twice.
+    let mut seen = BTreeSet::new();
+    for (v, app, cp) in &log.txn_history {
+        assert!(
+            seen.insert((app.clone(), *cp)),
+            "[{}] checkpoint {cp} of {app} twice (version {v})",
+            b.name
+        );
+    }
+    assert_eq!(
+        log.txn_history.len(),
+        log.versions.len(),
+        "[{}] one txn per version",
+        b.name
+    );
+    assert_eq!(log.txns.len(), JOBS.len(), "[{}] one appId per job", b.name);
+    // 20 checkpoints of 1,000 records each, per job, in the job's order.
+    for (app, last) in &log.txns {
+        let mine: Vec<i64> = log
+            .txn_history
+            .iter()
+            .filter(|(_, a, _)| a == app)
+            .map(|(_, _, cp)| *cp)
+            .collect();
+        assert_eq!(mine.len(), 20, "[{}] `{app}`: {mine:?}", b.name);
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "[{}] `{app}`: {mine:?}",
+            b.name
+        );
+        assert_eq!(mine.last(), Some(last));
+    }
+
+    if let Some(reader) = reader_or_explain() {
+        let location = table_location(&b);
+        assert_eq!(
+            reader.ids(&location, None),
+            (0..n).collect::<Vec<_>>(),
+            "[{}]",
+            b.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn four_processes_append_to_one_table_exactly_once_local() {
+    four_appenders(Backend::local()).await;
+}
+
+#[tokio::test]
+async fn four_processes_append_to_one_table_exactly_once_ceph() {
+    if let Some(b) = ceph_or_explain() {
+        four_appenders(b).await;
+    }
+}
