@@ -25,11 +25,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::job::{format_of, run, Rng, JOB, RECORDS};
+use common::delta::{read_log, run_table, table_id_counts};
+use common::job::{commits_in_background, format_of, run, Rng, JOB, RECORDS};
 use filesink::checkpoint::manifest::latest_manifest;
 use filesink::storage::local::Fs;
 use filesink::storage::power_loss::{PowerLoss, PowerLossDisk};
 use filesink::storage::{LocalStorage, Storage};
+use filesink::FileFormat;
 
 const BASE: &str = "/lake";
 
@@ -37,18 +39,40 @@ fn storage_on(disk: &PowerLossDisk) -> filesink::Result<Arc<dyn Storage>> {
     Ok(Arc::new(LocalStorage::on(Arc::new(disk.clone()), BASE)?))
 }
 
+/// The plain job, or the job writing into a Delta table (`common::delta::run_table`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    Delta,
+}
+
 /// Runs the job on `disk` from its latest manifest; `acked` as in [`run`].
-async fn run_on(disk: &PowerLossDisk, seed: u64, acked: &mut i64) -> filesink::Result<()> {
-    run(storage_on(disk)?, seed, acked).await
+async fn run_on(
+    variant: Variant,
+    disk: &PowerLossDisk,
+    seed: u64,
+    acked: &mut i64,
+) -> filesink::Result<()> {
+    match variant {
+        Variant::Plain => run(storage_on(disk)?, seed, acked).await,
+        Variant::Delta => run_table(storage_on(disk)?, seed, acked).await,
+    }
+}
+
+fn format_in(variant: Variant, seed: u64) -> FileFormat {
+    match variant {
+        Variant::Plain => format_of(seed),
+        Variant::Delta => FileFormat::parquet(),
+    }
 }
 
 /// How often each id is visible on `disk`, read back with the real readers.
-async fn visible_ids(disk: &PowerLossDisk, seed: u64) -> BTreeMap<i64, usize> {
+async fn visible_ids(variant: Variant, disk: &PowerLossDisk, seed: u64) -> BTreeMap<i64, usize> {
     let storage = storage_on(disk).unwrap();
     let mut counts = BTreeMap::new();
     for file in storage.list_visible().await.unwrap() {
         let bytes = disk.read(&Path::new(BASE).join(&file.path)).unwrap();
-        for id in common::ids_in_bytes(bytes, &format_of(seed)) {
+        for id in common::ids_in_bytes(bytes, &format_in(variant, seed)) {
             *counts.entry(id).or_insert(0) += 1;
         }
     }
@@ -56,12 +80,39 @@ async fn visible_ids(disk: &PowerLossDisk, seed: u64) -> BTreeMap<i64, usize> {
 }
 
 /// The checks after a power loss, then the restart to the end.
-async fn recover_and_finish(after: &PowerLossDisk, seed: u64, acked: i64, ctx: &str) {
+async fn recover_and_finish(
+    variant: Variant,
+    after: &PowerLossDisk,
+    seed: u64,
+    acked: i64,
+    ctx: &str,
+) {
     let storage = storage_on(after).unwrap();
-    let covered = latest_manifest(storage.as_ref(), JOB, None)
+    let latest = latest_manifest(storage.as_ref(), JOB, None)
         .await
-        .unwrap_or_else(|e| panic!("{ctx}: the latest manifest is unreadable: {e}"))
+        .unwrap_or_else(|e| panic!("{ctx}: the latest manifest is unreadable: {e}"));
+    let covered = latest
+        .as_ref()
         .map_or(0, |m| m.source_position.as_i64().unwrap());
+    if variant == Variant::Delta {
+        // The table: nothing the surviving manifests do not cover, nothing twice, every live
+        // file present; a checkpoint that returned Ok after its log step (not a background
+        // commit) is in the surviving log.
+        let in_table = table_id_counts(storage.as_ref()).await;
+        for (id, count) in &in_table {
+            assert!(*id < covered, "{ctx}: id {id} is in the table beyond the surviving manifests (covered: {covered})");
+            assert_eq!(*count, 1, "{ctx}: id {id} in the table {count} times");
+        }
+        if !commits_in_background(seed) {
+            for id in 0..acked {
+                assert!(in_table.contains_key(&id), "{ctx}: id {id} was acknowledged with its log entry but is not in the surviving table");
+            }
+        }
+        let last = latest.as_ref().map_or(0, |m| m.checkpoint_id as i64);
+        for (app, n) in read_log(storage.as_ref()).await.txns {
+            assert!(n <= last, "{ctx}: the log holds checkpoint {n} of `{app}` beyond the surviving manifest {last}");
+        }
+    }
     assert!(
         covered >= acked,
         "{ctx}: the checkpoint at {acked} returned Ok, the latest surviving manifest covers {covered}"
@@ -69,7 +120,7 @@ async fn recover_and_finish(after: &PowerLossDisk, seed: u64, acked: i64, ctx: &
     // Records below `covered` are not replayed: from here on they exist only on the disk, in
     // committed files or in the row files the manifest resumes, and the end check below
     // finds every one of them.
-    let counts = visible_ids(after, seed).await;
+    let counts = visible_ids(variant, after, seed).await;
     for (id, count) in &counts {
         assert!(
             *id < covered,
@@ -78,10 +129,13 @@ async fn recover_and_finish(after: &PowerLossDisk, seed: u64, acked: i64, ctx: &
         assert_eq!(*count, 1, "{ctx}: id {id} visible {count} times");
     }
     let mut end = 0;
-    run_on(after, seed, &mut end)
+    run_on(variant, after, seed, &mut end)
         .await
         .unwrap_or_else(|e| panic!("{ctx}: the restart after the power loss failed: {e}"));
-    let counts = visible_ids(after, seed).await;
+    if variant == Variant::Delta {
+        common::delta::assert_table_exactly_once(storage.as_ref(), RECORDS, ctx).await;
+    }
+    let counts = visible_ids(variant, after, seed).await;
     let wrong: Vec<_> = (0..RECORDS)
         .filter(|id| counts.get(id) != Some(&1))
         .take(5)
@@ -103,9 +157,9 @@ fn power_loss_of(rng: &mut Rng) -> PowerLoss {
 }
 
 /// Counts the calls a run from `disk`'s state to the end makes.
-async fn calls_to_finish(disk: &PowerLossDisk, seed: u64) -> usize {
+async fn calls_to_finish(variant: Variant, disk: &PowerLossDisk, seed: u64) -> usize {
     let probe = disk.restart_process();
-    run_on(&probe, seed, &mut 0).await.unwrap();
+    run_on(variant, &probe, seed, &mut 0).await.unwrap();
     probe.ops()
 }
 
@@ -125,68 +179,100 @@ fn seeds() -> Vec<u64> {
 
 #[tokio::test]
 async fn power_loss_at_every_call_keeps_every_acknowledged_record() {
+    power_loss_at_every_call(Variant::Plain, seeds()).await;
+}
+
+#[tokio::test]
+async fn power_loss_at_every_call_keeps_every_acknowledged_record_in_a_delta_table() {
+    power_loss_at_every_call(Variant::Delta, delta_seeds()).await;
+}
+
+/// Seeds of the Delta variants: fewer (its runs make more calls), one of each writer count
+/// and commit mode (`writers_of`, `commits_in_background`).
+fn delta_seeds() -> Vec<u64> {
+    match std::env::var("FILESINK_POWER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => vec![0, 3, 6, 9],
+    }
+}
+
+async fn power_loss_at_every_call(variant: Variant, seeds: Vec<u64>) {
     let (mut cases, mut partial) = (0, 0);
-    for seed in seeds() {
-        let calls = calls_to_finish(&PowerLossDisk::new(), seed).await;
+    for seed in seeds {
+        let calls = calls_to_finish(variant, &PowerLossDisk::new(), seed).await;
         for at in 1..=calls {
             let mut rng = Rng::new(seed ^ (at as u64).wrapping_mul(0x51_7CC1_B727_220A));
             let applied = rng.next() % 2 == 0;
             let how = power_loss_of(&mut rng);
             let ctx = format!(
-                "[power loss] seed {seed}, call {at} of {calls} (applied: {applied}), {how:?} \
+                "[power loss {variant:?}] seed {seed}, call {at} of {calls} (applied: {applied}), {how:?} \
                  (rerun: FILESINK_POWER_SEED={seed} cargo test --test power_loss)"
             );
             let disk = PowerLossDisk::new();
             disk.crash_at(at, applied);
             let mut acked = 0;
-            let result = run_on(&disk, seed, &mut acked).await;
+            let result = run_on(variant, &disk, seed, &mut acked).await;
             assert!(
                 result.is_err() && disk.is_off(),
                 "{ctx}: the run did not stop at the crash: {result:?}"
             );
-            recover_and_finish(&disk.power_loss(how), seed, acked, &ctx).await;
+            recover_and_finish(variant, &disk.power_loss(how), seed, acked, &ctx).await;
             cases += 1;
             partial += matches!(how, PowerLoss::Partial { .. }) as usize;
         }
     }
-    eprintln!("power loss: {cases} cases ({partial} keeping part of the unflushed state)");
+    eprintln!(
+        "power loss {variant:?}: {cases} cases ({partial} keeping part of the unflushed state)"
+    );
 }
 
 #[tokio::test]
 async fn a_process_crash_then_a_power_loss_keeps_every_acknowledged_record() {
+    crash_then_power_loss(Variant::Plain, seeds()).await;
+}
+
+#[tokio::test]
+async fn a_process_crash_then_a_power_loss_keeps_every_acknowledged_record_in_a_delta_table() {
+    crash_then_power_loss(Variant::Delta, delta_seeds()).await;
+}
+
+async fn crash_then_power_loss(variant: Variant, seeds: Vec<u64>) {
     let mut cases = 0;
-    for seed in seeds() {
-        let calls = calls_to_finish(&PowerLossDisk::new(), seed).await;
+    for seed in seeds {
+        let calls = calls_to_finish(variant, &PowerLossDisk::new(), seed).await;
         for first in 1..=calls {
             let mut rng = Rng::new(seed ^ (first as u64).wrapping_mul(0x2F_6B2A_97A3_5D5B));
             // The process dies at call `first`; the disk keeps everything.
             let disk = PowerLossDisk::new();
             disk.crash_at(first, rng.next() % 2 == 0);
             let mut acked = 0;
-            assert!(run_on(&disk, seed, &mut acked).await.is_err());
+            assert!(run_on(variant, &disk, seed, &mut acked).await.is_err());
             // The restarted process loses power at a seeded call of its own run.
-            let second_calls = calls_to_finish(&disk, seed).await;
+            let second_calls = calls_to_finish(variant, &disk, seed).await;
             let second = 1 + rng.below(second_calls);
             let applied = rng.next() % 2 == 0;
             let how = power_loss_of(&mut rng);
             let ctx = format!(
-                "[process crash, then power loss] seed {seed}, process crash at call {first} of \
+                "[process crash, then power loss, {variant:?}] seed {seed}, process crash at call {first} of \
                  {calls}, power loss at call {second} of {second_calls} of the restarted run \
                  (applied: {applied}), {how:?} (rerun: FILESINK_POWER_SEED={seed} cargo test \
                  --test power_loss)"
             );
             let restarted = disk.restart_process();
             restarted.crash_at(second, applied);
-            let result = run_on(&restarted, seed, &mut acked).await;
+            let result = run_on(variant, &restarted, seed, &mut acked).await;
             assert!(
                 result.is_err() && restarted.is_off(),
                 "{ctx}: the run did not stop at the crash: {result:?}"
             );
-            recover_and_finish(&restarted.power_loss(how), seed, acked, &ctx).await;
+            recover_and_finish(variant, &restarted.power_loss(how), seed, acked, &ctx).await;
             cases += 1;
         }
     }
-    eprintln!("process crash then power loss: {cases} cases");
+    eprintln!("process crash then power loss {variant:?}: {cases} cases");
 }
 
 #[tokio::test]

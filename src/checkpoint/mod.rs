@@ -256,6 +256,8 @@ struct CommitRun {
     started: Instant,
     /// The job's table, lent to the commit.
     table: Option<DeltaTable>,
+    /// Why the log entry was deferred, if it was for an error.
+    table_error: Option<Error>,
 }
 
 impl Drop for Coordinator {
@@ -403,16 +405,19 @@ impl Coordinator {
             });
         }
         // The latest checkpoint's files are committed; its log entry may not be written yet.
-        let mut uncommitted = Vec::new();
         if let (Some(t), Some(m)) = (table.as_mut(), &latest) {
             let outcome = t
                 .commit(m.checkpoint_id, m.created_at_ms, &m.committables)
                 .await;
-            match outcome {
-                Ok(TableOutcome::Deferred) => uncommitted = m.committables.clone(),
-                Err(e) if e.is_retryable() => uncommitted = m.committables.clone(),
-                Err(e) => return Err(e),
-                Ok(_) => {}
+            // After `open` the latest checkpoint is in the log, as its files are visible: a log
+            // step that cannot be done now fails the open (nothing is lost; a rerun redoes it).
+            if outcome? == TableOutcome::Deferred {
+                return Err(Error::InvalidInput(format!(
+                    "the Delta log entry of checkpoint {} of job `{job}` lost the race for a \
+                     table version {} times; run the job again",
+                    m.checkpoint_id,
+                    crate::table::delta::COMMIT_ATTEMPTS_MAX
+                )));
             }
         }
         Ok(Coordinator {
@@ -423,7 +428,7 @@ impl Coordinator {
             sink: sink.clone(),
             writers,
             last_checkpoint: latest.as_ref().map_or(0, |m| m.checkpoint_id),
-            uncommitted,
+            uncommitted: Vec::new(),
             source_position: latest.as_ref().map(|m| m.source_position.clone()),
             finished: latest.as_ref().is_some_and(|m| m.finished),
             retention: Self::DEFAULT_RETENTION,
@@ -808,7 +813,20 @@ impl Coordinator {
                 ..CheckpointReport::default()
             });
         }
-        let report = self.settle(run.await)?;
+        let mut run = run.await;
+        let table_error = run.table_error.take();
+        let report = self.settle(run)?;
+        // The last checkpoint of a job promises its records to the table's readers: a log
+        // entry that had to wait fails it (the manifest holds the files; a rerun writes it).
+        if finished && report.table_outcome == Some(TableOutcome::Deferred) {
+            return Err(table_error.unwrap_or_else(|| {
+                Error::InvalidInput(format!(
+                    "the last checkpoint ({id}) of job `{}` is complete but its Delta log entry \
+                     could not be written yet; run the job again to write it",
+                    self.job
+                ))
+            }));
+        }
         let span = tracing::Span::current();
         span.record("files", report.committed_files);
         span.record("bytes", report.committed_bytes);
@@ -838,6 +856,7 @@ impl Coordinator {
             fatal: None,
             started,
             table,
+            table_error: None,
         };
         let results = committer.commit(&committables).await;
         // The log step needs every file committed (files before entries); it keeps them all
@@ -876,6 +895,7 @@ impl Coordinator {
                         tracing::warn!(error = %e, "log entry deferred to the next checkpoint");
                         run.report.table_outcome = Some(TableOutcome::Deferred);
                         run.deferred = all;
+                        run.table_error = Some(e);
                     }
                     Err(e) => run.fatal = Some(e),
                 }
@@ -902,6 +922,7 @@ impl Coordinator {
             fatal,
             started,
             table,
+            table_error: _,
         } = run;
         if table.is_some() {
             self.table = table;

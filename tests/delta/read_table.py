@@ -83,7 +83,12 @@ def main():
         }
         out["partition_columns"] = table.metadata().partition_columns
     json.dump(out, sys.stdout)
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
     main()
+    # Skip the interpreter's teardown: under load, the native threads of delta-rs and pyarrow
+    # can abort the process while it exits ("terminate called without an active exception"),
+    # after the answer is printed.
+    os._exit(0)

@@ -43,8 +43,13 @@ use crate::protocol::{Committable, FileStats};
 use crate::storage::Storage;
 use crate::{Error, Result};
 
-/// Attempts of the commit loop before the entry is deferred to the next checkpoint.
-pub(crate) const COMMIT_ATTEMPTS_MAX: usize = 100;
+/// Attempts of the commit loop (lost races for a version) before a checkpoint's log entry
+/// is deferred to the next checkpoint.
+pub const COMMIT_ATTEMPTS_MAX: usize = 100;
+
+/// Puts that failed with a retryable error (the store, not another writer) that the loop
+/// retries before it returns the error (the coordinator then defers the entry).
+const PUT_RETRIES_MAX: usize = 3;
 
 /// What the log step of a checkpoint did ([`crate::checkpoint::CheckpointReport::table_outcome`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +61,7 @@ pub enum TableOutcome {
     AlreadyCommitted,
     /// The checkpoint had no file the log does not hold: no entry.
     NothingToCommit,
-    /// Lost the race for a version 100 times in a row: the next checkpoint's entry
+    /// Lost the race for a version [`COMMIT_ATTEMPTS_MAX`] times in a row: the next checkpoint's entry
     /// carries this one's files.
     Deferred,
 }
@@ -202,6 +207,7 @@ impl DeltaTable {
         let n = i64::try_from(checkpoint_id)
             .map_err(|_| Error::InvalidInput(format!("checkpoint id {checkpoint_id} too large")))?;
         let mut lost_races = 0u32;
+        let mut failed_puts = 0usize;
         for _ in 0..COMMIT_ATTEMPTS_MAX {
             self.refresh().await?;
             let done = self.snapshot.txn_version(&self.app_id);
@@ -236,8 +242,9 @@ impl DeltaTable {
                         tokio::time::sleep(Duration::from_millis(ms)).await;
                     }
                 }
-                Err(e) if e.is_retryable() => {
+                Err(e) if e.is_retryable() && failed_puts < PUT_RETRIES_MAX => {
                     // The put may have landed: the next refresh tells.
+                    failed_puts += 1;
                     tracing::warn!(error = %e, version = v, "log entry put failed; retrying");
                 }
                 Err(e) => return Err(e),

@@ -31,7 +31,7 @@ pub(crate) mod stats;
 use arrow::datatypes::SchemaRef;
 
 pub(crate) use commit::DeltaTable;
-pub use commit::TableOutcome;
+pub use commit::{TableOutcome, COMMIT_ATTEMPTS_MAX};
 pub(crate) use log::LOG_DIR;
 
 impl Default for DeltaOptions {
