@@ -22,6 +22,7 @@ use crate::protocol::{
     decode_versioned, Committable, WriterState, FORMAT_VERSION, FORMAT_VERSION_STATS,
 };
 use crate::storage::Storage;
+use crate::table::delta::TableRemove;
 use crate::{Error, Result};
 
 /// The identity of a sink directory, written once at its first checkpoint.
@@ -71,6 +72,13 @@ pub struct ManifestTable {
     pub format: String,
     /// The application id of the job's `txn` actions: `filesink-<sink id>-<job>`.
     pub app_id: String,
+    /// For a compaction round: the table version its plan was made on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_version: Option<i64>,
+    /// For a compaction round: the files its output replaces, removed by the same log entry
+    /// that adds the output (`docs/design/delta.md` section 9).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removes: Vec<TableRemove>,
 }
 
 #[derive(Serialize)]

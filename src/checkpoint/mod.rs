@@ -57,7 +57,7 @@ use crate::protocol::{BucketId, PreparedCheckpoint};
 use crate::protocol::{CommitOutcome, Committable, WriterState};
 use crate::sink::{Sink, SinkWriter};
 use crate::storage::{JobLease, LeaseOptions, Leftover, Storage};
-use crate::table::delta::{DeltaOptions, DeltaTable, TableOutcome};
+use crate::table::delta::{DeltaOptions, DeltaTable, TableOutcome, TableRemove};
 use crate::{Error, Result};
 
 pub mod manifest;
@@ -243,6 +243,9 @@ pub struct Coordinator {
     table: Option<DeltaTable>,
     /// Whether the job writes into a table (so a missing `table` is a commit task that died).
     writes_table: bool,
+    /// What the next checkpoint removes from the table, and the version that was planned on
+    /// ([`Coordinator::rearrange`]).
+    rearranging: Option<(i64, Vec<TableRemove>)>,
 }
 
 /// What committing one complete checkpoint did.
@@ -364,6 +367,18 @@ impl Coordinator {
             None => None,
         };
         check_table_job(job, latest.as_ref(), table.as_ref())?;
+        // A compaction round whose entry is not in the log, and one of whose inputs another
+        // writer removed meanwhile, is abandoned: its output must never become visible to the
+        // table, so its files are not committed (and removed if they already were).
+        let mut abandoned = false;
+        if let (Some(t), Some(m)) = (table.as_mut(), &latest) {
+            let removes = m.table.as_ref().map_or(&[][..], |s| &s.removes[..]);
+            let in_log = t.txn_version().is_some_and(|v| v >= m.checkpoint_id);
+            if !removes.is_empty() && !in_log && !t.inputs_still_live(removes).await? {
+                abandon_round(storage.as_ref(), job, m.checkpoint_id, &m.committables).await?;
+                abandoned = true;
+            }
+        }
         let parallelism = match &latest {
             Some(m) if adopt_parallelism && !m.writers.is_empty() => m.writers.len(),
             _ => parallelism,
@@ -398,6 +413,7 @@ impl Coordinator {
                     format!("it has no state for writer `{writer_id}`"),
                 ));
             }
+            let committables = if abandoned { Vec::new() } else { committables };
             let restored = writer_sink.restore_writer(state, &committables).await?;
             restored_outcomes.extend(restored.commit_outcomes);
             writers.push(JobWriter {
@@ -405,13 +421,18 @@ impl Coordinator {
             });
         }
         // The latest checkpoint's files are committed; its log entry may not be written yet.
-        if let (Some(t), Some(m)) = (table.as_mut(), &latest) {
+        if let (Some(t), Some(m), false) = (table.as_mut(), &latest, abandoned) {
+            let removes = m.table.as_ref().map_or(&[][..], |s| &s.removes[..]);
             let outcome = t
-                .commit(m.checkpoint_id, m.created_at_ms, &m.committables)
+                .commit(m.checkpoint_id, m.created_at_ms, &m.committables, removes)
                 .await;
             // After `open` the latest checkpoint is in the log, as its files are visible: a log
             // step that cannot be done now fails the open (nothing is lost; a rerun redoes it).
-            if outcome? == TableOutcome::Deferred {
+            let outcome = outcome?;
+            if outcome == TableOutcome::Abandoned {
+                abandon_round(storage.as_ref(), job, m.checkpoint_id, &m.committables).await?;
+            }
+            if outcome == TableOutcome::Deferred {
                 return Err(Error::InvalidInput(format!(
                     "the Delta log entry of checkpoint {} of job `{job}` lost the race for a \
                      table version {} times; run the job again",
@@ -437,6 +458,7 @@ impl Coordinator {
             committing: None,
             writes_table: table.is_some(),
             table,
+            rearranging: None,
         })
     }
 
@@ -444,6 +466,19 @@ impl Coordinator {
     pub fn with_retention(mut self, manifests: usize) -> Self {
         self.retention = manifests.max(1);
         self
+    }
+
+    /// The job's table, if it writes into one (and no commit runs in the background).
+    pub(crate) fn table(&self) -> Option<&DeltaTable> {
+        self.table.as_ref()
+    }
+
+    /// Makes the next checkpoint a rearrangement of the table (a compaction round): its log
+    /// entry also removes `removes` (with `dataChange: false`, as its adds), planned on table
+    /// version `read_version`, and is not written if another writer removed one of them first
+    /// ([`TableOutcome::Abandoned`]: the checkpoint's files are then deleted instead).
+    pub(crate) fn rearrange(&mut self, read_version: i64, removes: Vec<TableRemove>) {
+        self.rearranging = Some((read_version, removes));
     }
 
     /// Gives the job up, so that another run can take it at once. Dropping the coordinator
@@ -759,9 +794,15 @@ impl Coordinator {
                     self.job
                 )));
             };
+            let (read_version, removes) = match &self.rearranging {
+                Some((v, r)) => (Some(*v), r.clone()),
+                None => (None, Vec::new()),
+            };
             manifest.table = Some(ManifestTable {
                 format: "delta".into(),
                 app_id: table.app_id().to_owned(),
+                read_version,
+                removes,
             });
         }
         manifest.version = manifest.format_version();
@@ -804,6 +845,7 @@ impl Coordinator {
             committables,
             started,
             self.table.take(),
+            self.rearranging.take().map(|(_, r)| r).unwrap_or_default(),
         );
         if background {
             let span = tracing::info_span!("background_commit", job = %self.job, checkpoint = id);
@@ -846,6 +888,7 @@ impl Coordinator {
         committables: Vec<Committable>,
         started: Instant,
         table: Option<DeltaTable>,
+        removes: Vec<TableRemove>,
     ) -> CommitRun {
         let mut run = CommitRun {
             report: CheckpointReport {
@@ -882,10 +925,16 @@ impl Coordinator {
         if let (Some(table), Some(all)) = (run.table.as_mut(), for_table) {
             if run.fatal.is_none() && run.deferred.is_empty() {
                 let outcome = table
-                    .commit(id, created_at_ms, &all)
+                    .commit(id, created_at_ms, &all, &removes)
                     .instrument(tracing::debug_span!("table_commit", job = %job, checkpoint = id))
                     .await;
                 match outcome {
+                    Ok(TableOutcome::Abandoned) => {
+                        run.report.table_outcome = Some(TableOutcome::Abandoned);
+                        if let Err(e) = abandon_round(storage.as_ref(), &job, id, &all).await {
+                            run.fatal = Some(e);
+                        }
+                    }
                     Ok(TableOutcome::Deferred) => {
                         run.report.table_outcome = Some(TableOutcome::Deferred);
                         run.deferred = all;
@@ -962,6 +1011,28 @@ impl Coordinator {
 }
 
 /// A source position as the JSON value a manifest records.
+/// Abandons compaction round `id` of `job`: its output files, committed or not, must never
+/// enter the log. Committed ones are removed under their final names (they are this job's,
+/// in no log version); pending ones are left to the writer's restore, which removes what no
+/// manifest references. Idempotent.
+async fn abandon_round(
+    storage: &dyn Storage,
+    job: &str,
+    id: u64,
+    outputs: &[Committable],
+) -> Result<()> {
+    for c in outputs {
+        storage.remove_data_file(&c.final_path).await?;
+    }
+    tracing::warn!(
+        job = %job,
+        checkpoint = id,
+        files = outputs.len(),
+        "compaction round abandoned: another writer removed one of its inputs"
+    );
+    Ok(())
+}
+
 /// Refuses to restore a job as a table job that was not one, or the other way round, and a
 /// job whose manifests do not match what the table's log says of it (the reset guard,
 /// `docs/design/delta.md` section 3): either would leave files outside the log, or skip

@@ -23,6 +23,7 @@ macro_rules! outln {
 pub mod abort;
 pub mod bench;
 pub mod commit;
+pub mod compact;
 pub mod exit;
 pub mod ingest;
 pub mod inspect;
@@ -76,6 +77,10 @@ pub enum Command {
     #[command(after_help = exit::AFTER_HELP)]
     Abort(abort::AbortArgs),
     /// Show a checkpoint manifest.
+    /// Compacts a Delta table: merges each partition's small files into files of a target
+    /// size, swapped in by one log entry (readers never see a row twice or miss one).
+    #[command(after_help = exit::AFTER_HELP)]
+    Compact(compact::CompactArgs),
     #[command(after_help = exit::AFTER_HELP)]
     Inspect(inspect::InspectArgs),
     /// Measure roll and commit throughput on a directory you name, against the syscall
@@ -101,6 +106,7 @@ async fn command(cli: Cli, out: &mut dyn Write) -> CliResult {
         Command::Ls(a) => ls::run(a, out).await?,
         Command::Commit(a) => commit::run(a, out).await?,
         Command::Abort(a) => abort::run(a, out).await?,
+        Command::Compact(a) => compact::run(a, out).await?,
         Command::Inspect(a) => inspect::run(a, out).await?,
         Command::Bench(a) => bench::run(&a)
             .await

@@ -27,12 +27,13 @@
 //! before the entry), and so is a new `metaData` (an incompatible schema is
 //! [`Error::Conflict`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument;
 
-use super::actions::{Add, CommitInfo, Entry, FilesinkInfo, Metadata, Txn};
+use super::actions::{Add, CommitInfo, Entry, FilesinkInfo, Metadata, Remove, Txn};
 use super::checkpoint::{self, CheckpointContent, LastCheckpoint};
 use super::features::{self, Accepted};
 use super::log::{entry_path, Snapshot, LAST_CHECKPOINT, LOG_DIR};
@@ -61,6 +62,9 @@ pub enum TableOutcome {
     AlreadyCommitted,
     /// The checkpoint had no file the log does not hold: no entry.
     NothingToCommit,
+    /// A compaction round whose inputs another writer removed meanwhile: its entry must not
+    /// be written (the round is abandoned and its output deleted).
+    Abandoned,
     /// Lost the race for a version [`COMMIT_ATTEMPTS_MAX`] times in a row: the next checkpoint's entry
     /// carries this one's files.
     Deferred,
@@ -109,11 +113,6 @@ impl DeltaTable {
             .location
             .clone()
             .unwrap_or_else(|| format!("the {} table", storage.name()));
-        let job_schema = options.schema.as_ref().ok_or_else(|| {
-            Error::Config("a Delta table job needs its record schema (DeltaOptions::schema)".into())
-        })?;
-        let ours =
-            schema::from_arrow(job_schema, &options.partition_by, &options.time_directories)?;
         if !options.single_writer && !storage.refuses_replace().await? {
             return Err(Error::NotSupported(format!(
                 "`{location}` ignores conditional writes (If-None-Match: *), so two writers of \
@@ -122,6 +121,30 @@ impl DeltaTable {
             )));
         }
         let snapshot = Snapshot::load(storage.as_ref()).await?;
+        let ours = match (&options.schema, &snapshot.metadata) {
+            (Some(job_schema), _) => {
+                schema::from_arrow(job_schema, &options.partition_by, &options.time_directories)?
+            }
+            // A job that rearranges what the table holds (compaction) takes its schema.
+            (None, Some(m)) if options.table_schema => TableSchema {
+                schema: StructType::parse(
+                    &m.schema_string,
+                    &format!("metaData.schemaString of table `{location}`"),
+                )?,
+                partition_columns: m.partition_columns.clone(),
+                needs_timestamp_ntz: false,
+            },
+            (None, None) if options.table_schema => {
+                return Err(Error::Config(format!(
+                    "`{location}` is not a Delta table (no `_delta_log/` entry)"
+                )))
+            }
+            (None, _) => {
+                return Err(Error::Config(
+                    "a Delta table job needs its record schema (DeltaOptions::schema)".into(),
+                ))
+            }
+        };
         let mut table = DeltaTable {
             storage,
             location,
@@ -203,6 +226,7 @@ impl DeltaTable {
         checkpoint_id: u64,
         created_at_ms: i64,
         committables: &[Committable],
+        removes: &[TableRemove],
     ) -> Result<TableOutcome> {
         let n = i64::try_from(checkpoint_id)
             .map_err(|_| Error::InvalidInput(format!("checkpoint id {checkpoint_id} too large")))?;
@@ -214,11 +238,19 @@ impl DeltaTable {
             if done.is_some_and(|v| v >= n) {
                 return Ok(TableOutcome::AlreadyCommitted);
             }
-            let adds = self.adds(committables, done.unwrap_or(0), created_at_ms)?;
+            // A rearrangement conflicts with an entry that removed one of its inputs
+            // (delta-rs's ConcurrentDeleteDelete): it must not be written.
+            if !self.all_live(removes) {
+                return Ok(TableOutcome::Abandoned);
+            }
+            let mut adds = self.adds(committables, done.unwrap_or(0), created_at_ms)?;
             if adds.is_empty() {
                 return Ok(TableOutcome::NothingToCommit);
             }
-            let (v, entry) = self.entry(n, adds)?;
+            if !removes.is_empty() {
+                adds.iter_mut().for_each(|a| a.data_change = false);
+            }
+            let (v, entry) = self.entry(n, adds, removes)?;
             let bytes = entry.render()?;
             let path = entry_path(v);
             match self.storage.put_metadata(&path, &bytes).await {
@@ -251,6 +283,36 @@ impl DeltaTable {
             }
         }
         Ok(TableOutcome::Deferred)
+    }
+
+    /// Whether every file `removes` names is still a live `add` of the table, after a refresh.
+    pub(crate) async fn inputs_still_live(&mut self, removes: &[TableRemove]) -> Result<bool> {
+        self.refresh().await?;
+        Ok(self.all_live(removes))
+    }
+
+    fn all_live(&self, removes: &[TableRemove]) -> bool {
+        removes
+            .iter()
+            .all(|r| self.snapshot.adds.contains_key(&r.path))
+    }
+
+    /// The table's live files, as the snapshot has them (path as written in the log).
+    pub(crate) fn live_files(&self) -> impl Iterator<Item = &Add> {
+        self.snapshot.adds.values()
+    }
+
+    /// The table's partition columns.
+    pub(crate) fn partition_columns(&self) -> &[String] {
+        self.snapshot
+            .metadata
+            .as_ref()
+            .map_or(&self.ours.partition_columns, |m| &m.partition_columns)
+    }
+
+    /// The snapshot's version (`None`: no table yet).
+    pub(crate) fn version(&self) -> Option<i64> {
+        self.snapshot.version
     }
 
     /// Waits for the log checkpoint running in the background, if any (it is optional: its
@@ -355,26 +417,39 @@ impl DeltaTable {
         }
     }
 
-    /// The entry of checkpoint `n` with `adds`, and the version it goes to.
-    fn entry(&self, n: i64, adds: Vec<Add>) -> Result<(i64, Entry)> {
+    /// The entry of checkpoint `n` with `adds` (and, for a rearrangement, `removes`), and the
+    /// version it goes to.
+    fn entry(&self, n: i64, adds: Vec<Add>, removes: &[TableRemove]) -> Result<(i64, Entry)> {
         let now = chrono::Utc::now().timestamp_millis();
         let v = self.snapshot.version.map_or(0, |c| c + 1);
         let in_commit_timestamp = self
             .accepted
             .is_some_and(|a| a.in_commit_timestamps)
             .then(|| now.max(self.snapshot.in_commit_timestamp.unwrap_or(0) + 1));
+        let rearranges = !removes.is_empty();
         let mut operation_parameters = serde_json::Map::new();
-        operation_parameters.insert("outputMode".into(), "Append".into());
-        operation_parameters.insert("queryId".into(), self.app_id.clone().into());
-        operation_parameters.insert("epochId".into(), n.to_string().into());
+        if rearranges {
+            let bytes: i64 = removes.iter().map(|r| r.size).sum();
+            operation_parameters.insert("inputFiles".into(), removes.len().to_string().into());
+            operation_parameters.insert("inputBytes".into(), bytes.to_string().into());
+        } else {
+            operation_parameters.insert("outputMode".into(), "Append".into());
+            operation_parameters.insert("queryId".into(), self.app_id.clone().into());
+            operation_parameters.insert("epochId".into(), n.to_string().into());
+        }
+        let (operation, isolation) = if rearranges {
+            ("OPTIMIZE", "SnapshotIsolation")
+        } else {
+            ("STREAMING UPDATE", "Serializable")
+        };
         let commit_info = CommitInfo {
             timestamp: Some(now),
             in_commit_timestamp,
-            operation: Some("STREAMING UPDATE".into()),
+            operation: Some(operation.into()),
             operation_parameters: Some(operation_parameters),
             read_version: self.snapshot.version,
-            isolation_level: Some("Serializable".into()),
-            is_blind_append: Some(true),
+            isolation_level: Some(isolation.into()),
+            is_blind_append: Some(!rearranges),
             engine_info: Some(format!("filesink/{}", env!("CARGO_PKG_VERSION"))),
             txn_id: Some(uuid::Uuid::now_v7().to_string()),
             filesink: Some(FilesinkInfo {
@@ -391,6 +466,23 @@ impl DeltaTable {
                 last_updated: Some(now),
                 extra: Default::default(),
             }],
+            removes: removes
+                .iter()
+                .map(|r| Remove {
+                    path: r.path.clone(),
+                    deletion_timestamp: Some(now),
+                    data_change: false,
+                    extended_file_metadata: Some(true),
+                    partition_values: Some(r.partition_values.clone()),
+                    size: Some(r.size),
+                    stats: r.stats.clone(),
+                    tags: None,
+                    deletion_vector: None,
+                    base_row_id: None,
+                    default_row_commit_version: None,
+                    extra: Default::default(),
+                })
+                .collect(),
             adds,
             ..Entry::default()
         };
@@ -410,6 +502,24 @@ impl DeltaTable {
         }
         Ok((v, entry))
     }
+}
+
+/// A file a compaction round removes from the table, as its manifest records it (design
+/// section 9): what the `remove` action needs, taken from the live `add` the round planned on.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableRemove {
+    /// The `add.path`, exactly as the log has it (percent-encoded).
+    pub path: String,
+    /// Its partition values.
+    pub partition_values: BTreeMap<String, Option<String>>,
+    /// Its size in bytes.
+    pub size: i64,
+    /// Its `stats` string, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<String>,
+    /// Its record count, for the round's check that the output holds as many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_records: Option<u64>,
 }
 
 /// `delta.checkpointInterval` when the table does not set it.
@@ -556,7 +666,7 @@ mod tests {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
         let mut t = table(storage.clone()).await;
         for n in 1..=95 {
-            let outcome = t.commit(n, 1, &[committable(n)]).await.unwrap();
+            let outcome = t.commit(n, 1, &[committable(n)], &[]).await.unwrap();
             assert_eq!(outcome, TableOutcome::Committed(n as i64 - 1));
         }
         t.settle().await;
@@ -610,20 +720,20 @@ mod tests {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
         let mut t = table(storage.clone()).await;
         assert_eq!(
-            t.commit(1, 1, &[committable(1)]).await.unwrap(),
+            t.commit(1, 1, &[committable(1)], &[]).await.unwrap(),
             TableOutcome::Committed(0)
         );
         // A second handle on the table (a restarted run) finds checkpoint 1 in the log.
         let mut again = table(storage.clone()).await;
         assert_eq!(again.txn_version(), Some(1));
         assert_eq!(
-            again.commit(1, 1, &[committable(1)]).await.unwrap(),
+            again.commit(1, 1, &[committable(1)], &[]).await.unwrap(),
             TableOutcome::AlreadyCommitted
         );
         // A deferred checkpoint's files ride with the next one: one entry, both adds.
         assert_eq!(
             again
-                .commit(3, 1, &[committable(2), committable(3)])
+                .commit(3, 1, &[committable(2), committable(3)], &[])
                 .await
                 .unwrap(),
             TableOutcome::Committed(1)
@@ -633,7 +743,7 @@ mod tests {
         assert_eq!(loaded.version, Some(1));
         // Nothing new: no entry.
         assert_eq!(
-            again.commit(4, 1, &[]).await.unwrap(),
+            again.commit(4, 1, &[], &[]).await.unwrap(),
             TableOutcome::NothingToCommit
         );
     }

@@ -31,7 +31,7 @@ pub(crate) mod stats;
 use arrow::datatypes::SchemaRef;
 
 pub(crate) use commit::DeltaTable;
-pub use commit::{TableOutcome, COMMIT_ATTEMPTS_MAX};
+pub use commit::{TableOutcome, TableRemove, COMMIT_ATTEMPTS_MAX};
 pub(crate) use log::LOG_DIR;
 
 impl Default for DeltaOptions {
@@ -56,6 +56,8 @@ pub struct DeltaOptions {
     pub(crate) single_writer: bool,
     pub(crate) location: Option<String>,
     pub(crate) log_checkpoints: bool,
+    /// Take the schema of the existing table instead of a job schema (compaction).
+    pub(crate) table_schema: bool,
 }
 
 impl DeltaOptions {
@@ -69,6 +71,7 @@ impl DeltaOptions {
             single_writer: false,
             location: None,
             log_checkpoints: true,
+            table_schema: false,
         }
     }
 

@@ -1,0 +1,273 @@
+//! Compaction of a Delta table (`filesink::maintain::compact`, `filesink compact`): small
+//! files rewritten into files of the target size and swapped in by one log entry; readers of
+//! every version see each row once; a crash at any step of a round leaves the table correct
+//! and the next run finishes or abandons the round; a round whose input another writer
+//! removed is abandoned and its output deleted.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::backend::{ceph_or_explain, Backend};
+use common::delta::{assert_table_exactly_once, decode, read_log, table_id_counts};
+use common::delta_py::{reader_or_explain, table_location};
+use filesink::maintain::{compact, CompactOptions};
+use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
+use filesink::storage::Storage;
+use filesink::table::delta::DeltaOptions;
+use filesink::{Coordinator, FileFormat};
+
+const PER_CHECKPOINT: i64 = 100;
+
+/// `checkpoints` checkpoints of job `orders` into a table partitioned by `day` (5 values):
+/// five small files per checkpoint.
+async fn appends(storage: Arc<dyn Storage>, single_writer: bool, first: i64, checkpoints: i64) {
+    let sink = filesink::Sink::builder_shared(storage)
+        .format(FileFormat::parquet())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .build()
+        .unwrap();
+    let mut c = Coordinator::builder(&sink, "orders")
+        .delta_table(
+            DeltaOptions::new()
+                .schema(common::schema())
+                .partition_by(["day"])
+                .single_writer(single_writer),
+        )
+        .open()
+        .await
+        .unwrap();
+    for k in 0..checkpoints {
+        let start = first + k * PER_CHECKPOINT;
+        c.write(&common::batch(start, PER_CHECKPOINT))
+            .await
+            .unwrap();
+        c.checkpoint(&(start + PER_CHECKPOINT)).await.unwrap();
+    }
+    c.close().await.unwrap();
+}
+
+fn options(b: &Backend) -> CompactOptions {
+    CompactOptions::new()
+        .target_size_bytes(1024 * 1024)
+        .single_writer(!b.conditional_put)
+}
+
+/// Live files per partition directory.
+async fn files_per_partition(storage: &dyn Storage) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for path in read_log(storage).await.live.keys() {
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+        *out.entry(dir).or_insert(0) += 1;
+    }
+    out
+}
+
+async fn compaction_swaps_small_files_for_one_per_partition(b: Backend) {
+    let checkpoints = 12;
+    appends(b.storage.clone(), !b.conditional_put, 0, checkpoints).await;
+    let n = checkpoints * PER_CHECKPOINT;
+    assert!(files_per_partition(b.storage.as_ref())
+        .await
+        .values()
+        .all(|f| *f == 12));
+
+    let report = compact(b.storage.clone(), &options(&b)).await.unwrap();
+    assert_eq!(report.bins.len(), 5, "{report:?}");
+    assert_eq!(report.records, n as u64);
+    assert_eq!(report.version, Some(checkpoints));
+    assert!(!report.abandoned);
+    let per = files_per_partition(b.storage.as_ref()).await;
+    assert_eq!(per.len(), 5);
+    assert!(per.values().all(|f| *f == 1), "{per:?}");
+    assert_table_exactly_once(b.storage.as_ref(), n, b.name).await;
+
+    // Nothing left to merge: a second round plans nothing and writes nothing.
+    let again = compact(b.storage.clone(), &options(&b)).await.unwrap();
+    assert!(
+        again.bins.is_empty() && again.version.is_none(),
+        "{again:?}"
+    );
+    // Appends go on after the compaction.
+    appends(b.storage.clone(), !b.conditional_put, n, 2).await;
+    assert_table_exactly_once(b.storage.as_ref(), n + 2 * PER_CHECKPOINT, b.name).await;
+
+    let Some(reader) = reader_or_explain() else {
+        return;
+    };
+    let location = table_location(&b);
+    // Every version reads each of its rows once: before the compaction a prefix of
+    // checkpoints, at the compaction's version all of them.
+    for v in 0..=checkpoints {
+        let upto = (v + 1).min(checkpoints) * PER_CHECKPOINT;
+        assert_eq!(
+            reader.ids(&location, Some(v)),
+            (0..upto).collect::<Vec<_>>(),
+            "[{}] version {v}",
+            b.name
+        );
+    }
+    let history = reader.history(&location);
+    let optimize = history
+        .iter()
+        .find(|h| h["operation"] == "OPTIMIZE")
+        .expect("an OPTIMIZE version");
+    assert_eq!(optimize["isBlindAppend"], false);
+    assert_eq!(
+        reader.ids(&location, None),
+        (0..n + 2 * PER_CHECKPOINT).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn compaction_swaps_small_files_for_one_per_partition_local() {
+    compaction_swaps_small_files_for_one_per_partition(Backend::local()).await;
+}
+
+#[tokio::test]
+async fn compaction_swaps_small_files_for_one_per_partition_ceph() {
+    if let Some(b) = ceph_or_explain() {
+        compaction_swaps_small_files_for_one_per_partition(b).await;
+    }
+}
+
+/// A crash at every fault point a compaction round reaches (every occurrence, the call
+/// applied or not): after the crash the table still holds every row once; the next run
+/// finishes the round (or starts a new one), and the table is compacted, every row once, no
+/// leftovers.
+async fn crash_during_compaction(make: fn() -> Backend) {
+    let checkpoints = 4;
+    let n = checkpoints * PER_CHECKPOINT;
+    let counting = {
+        let b = make();
+        appends(b.storage.clone(), false, 0, checkpoints).await;
+        let counter = FaultyStorage::new(b.storage.clone(), None);
+        compact(Arc::new(counter.clone()), &options(&b))
+            .await
+            .unwrap();
+        counter.counts()
+    };
+    let mut cases = 0;
+    for (&point, &reached) in &counting {
+        for occurrence in 1..=reached {
+            for mode in [FaultMode::Before, FaultMode::AfterApplied] {
+                let b = make();
+                appends(b.storage.clone(), false, 0, checkpoints).await;
+                let ctx = format!("[{}] crash at {point:?} #{occurrence} ({mode:?})", b.name);
+                let faulty = FaultyStorage::new(
+                    b.storage.clone(),
+                    Some(FaultPlan {
+                        point,
+                        occurrence,
+                        mode,
+                    }),
+                );
+                let result = compact(Arc::new(faulty.clone()), &options(&b)).await;
+                assert!(faulty.fired() && result.is_err(), "{ctx}: {result:?}");
+                // Drop what the dead process left in memory; its lease is given up.
+                drop(faulty);
+                filesink::storage::ownership::settle_releases().await;
+                assert_table_exactly_once(b.storage.as_ref(), n, &ctx).await;
+
+                compact(b.storage.clone(), &options(&b))
+                    .await
+                    .unwrap_or_else(|e| panic!("{ctx}: the next run failed: {e}"));
+                assert_table_exactly_once(b.storage.as_ref(), n, &ctx).await;
+                let per = files_per_partition(b.storage.as_ref()).await;
+                assert!(
+                    per.values().all(|f| *f == 1),
+                    "{ctx}: not compacted: {per:?}"
+                );
+                let left = b.storage.list_leftovers().await.unwrap();
+                assert!(left.is_empty(), "{ctx}: leftovers: {left:?}");
+                cases += 1;
+            }
+        }
+    }
+    eprintln!("compaction crashes: {cases} cases");
+    assert!(cases > 10);
+}
+
+#[tokio::test]
+async fn crash_during_compaction_at_every_point_leaves_rows_exactly_once_local() {
+    crash_during_compaction(Backend::local).await;
+}
+
+#[tokio::test]
+async fn crash_during_compaction_at_every_point_leaves_rows_exactly_once_in_memory() {
+    crash_during_compaction(Backend::memory).await;
+}
+
+#[tokio::test]
+async fn a_round_whose_input_was_removed_meanwhile_is_abandoned_and_its_output_deleted() {
+    let b = Backend::local();
+    let checkpoints = 4;
+    appends(b.storage.clone(), false, 0, checkpoints).await;
+    // The round dies after its manifest and file commit, before its log entry.
+    let faulty = FaultyStorage::new(
+        b.storage.clone(),
+        Some(FaultPlan {
+            point: FaultPoint::PutLogEntry,
+            occurrence: 1,
+            mode: FaultMode::Before,
+        }),
+    );
+    assert!(compact(Arc::new(faulty.clone()), &options(&b))
+        .await
+        .is_err());
+    drop(faulty);
+    filesink::storage::ownership::settle_releases().await;
+    let round =
+        filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+            .await
+            .unwrap()
+            .expect("the round's manifest");
+    let outputs: Vec<String> = round
+        .committables
+        .iter()
+        .map(|c| c.final_path.clone())
+        .collect();
+    let removed = round.table.as_ref().unwrap().removes[0].clone();
+
+    // Meanwhile another engine deletes one of the round's inputs.
+    let log = read_log(b.storage.as_ref()).await;
+    let next = log.versions.len();
+    let entry = format!(
+        "{{\"remove\":{{\"path\":{},\"deletionTimestamp\":1,\"dataChange\":true}}}}\n",
+        serde_json::to_string(&removed.path).unwrap()
+    );
+    b.storage
+        .put_metadata(&format!("_delta_log/{next:020}.json"), entry.as_bytes())
+        .await
+        .unwrap();
+    let gone: Vec<i64> = common::ids_in_bytes(
+        b.storage
+            .read_data_file(&decode(&removed.path))
+            .await
+            .unwrap()
+            .to_vec(),
+        &FileFormat::parquet(),
+    );
+
+    // The next run abandons the round: its outputs are deleted, never in the log; then it
+    // plans a new round on what is live.
+    let report = compact(b.storage.clone(), &options(&b)).await.unwrap();
+    assert!(
+        !report.abandoned,
+        "the new round is not abandoned: {report:?}"
+    );
+    for path in &outputs {
+        let err = b.storage.read_data_file(path).await.unwrap_err();
+        assert!(
+            matches!(err, filesink::Error::DataLost { .. }),
+            "{path}: {err}"
+        );
+        assert!(!read_log(b.storage.as_ref()).await.live.contains_key(path));
+    }
+    let counts = table_id_counts(b.storage.as_ref()).await;
+    for id in 0..checkpoints * PER_CHECKPOINT {
+        let expected = usize::from(!gone.contains(&id));
+        assert_eq!(counts.get(&id).copied().unwrap_or(0), expected, "id {id}");
+    }
+}
