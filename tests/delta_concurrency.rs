@@ -3,6 +3,9 @@
 //! record ends up in the table exactly once, every version holds one checkpoint of one job,
 //! no checkpoint has two versions, and delta-rs reads the same.
 //!
+//! Then the same with `filesink compact` rounds running one after the other during the
+//! appends: every record still exactly once, and the table compacted at the end.
+//!
 //! Local disk (`RENAME_NOREPLACE`) and Ceph radosgw (`If-None-Match: *`); Garage, which
 //! ignores conditional writes, is refused without `--single-writer` (tests/delta_read_back.rs).
 
@@ -46,6 +49,24 @@ fn url_of(b: &Backend) -> (String, Vec<(String, String)>) {
 }
 
 async fn four_appenders(b: Backend) {
+    four_appenders_and_compaction(b, false).await;
+}
+
+/// Runs `filesink compact` with `args` against `url`; returns its exit status and stderr.
+fn compact_once(url: &str, env: &[(String, String)], args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(["compact", url])
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn four_appenders_and_compaction(b: Backend, compacting: bool) {
     let inputs = tempfile::tempdir().unwrap();
     let (url, env) = url_of(&b);
     let mut children = Vec::new();
@@ -67,6 +88,36 @@ async fn four_appenders(b: Backend) {
             .unwrap();
         children.push((job, child));
     }
+    // Compaction rounds, one after the other, for as long as the appenders run.
+    let target = "64KiB";
+    let mut rounds = 0;
+    if compacting {
+        // Compaction needs a table: wait for its first version.
+        while b
+            .storage
+            .get_metadata("_delta_log/00000000000000000000.json")
+            .await
+            .unwrap()
+            .is_none()
+        {
+            assert!(
+                children
+                    .iter_mut()
+                    .any(|(_, c)| c.try_wait().unwrap().is_none()),
+                "[{}] every appender ended before the table had a version",
+                b.name
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        while children
+            .iter_mut()
+            .any(|(_, c)| c.try_wait().unwrap().is_none())
+        {
+            let (code, stderr) = compact_once(&url, &env, &["--target-size", target]);
+            assert_eq!(code, 0, "[{}] compact failed: {stderr}", b.name);
+            rounds += 1;
+        }
+    }
     for (job, child) in children {
         let out = child.wait_with_output().unwrap();
         assert!(
@@ -78,6 +129,41 @@ async fn four_appenders(b: Backend) {
     }
     let n = PER_JOB * JOBS.len() as i64;
     assert_table_exactly_once(b.storage.as_ref(), n, b.name).await;
+    if compacting {
+        let (code, stderr) = compact_once(&url, &env, &["--target-size", target]);
+        assert_eq!(code, 0, "[{}] the last compact failed: {stderr}", b.name);
+        assert_table_exactly_once(b.storage.as_ref(), n, b.name).await;
+        eprintln!("[{}] {rounds} compaction rounds during the appends", b.name);
+        assert!(rounds > 0);
+        // Compacted: per partition no more files than its bytes need at half the target,
+        // plus one.
+        let mut per: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        for path in read_log(b.storage.as_ref()).await.live.keys() {
+            let size = b.storage.read_data_file(path).await.unwrap().len() as u64;
+            let dir = path.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+            let e = per.entry(dir).or_default();
+            e.0 += 1;
+            e.1 += size;
+        }
+        for (dir, (files, bytes)) in &per {
+            let bound = bytes.div_ceil(32 * 1024) + 1;
+            assert!(
+                *files <= bound,
+                "[{}] {dir}: {files} files for {bytes} bytes",
+                b.name
+            );
+        }
+        if let Some(reader) = reader_or_explain() {
+            let location = table_location(&b);
+            assert_eq!(
+                reader.ids(&location, None),
+                (0..n).collect::<Vec<_>>(),
+                "[{}]",
+                b.name
+            );
+        }
+        return;
+    }
     let log = read_log(b.storage.as_ref()).await;
     let listed = b
         .storage
@@ -146,5 +232,17 @@ async fn four_processes_append_to_one_table_exactly_once_local() {
 async fn four_processes_append_to_one_table_exactly_once_ceph() {
     if let Some(b) = ceph_or_explain() {
         four_appenders(b).await;
+    }
+}
+
+#[tokio::test]
+async fn compaction_during_four_appenders_keeps_rows_exactly_once_local() {
+    four_appenders_and_compaction(Backend::local(), true).await;
+}
+
+#[tokio::test]
+async fn compaction_during_four_appenders_keeps_rows_exactly_once_ceph() {
+    if let Some(b) = ceph_or_explain() {
+        four_appenders_and_compaction(b, true).await;
     }
 }
