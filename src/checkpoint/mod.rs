@@ -901,6 +901,7 @@ impl Coordinator {
             table,
             table_error: None,
         };
+        let commit_started = Instant::now();
         let results = committer.commit(&committables).await;
         // The log step needs every file committed (files before entries); it keeps them all
         // until the log holds them.
@@ -956,6 +957,15 @@ impl Coordinator {
             }
         }
         if run.fatal.is_none() {
+            // From the completion point to visible: files committed, and the log entry.
+            tracing::info!(
+                job = %job,
+                checkpoint = id,
+                files = run.report.committed_files + run.report.already_committed_files,
+                table = ?run.report.table_outcome,
+                duration_ms = commit_started.elapsed().as_secs_f64() * 1000.0,
+                "checkpoint committed"
+            );
             if let Err(e) = Self::prune(storage.as_ref(), &job, retention).await {
                 run.fatal = Some(e);
             }
