@@ -36,6 +36,25 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     let committed = committed(&visible);
     let visible: HashSet<&str> = visible.iter().map(|f| f.path.as_str()).collect();
     let jobs = lake.jobs().await?;
+    // A Delta table at the base: its latest version, and how far each job's checkpoints are
+    // in its log.
+    let table = match lake.sink() {
+        Ok(sink) => filesink::table::delta::table_info(sink.storage().as_ref())
+            .await
+            .map_err(|e| {
+                CliError::context(format!("cannot read the Delta log of `{}`", lake.base()), e)
+            })?,
+        Err(_) => None,
+    };
+    let app_prefix = lake
+        .identity()
+        .map(|i| format!("filesink-{}-", i.sink_id))
+        .unwrap_or_default();
+    let in_log = |job: &str| -> Option<i64> {
+        table
+            .as_ref()
+            .and_then(|t| t.txns.get(&format!("{app_prefix}{job}")).copied())
+    };
     // Who runs each job right now (never takes the job, so `ls` cannot get in a run's way).
     let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
     let holders = lake.holders(&names).await?;
@@ -110,6 +129,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                         "id": id, "modified_ms": ms, "age_ms": now - ms,
                     })).collect::<Vec<_>>(),
                     "latest": latest.map(|m| m.checkpoint_id),
+                    "in_table_log": in_log(&j.job),
                     "finished": latest.map(|m| m.finished),
                     "records": latest.and_then(records_of),
                     "error": j.latest.as_ref().err().map(|e| error_chain(e)),
@@ -142,6 +162,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 "initiated_ms": l.modified_ms, "age_ms": now - l.modified_ms,
             })).collect::<Vec<_>>(),
             "warnings": warnings,
+            "table": table,
         });
         outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
@@ -171,6 +192,20 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 human_bytes(p.bytes)
             );
         }
+        if let Some(t) = &table {
+            outln!(
+                out,
+                "delta table: version {}, {} live file(s), {}, {} removed file(s) kept for time \
+                 travel; protocol {}/{}; partitioned by {:?}",
+                t.version,
+                t.live_files,
+                human_bytes(u64::try_from(t.live_bytes).unwrap_or(0)),
+                t.tombstones,
+                t.protocol.0,
+                t.protocol.1,
+                t.partition_columns
+            );
+        }
         outln!(out, "jobs: {}", jobs.len());
         for (j, holder) in jobs.iter().zip(&holders) {
             let ids: Vec<String> = j
@@ -192,6 +227,11 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
             };
             let status = match holder {
                 Some(h) => format!("running ({h}), {status}"),
+                None => status,
+            };
+            let status = match in_log(&j.job) {
+                Some(v) => format!("{status}, in the table's log up to checkpoint {v}"),
+                None if table.is_some() => format!("{status}, not in the table's log"),
                 None => status,
             };
             outln!(

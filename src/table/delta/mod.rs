@@ -121,3 +121,53 @@ impl DeltaOptions {
         self
     }
 }
+
+/// What a Delta table holds at its latest version, for operators (`filesink ls`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableInfo {
+    /// The latest version.
+    pub version: i64,
+    /// Live files, and their bytes.
+    pub live_files: usize,
+    /// Bytes of the live files.
+    pub live_bytes: i64,
+    /// Removed files still remembered (until vacuum).
+    pub tombstones: usize,
+    /// The protocol's reader and writer versions.
+    pub protocol: (i32, i32),
+    /// The partition columns.
+    pub partition_columns: Vec<String>,
+    /// The latest `txn` version of every application (a filesink job's is
+    /// `filesink-<sink id>-<job>`, its last checkpoint in the log).
+    pub txns: std::collections::BTreeMap<String, i64>,
+}
+
+/// Reads the Delta table at `storage`'s base: `None` if there is none.
+///
+/// Errors: [`crate::Error::Corrupt`] for a log that does not parse, and storage errors.
+pub async fn table_info(storage: &dyn crate::storage::Storage) -> crate::Result<Option<TableInfo>> {
+    let snapshot = log::Snapshot::load(storage).await?;
+    let Some(version) = snapshot.version else {
+        return Ok(None);
+    };
+    Ok(Some(TableInfo {
+        version,
+        live_files: snapshot.adds.len(),
+        live_bytes: snapshot.adds.values().map(|a| a.size).sum(),
+        tombstones: snapshot.removes.len(),
+        protocol: snapshot
+            .protocol
+            .as_ref()
+            .map_or((0, 0), |p| (p.min_reader_version, p.min_writer_version)),
+        partition_columns: snapshot
+            .metadata
+            .as_ref()
+            .map(|m| m.partition_columns.clone())
+            .unwrap_or_default(),
+        txns: snapshot
+            .txns
+            .values()
+            .map(|t| (t.app_id.clone(), t.version))
+            .collect(),
+    }))
+}
