@@ -64,6 +64,7 @@ pub mod conformance;
 mod error;
 pub mod format;
 pub mod ingest;
+pub mod maintain;
 pub mod protocol;
 pub mod sink;
 pub mod storage;
