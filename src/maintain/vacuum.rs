@@ -155,8 +155,9 @@ pub struct VacuumReport {
     /// The sink's own files that are no longer (or never were) in the table, kept because
     /// they left it, or were written, after the cutoff; sorted.
     pub kept_for_retention: Vec<String>,
-    /// The sink's own files in no live `add` that a job's latest manifest lists (committed,
-    /// their log entry not written yet): kept whatever their age; sorted.
+    /// The sink's own files in no live `add` that a job's latest manifest lists (the files of
+    /// a job's latest checkpoint, whose log entry may not be written yet): kept whatever
+    /// their age; sorted.
     pub kept_for_manifests: Vec<String>,
     /// Visible files that are not the sink's own part names: reported, never deleted; sorted.
     pub foreign: Vec<String>,
@@ -213,7 +214,9 @@ pub async fn vacuum(storage: Arc<dyn Storage>, options: &VacuumOptions) -> Resul
     let visible = storage.list_visible().await?;
     let (own, in_manifests) = read_manifests(storage).await?;
     snapshot.refresh(storage).await?;
+    // A version written meanwhile may have changed the protocol or the retention.
     check_protocol(&location, &snapshot)?;
+    check_retention(&location, &snapshot, retain_ms, options)?;
     let table = TableFiles::of(&snapshot)?;
 
     let mut report = VacuumReport {
