@@ -30,6 +30,7 @@ pub mod lake;
 pub mod log;
 pub mod ls;
 pub mod metrics;
+pub mod vacuum;
 
 pub mod util;
 
@@ -75,6 +76,10 @@ pub enum Command {
     /// abort multipart uploads) that no checkpoint needs.
     #[command(after_help = exit::AFTER_HELP)]
     Abort(abort::AbortArgs),
+    /// Delete the files of a Delta table that no version within the retention needs, and the
+    /// expired log entries; foreign files are reported, never deleted.
+    #[command(after_help = exit::AFTER_HELP)]
+    Vacuum(vacuum::VacuumArgs),
     /// Show a checkpoint manifest.
     #[command(after_help = exit::AFTER_HELP)]
     Inspect(inspect::InspectArgs),
@@ -101,6 +106,7 @@ async fn command(cli: Cli, out: &mut dyn Write) -> CliResult {
         Command::Ls(a) => ls::run(a, out).await?,
         Command::Commit(a) => commit::run(a, out).await?,
         Command::Abort(a) => abort::run(a, out).await?,
+        Command::Vacuum(a) => vacuum::run(a, out).await?,
         Command::Inspect(a) => inspect::run(a, out).await?,
         Command::Bench(a) => bench::run(&a)
             .await
