@@ -1,7 +1,7 @@
 //! Table maintenance: the work that keeps a Delta table tidy after the jobs have written it,
 //! run beside the jobs rather than inside them (`docs/design/delta.md` sections 9 and 10).
 //!
-//! - [`vacuum`]: deletes the data files no table version within the retention needs, and the
+//! - [`vacuum()`]: deletes the data files no table version within the retention needs, and the
 //!   log entries no reader needs any more (`filesink vacuum`).
 //!
 //! Maintenance reads the table through its log (`crate::table`) and the jobs through their

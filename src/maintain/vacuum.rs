@@ -4,7 +4,7 @@
 //!
 //! # Which data files are deleted
 //!
-//! At the latest version L, a file is deleted only if all of these hold ([`verdict`]):
+//! At the latest version L, a file is deleted only if all of these hold (`verdict`):
 //!
 //! 1. it is a visible file under the table root ([`Storage::list_visible`]) whose name is one
 //!    of the sink's own final part names: the [`OwnNames`] rule of `filesink abort`, applied to
@@ -33,7 +33,7 @@
 //! ([`Storage::remove_data_file`] succeeds on a missing file), so a vacuum that crashed half
 //! way is finished by running it again. Vacuum writes no log entry.
 //!
-//! # Which log files are deleted ([`expired_log_files`])
+//! # Which log files are deleted (`expired_log_files`)
 //!
 //! Unless the table sets `delta.enableExpiredLogCleanup = false`, following §Metadata Cleanup
 //! with a cutoff of `now − delta.logRetentionDuration` (default 30 days), conservatively:
@@ -533,6 +533,42 @@ fn verdict(
     }
 }
 
+/// The files of one version's checkpoint in a listing of `_delta_log/`.
+#[derive(Debug, Default)]
+struct CheckpointFiles<'a> {
+    /// The parts a multi-part checkpoint declares (by its first listed part); `None` for a
+    /// single file.
+    parts: Option<i32>,
+    /// The part numbers listed.
+    seen: Vec<i32>,
+    /// Every file name listed.
+    names: Vec<&'a str>,
+}
+
+impl<'a> CheckpointFiles<'a> {
+    fn add(&mut self, name: &'a str, part: Option<(i32, i32)>) {
+        self.names.push(name);
+        match part {
+            None => self.parts = None,
+            Some((i, n)) => {
+                if self.names.len() == 1 {
+                    self.parts = Some(n);
+                }
+                self.seen.push(i);
+            }
+        }
+    }
+
+    /// Whether the checkpoint is whole: one classic file, or every part of a multi-part one.
+    /// A single file listed beside parts of the same version is odd, and not trusted.
+    fn complete(&self) -> bool {
+        match self.parts {
+            None => self.names.len() == 1,
+            Some(n) => (1..=n).all(|i| self.seen.contains(&i)),
+        }
+    }
+}
+
 /// The log files the metadata cleanup deletes, oldest version first (names in `_delta_log/`),
 /// given a listing of `_delta_log/`, the version `_last_checkpoint` names, and the cutoff in
 /// milliseconds since the epoch: the rule of the [module doc](self).
@@ -542,25 +578,17 @@ pub(crate) fn expired_log_files(
     cutoff_ms: i64,
 ) -> Vec<String> {
     let mut commits: BTreeMap<i64, (&str, i64)> = BTreeMap::new();
-    // version → (parts declared: None for a single file, part numbers seen, names)
-    let mut checkpoints: BTreeMap<i64, (Option<i32>, Vec<i32>, Vec<&str>)> = BTreeMap::new();
+    let mut checkpoints: BTreeMap<i64, CheckpointFiles<'_>> = BTreeMap::new();
     for e in listing.iter().filter(|e| !e.is_dir) {
         match parse_log_file_name(&e.name) {
             Some(LogFile::Commit(v)) => {
                 commits.insert(v, (e.name.as_str(), e.modified_ms));
             }
             Some(LogFile::Checkpoint { version, part }) => {
-                let c = checkpoints.entry(version).or_default();
-                c.2.push(e.name.as_str());
-                match part {
-                    None => c.0 = None,
-                    Some((i, n)) => {
-                        if c.2.len() == 1 {
-                            c.0 = Some(n);
-                        }
-                        c.1.push(i);
-                    }
-                }
+                checkpoints
+                    .entry(version)
+                    .or_default()
+                    .add(e.name.as_str(), part);
             }
             _ => {}
         }
@@ -579,14 +607,9 @@ pub(crate) fn expired_log_files(
     let Some(cutoff_commit) = cutoff_commit else {
         return Vec::new();
     };
-    let complete = |(parts, seen, names): &(Option<i32>, Vec<i32>, Vec<&str>)| match parts {
-        // A single-file checkpoint (also listed as parts would be odd: not trusted).
-        None => names.len() == 1,
-        Some(n) => (1..=*n).all(|i| seen.contains(&i)),
-    };
     let Some(cutoff_checkpoint) = checkpoints
         .iter()
-        .filter(|(&v, c)| v <= cutoff_commit && pointer.is_none_or(|p| v <= p) && complete(c))
+        .filter(|(&v, c)| v <= cutoff_commit && pointer.is_none_or(|p| v <= p) && c.complete())
         .map(|(&v, _)| v)
         .next_back()
     else {
@@ -596,8 +619,8 @@ pub(crate) fn expired_log_files(
         .range(..cutoff_checkpoint)
         .map(|(&v, (name, _))| (v, *name))
         .collect();
-    for (&v, (_, _, names)) in checkpoints.range(..cutoff_checkpoint) {
-        out.extend(names.iter().map(|n| (v, *n)));
+    for (&v, c) in checkpoints.range(..cutoff_checkpoint) {
+        out.extend(c.names.iter().map(|n| (v, *n)));
     }
     out.sort();
     out.into_iter().map(|(_, n)| n.to_owned()).collect()
