@@ -31,6 +31,7 @@ pub mod lake;
 pub mod log;
 pub mod ls;
 pub mod metrics;
+pub mod vacuum;
 
 pub mod util;
 
@@ -76,11 +77,15 @@ pub enum Command {
     /// abort multipart uploads) that no checkpoint needs.
     #[command(after_help = exit::AFTER_HELP)]
     Abort(abort::AbortArgs),
-    /// Show a checkpoint manifest.
+    /// Delete the files of a Delta table that no version within the retention needs, and the
+    /// expired log entries; foreign files are reported, never deleted.
+    #[command(after_help = exit::AFTER_HELP)]
+    Vacuum(vacuum::VacuumArgs),
     /// Compacts a Delta table: merges each partition's small files into files of a target
     /// size, swapped in by one log entry (readers never see a row twice or miss one).
     #[command(after_help = exit::AFTER_HELP)]
     Compact(compact::CompactArgs),
+    /// Show a checkpoint manifest.
     #[command(after_help = exit::AFTER_HELP)]
     Inspect(inspect::InspectArgs),
     /// Measure roll and commit throughput on a directory you name, against the syscall
@@ -107,6 +112,7 @@ async fn command(cli: Cli, out: &mut dyn Write) -> CliResult {
         Command::Commit(a) => commit::run(a, out).await?,
         Command::Abort(a) => abort::run(a, out).await?,
         Command::Compact(a) => compact::run(a, out).await?,
+        Command::Vacuum(a) => vacuum::run(a, out).await?,
         Command::Inspect(a) => inspect::run(a, out).await?,
         Command::Bench(a) => bench::run(&a)
             .await

@@ -326,6 +326,9 @@ pub struct VisibleFile {
     pub path: String,
     /// Its size.
     pub size_bytes: u64,
+    /// Its last modification (local disk) or upload (object stores), in milliseconds since
+    /// the Unix epoch: vacuum's age of a file the log has no tombstone for.
+    pub modified_ms: i64,
 }
 
 /// Where a committable stands ([`Storage::probe`]).

@@ -405,6 +405,7 @@ impl Inner {
                 out.push(VisibleFile {
                     path: join_rel(dir, name),
                     size_bytes: meta.len,
+                    modified_ms: meta.modified_ms,
                 });
             }
         })?;

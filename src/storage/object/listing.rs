@@ -204,6 +204,7 @@ impl Inner {
                     .then_some(VisibleFile {
                         path: rel,
                         size_bytes: m.size,
+                        modified_ms: m.last_modified.timestamp_millis(),
                     })
             })
             .collect())

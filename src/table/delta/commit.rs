@@ -595,7 +595,7 @@ pub(crate) async fn write_log_checkpoint(
 
 /// Milliseconds of a Delta interval property (`interval 7 days`, `interval 1 week`,
 /// `168 hours`); `None` if it does not parse.
-fn parse_interval_ms(s: &str) -> Option<i64> {
+pub(crate) fn parse_interval_ms(s: &str) -> Option<i64> {
     let mut words = s
         .split_whitespace()
         .filter(|w| !w.eq_ignore_ascii_case("interval"));
