@@ -359,3 +359,46 @@ async fn log_checkpoints_every_ten_versions_are_read_by_delta_rs_and_by_restore(
         (0..26 * PER_CHECKPOINT).collect::<Vec<_>>()
     );
 }
+
+#[tokio::test]
+async fn a_table_changed_to_a_refused_feature_mid_run_gets_no_entry_of_ours() {
+    let b = Backend::local();
+    let mut c = open(&b, "orders").await.unwrap();
+    c.write(&common::batch(0, PER_CHECKPOINT)).await.unwrap();
+    c.checkpoint(&PER_CHECKPOINT).await.unwrap();
+    // Another engine sets a property filesink refuses (it would let `txn`s expire).
+    let log = read_log(b.storage.as_ref()).await;
+    let v0 = b
+        .storage
+        .get_metadata("_delta_log/00000000000000000000.json")
+        .await
+        .unwrap()
+        .unwrap();
+    let metadata = String::from_utf8(v0)
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("{\"metaData\""))
+        .unwrap()
+        .replace(
+            "\"configuration\":{}",
+            "\"configuration\":{\"delta.setTransactionRetentionDuration\":\"interval 1 days\"}",
+        );
+    let next = log.versions.len();
+    b.storage
+        .put_metadata(&format!("_delta_log/{next:020}.json"), format!("{metadata}\n").as_bytes())
+        .await
+        .unwrap();
+
+    c.write(&common::batch(PER_CHECKPOINT, PER_CHECKPOINT))
+        .await
+        .unwrap();
+    let err = c.checkpoint(&(2 * PER_CHECKPOINT)).await.unwrap_err();
+    assert!(matches!(&err, Error::NotSupported(m) if m.contains("setTransactionRetentionDuration")), "{err}");
+    // Trying again on the same coordinator does not slip past the check.
+    assert!(c.checkpoint(&(2 * PER_CHECKPOINT)).await.is_err());
+    drop(c);
+    filesink::storage::ownership::settle_releases().await;
+    assert!(open(&b, "orders").await.is_err(), "reopening is refused too");
+    let after = read_log(b.storage.as_ref()).await;
+    assert_eq!(after.versions.len(), next + 1, "no entry of ours after the change");
+}

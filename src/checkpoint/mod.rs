@@ -373,10 +373,12 @@ impl Coordinator {
         let mut abandoned = false;
         if let (Some(t), Some(m)) = (table.as_mut(), &latest) {
             let removes = m.table.as_ref().map_or(&[][..], |s| &s.removes[..]);
-            let in_log = t.txn_version().is_some_and(|v| v >= m.checkpoint_id);
-            if !removes.is_empty() && !in_log && !t.inputs_still_live(removes).await? {
-                abandon_round(storage.as_ref(), job, m.checkpoint_id, &m.committables).await?;
-                abandoned = true;
+            if !removes.is_empty() {
+                let (in_log, inputs_live) = t.round_state(m.checkpoint_id, removes).await?;
+                if !in_log && !inputs_live {
+                    abandon_round(storage.as_ref(), job, m.checkpoint_id, &m.committables).await?;
+                    abandoned = true;
+                }
             }
         }
         let parallelism = match &latest {
@@ -929,7 +931,17 @@ impl Coordinator {
                     .commit(id, created_at_ms, &all, &removes)
                     .instrument(tracing::debug_span!("table_commit", job = %job, checkpoint = id))
                     .await;
+                let rearranging = !removes.is_empty();
                 match outcome {
+                    // A rearrangement's output must not ride in a later entry without its
+                    // removes (rows twice): its entry is written by the job's next run.
+                    Ok(TableOutcome::Deferred) if rearranging => {
+                        run.fatal = Some(Error::InvalidInput(format!(
+                            "the log entry of compaction round {id} of job `{job}` lost the race \
+                             for a table version too often; run the job again to write it"
+                        )));
+                    }
+                    Err(e) if e.is_retryable() && rearranging => run.fatal = Some(e),
                     Ok(TableOutcome::Abandoned) => {
                         run.report.table_outcome = Some(TableOutcome::Abandoned);
                         if let Err(e) = abandon_round(storage.as_ref(), &job, id, &all).await {
@@ -949,12 +961,23 @@ impl Coordinator {
                     }
                     Err(e) => run.fatal = Some(e),
                 }
-            } else if run.fatal.is_none() {
+            } else if run.fatal.is_none() && removes.is_empty() {
                 // A file is not committed yet: the entry waits for the next checkpoint, which
                 // carries all of this one's files.
                 run.report.table_outcome = Some(TableOutcome::Deferred);
                 run.deferred = all;
+            } else if run.fatal.is_none() {
+                run.fatal = Some(Error::InvalidInput(format!(
+                    "a file of compaction round {id} of job `{job}` could not be committed yet; \
+                     run the job again to finish the round"
+                )));
             }
+        }
+        if run.fatal.is_some() && run.table.is_some() {
+            // After a failed commit the checkpoint's files may be visible without their log
+            // entry, and no later manifest of this run would carry them: the job must be
+            // reopened, whose restore writes the entry from the manifest.
+            run.table = None;
         }
         if run.fatal.is_none() {
             // From the completion point to visible: files committed, and the log entry.

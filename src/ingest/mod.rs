@@ -1221,6 +1221,8 @@ impl Ingest {
             summary.status = IngestStatus::Stopped;
             return Ok(summary);
         }
+        // Gives the job up now, and lets a log checkpoint of a table still being written end.
+        coordinator.close().await?;
         // The reader and decoding threads have sent their last messages and are ending.
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {

@@ -176,14 +176,13 @@ impl DeltaTable {
 
     /// Re-reads the log from the snapshot's version on.
     pub(crate) async fn refresh(&mut self) -> Result<()> {
-        let new = self.snapshot.refresh(self.storage.as_ref()).await?;
-        if new
-            .iter()
-            .any(|(_, e)| e.protocol.is_some() || e.metadata.is_some())
-        {
+        // What a refresh applied is checked even if it failed halfway, and a refused check
+        // stays refused: the flag is cleared only by a check that passes.
+        let refreshed = self.snapshot.refresh(self.storage.as_ref()).await;
+        if self.snapshot.unchecked {
             self.check()?;
         }
-        Ok(())
+        refreshed.map(drop)
     }
 
     /// Checks the snapshot's protocol and schema (design section 12 and 7).
@@ -213,6 +212,7 @@ impl DeltaTable {
         )?;
         self.table_schema = table_schema;
         self.accepted = Some(accepted);
+        self.snapshot.unchecked = false;
         Ok(())
     }
 
@@ -244,7 +244,8 @@ impl DeltaTable {
                 return Ok(TableOutcome::Abandoned);
             }
             let mut adds = self.adds(committables, done.unwrap_or(0), created_at_ms)?;
-            if adds.is_empty() {
+            // (A rearrangement whose inputs held no rows removes them without an add.)
+            if adds.is_empty() && removes.is_empty() {
                 return Ok(TableOutcome::NothingToCommit);
             }
             if !removes.is_empty() {
@@ -285,10 +286,17 @@ impl DeltaTable {
         Ok(TableOutcome::Deferred)
     }
 
-    /// Whether every file `removes` names is still a live `add` of the table, after a refresh.
-    pub(crate) async fn inputs_still_live(&mut self, removes: &[TableRemove]) -> Result<bool> {
+    /// Where rearrangement `checkpoint_id` of this job stands, after a refresh: whether the
+    /// log holds it, and whether every file its `removes` name is still a live `add`. Both
+    /// from one refreshed snapshot: the round's own entry removes its inputs.
+    pub(crate) async fn round_state(
+        &mut self,
+        checkpoint_id: u64,
+        removes: &[TableRemove],
+    ) -> Result<(bool, bool)> {
         self.refresh().await?;
-        Ok(self.all_live(removes))
+        let in_log = self.txn_version().is_some_and(|v| v >= checkpoint_id);
+        Ok((in_log, self.all_live(removes)))
     }
 
     fn all_live(&self, removes: &[TableRemove]) -> bool {
@@ -681,8 +689,9 @@ mod tests {
         assert_eq!(loaded.version, Some(94));
         assert_eq!(loaded.adds.len(), 95);
         assert_eq!(loaded.txn_version("filesink-sink-j"), Some(95));
-        // `_last_checkpoint`, checkpoint 90, versions 91–94 and the absent 95.
-        assert_eq!(loaded.reads, 7);
+        // `_last_checkpoint`, checkpoint 90, versions 91–94, the absent 95, and one listing
+        // that finds nothing newer.
+        assert_eq!(loaded.reads, 8);
 
         // A stale pointer (a writer that stopped checkpointing) costs a longer tail, then a
         // listing: the same state.
@@ -702,6 +711,13 @@ mod tests {
         assert_eq!(loaded.version, Some(94));
         assert_eq!(loaded.adds.len(), 95);
         assert_eq!(loaded.txn_version("filesink-sink-j"), Some(95));
+
+        // A stale pointer whose next entry expired (another engine's log cleanup): the tail
+        // would end at once, at version 10; the listing finds the newer versions.
+        storage.delete_metadata(&entry_path(11)).await.unwrap();
+        let loaded = Snapshot::load(storage.as_ref()).await.unwrap();
+        assert_eq!(loaded.version, Some(94));
+        assert_eq!(loaded.adds.len(), 95);
 
         // With the pointer gone and the entries below checkpoint 90 expired, a listing finds
         // the newest checkpoint.

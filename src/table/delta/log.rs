@@ -62,6 +62,10 @@ pub(crate) struct Snapshot {
     pub(crate) in_commit_timestamp: Option<i64>,
     /// GET/list calls the last load or refresh made (tests check that restore stays cheap).
     pub(crate) reads: usize,
+    /// Whether a `protocol` or `metaData` was applied that the writer has not checked yet
+    /// (set by [`Snapshot::apply`], cleared by the writer after its check succeeds): a refresh
+    /// that fails halfway, or a check that refuses, must not let a later commit skip it.
+    pub(crate) unchecked: bool,
 }
 
 impl Snapshot {
@@ -85,8 +89,27 @@ impl Snapshot {
                 .read_checkpoint(storage, pointer.version, pointer.parts)
                 .await?
             {
-                snapshot.read_tail(storage).await?;
-                return Ok(snapshot);
+                let tail = snapshot.read_tail(storage).await?;
+                // The tail ends at the first absent version. A stale pointer whose next entry
+                // expired (log cleanup by another engine) would end it early, below newer
+                // checkpoints and entries: one listing tells, and then the listing decides.
+                let at = snapshot.version.unwrap_or(0);
+                snapshot.reads += 1;
+                let newer = storage
+                    .list_metadata_from(LOG_DIR, &checkpoint::commit_file_name(at))
+                    .await?
+                    .iter()
+                    .any(|e| match checkpoint::parse_log_file_name(&e.name) {
+                        Some(LogFile::Commit(v)) => v > at,
+                        Some(LogFile::Checkpoint { version, .. }) => version > at,
+                        _ => false,
+                    });
+                if !newer {
+                    if tail.is_empty() {
+                        snapshot.read_commit_timestamp(storage, at).await?;
+                    }
+                    return Ok(snapshot);
+                }
             }
             snapshot = Snapshot {
                 reads: snapshot.reads,
@@ -106,7 +129,7 @@ impl Snapshot {
         parts: Option<i64>,
     ) -> Result<bool> {
         let names: Vec<String> = match parts.and_then(|n| i32::try_from(n).ok()) {
-            Some(n) if n > 1 => (1..=n)
+            Some(n) if n >= 1 => (1..=n)
                 .map(|i| checkpoint::checkpoint_part_file_name(version, i, n))
                 .collect(),
             _ => vec![checkpoint::checkpoint_file_name(version)],
@@ -253,6 +276,27 @@ impl Snapshot {
         Ok(read)
     }
 
+    /// After a load from checkpoint `c` with no entry after it: the In-Commit Timestamp of
+    /// version `c` (checkpoints carry no `commitInfo`), when the table uses them, so the next
+    /// entry's timestamp stays after it.
+    async fn read_commit_timestamp(&mut self, storage: &dyn Storage, c: i64) -> Result<()> {
+        let enabled = self.metadata.as_ref().is_some_and(|m| {
+            m.configuration
+                .get("delta.enableInCommitTimestamps")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        });
+        if !enabled {
+            return Ok(());
+        }
+        let path = entry_path(c);
+        self.reads += 1;
+        if let Some(bytes) = storage.get_metadata(&path).await? {
+            let entry = Entry::parse(&bytes, &path)?;
+            self.in_commit_timestamp = entry.commit_info.and_then(|c| c.in_commit_timestamp);
+        }
+        Ok(())
+    }
+
     /// Brings the snapshot to the latest version; returns the entries that were new, in
     /// version order.
     pub(crate) async fn refresh(&mut self, storage: &dyn Storage) -> Result<Vec<(i64, Entry)>> {
@@ -281,9 +325,11 @@ impl Snapshot {
         }
         if let Some(p) = protocol {
             self.protocol = Some(p);
+            self.unchecked = true;
         }
         if let Some(m) = metadata {
             self.metadata = Some(m);
+            self.unchecked = true;
         }
         for t in txns {
             self.txns.insert(t.app_id.clone(), t);
