@@ -13,9 +13,10 @@ use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::backend::{ceph_or_explain, Backend, Kind};
 use common::delta::{read_log, table_id_counts};
-use common::delta_py::reader_or_explain;
-use filesink::storage::LocalStorage;
+use common::delta_py::{reader_or_explain, table_location};
+use filesink::storage::Storage;
 
 const RECORDS: usize = 100_000;
 const KILLS: usize = 10;
@@ -44,9 +45,8 @@ fn seed() -> u64 {
 }
 
 /// The ids of the table must be `0..n`, each once: checkpoints commit whole prefixes.
-async fn table_prefix(lake: &std::path::Path, when: &str) -> usize {
-    let storage = LocalStorage::new(lake).unwrap();
-    let counts = table_id_counts(&storage).await;
+async fn table_prefix(storage: &dyn Storage, when: &str) -> usize {
+    let counts = table_id_counts(storage).await;
     for (i, (id, count)) in counts.iter().enumerate() {
         assert_eq!(*count, 1, "{when}: id {id} is in the table {count} times");
         assert_eq!(
@@ -54,7 +54,7 @@ async fn table_prefix(lake: &std::path::Path, when: &str) -> usize {
             "{when}: the table is not a prefix of the input (id {id} at {i})"
         );
     }
-    let log = read_log(&storage).await;
+    let log = read_log(storage).await;
     let mut seen = BTreeSet::new();
     for (v, app, n) in &log.txn_history {
         assert!(
@@ -65,15 +65,58 @@ async fn table_prefix(lake: &std::path::Path, when: &str) -> usize {
     counts.len()
 }
 
+/// The URL the CLI writes to, and the environment it needs for it.
+fn url_of(b: &Backend) -> (String, Vec<(String, String)>) {
+    match &b.kind {
+        Kind::Local(dir) => (dir.path().display().to_string(), Vec::new()),
+        Kind::S3 { bucket, prefix, .. } => {
+            let var = |name: &str| std::env::var(name).unwrap();
+            (
+                format!("s3://{bucket}/{prefix}"),
+                vec![
+                    ("AWS_ENDPOINT".into(), var("FILESINK_CEPH_ENDPOINT")),
+                    ("AWS_REGION".into(), var("FILESINK_CEPH_REGION")),
+                    (
+                        "AWS_ACCESS_KEY_ID".into(),
+                        var("FILESINK_CEPH_ACCESS_KEY_ID"),
+                    ),
+                    (
+                        "AWS_SECRET_ACCESS_KEY".into(),
+                        var("FILESINK_CEPH_SECRET_ACCESS_KEY"),
+                    ),
+                    ("AWS_ALLOW_HTTP".into(), "true".into()),
+                ],
+            )
+        }
+        Kind::Memory(_) => unreachable!("the CLI cannot write into the in-memory store"),
+    }
+}
+
 #[tokio::test]
 async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exactly_once() {
+    killed_and_rerun(Backend::local(), RECORDS, 1).await;
+}
+
+#[tokio::test]
+async fn delta_ingest_on_ceph_killed_at_random_moments_then_rerun_holds_every_record_exactly_once()
+{
+    if let Some(b) = ceph_or_explain() {
+        // Every S3 round trip costs milliseconds: fewer records, later kills.
+        killed_and_rerun(b, RECORDS / 5, 10).await;
+    }
+}
+
+async fn killed_and_rerun(b: Backend, records: usize, slower: u64) {
     let seed = seed();
-    eprintln!("delta_kill seed: {seed} (reproduce with FILESINK_SEED={seed})");
+    eprintln!(
+        "[{}] delta_kill seed: {seed} (reproduce with FILESINK_SEED={seed})",
+        b.name
+    );
     let mut rng = XorShift(seed.max(1));
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("events.jsonl");
-    let mut text = String::with_capacity(RECORDS * 60);
-    for i in 0..RECORDS {
+    let mut text = String::with_capacity(records * 60);
+    for i in 0..records {
         text.push_str(&format!(
             "{{\"id\":{i},\"day\":\"2026-11-{:02}\",\"amount\":{}.5}}\n",
             25 + i % 6,
@@ -81,12 +124,12 @@ async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exa
         ));
     }
     fs::write(&input, text).unwrap();
-    let lake = dir.path().join("lake");
-    let args = [
+    let (url, env) = url_of(&b);
+    let mut args = vec![
         "ingest",
         input.to_str().unwrap(),
         "--to",
-        lake.to_str().unwrap(),
+        url.as_str(),
         "--table",
         "delta",
         "--partition-by",
@@ -96,12 +139,18 @@ async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exa
         "--job",
         "events",
     ];
+    if !env.is_empty() {
+        // A killed run keeps its job on S3 until its claim expires: keep that short.
+        args.extend(["--lease-ttl", "1s"]);
+    }
     let started = Instant::now();
     let mut killed = 0;
     for round in 0..KILLS {
-        let delay = Duration::from_millis(rng.between(1, if round < 3 { 40 } else { 150 }));
+        let delay =
+            Duration::from_millis(slower * rng.between(1, if round < 3 { 40 } else { 150 }));
         let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
-            .args(args)
+            .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -116,10 +165,16 @@ async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exa
             std::thread::sleep(Duration::from_millis(1));
         }
         match exited {
+            // The killed run's claim has not expired yet (S3): nothing was changed.
+            Some(status) if status.code() == Some(5) => {
+                std::thread::sleep(Duration::from_millis(1100));
+                continue;
+            }
             Some(status) => {
                 assert!(
                     status.success(),
-                    "round {round} (seed {seed}): ingest failed"
+                    "[{}] round {round} (seed {seed}): ingest failed",
+                    b.name
                 );
                 break;
             }
@@ -129,46 +184,55 @@ async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exa
                 killed += 1;
             }
         }
-        let n = table_prefix(
-            &lake,
-            &format!("seed {seed}, after kill {round} at {delay:?}"),
-        )
-        .await;
+        let when = format!("[{}] seed {seed}, after kill {round} at {delay:?}", b.name);
+        let n = table_prefix(b.storage.as_ref(), &when).await;
         eprintln!("round {round}: killed after {delay:?}, {n} records in the table");
     }
-    assert!(killed > 0, "seed {seed}: no run was killed");
-    let out = Command::new(env!("CARGO_BIN_EXE_filesink"))
-        .args(args)
-        .output()
-        .unwrap();
+    assert!(killed > 0, "[{}] seed {seed}: no run was killed", b.name);
+    // A run killed on S3 keeps its job until its claim expires: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let out = loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        if out.status.code() == Some(5) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_secs(1));
+            continue;
+        }
+        break out;
+    };
     assert!(
         out.status.success(),
-        "final run (seed {seed}) failed:\n{}",
+        "[{}] final run (seed {seed}) failed:\n{}",
+        b.name,
         String::from_utf8_lossy(&out.stderr)
     );
-    let n = table_prefix(&lake, &format!("seed {seed}, after the final run")).await;
-    assert_eq!(n, RECORDS, "seed {seed}: records missing from the table");
+    let when = format!("[{}] seed {seed}, after the final run", b.name);
+    let n = table_prefix(b.storage.as_ref(), &when).await;
+    assert_eq!(n, records, "{when}: records missing from the table");
 
     let Some(reader) = reader_or_explain() else {
         return;
     };
-    let location = (lake.display().to_string(), Vec::new());
+    let location = table_location(&b);
     assert_eq!(
         reader.ids(&location, None),
-        (0..RECORDS as i64).collect::<Vec<_>>(),
-        "seed {seed}: delta-rs"
+        (0..records as i64).collect::<Vec<_>>(),
+        "{when}: delta-rs"
     );
-    let storage = LocalStorage::new(&lake).unwrap();
-    let log = read_log(&storage).await;
+    let log = read_log(b.storage.as_ref()).await;
     let (app, txn) = log.txns.iter().next().expect("a txn");
-    let last = filesink::checkpoint::manifest::latest_manifest(&storage, "events", None)
+    let last = filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "events", None)
         .await
         .unwrap()
         .unwrap();
     assert!(*txn as u64 <= last.checkpoint_id);
     assert_eq!(reader.txn(&location, app, None), Some(*txn));
     eprintln!(
-        "{killed} kills, {RECORDS} records exactly once in the table, {:.1} s",
+        "[{}] {killed} kills, {records} records exactly once in the table, {:.1} s",
+        b.name,
         started.elapsed().as_secs_f64()
     );
 }

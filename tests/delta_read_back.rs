@@ -385,7 +385,10 @@ async fn a_table_changed_to_a_refused_feature_mid_run_gets_no_entry_of_ours() {
         );
     let next = log.versions.len();
     b.storage
-        .put_metadata(&format!("_delta_log/{next:020}.json"), format!("{metadata}\n").as_bytes())
+        .put_metadata(
+            &format!("_delta_log/{next:020}.json"),
+            format!("{metadata}\n").as_bytes(),
+        )
         .await
         .unwrap();
 
@@ -393,12 +396,22 @@ async fn a_table_changed_to_a_refused_feature_mid_run_gets_no_entry_of_ours() {
         .await
         .unwrap();
     let err = c.checkpoint(&(2 * PER_CHECKPOINT)).await.unwrap_err();
-    assert!(matches!(&err, Error::NotSupported(m) if m.contains("setTransactionRetentionDuration")), "{err}");
+    assert!(
+        matches!(&err, Error::NotSupported(m) if m.contains("setTransactionRetentionDuration")),
+        "{err}"
+    );
     // Trying again on the same coordinator does not slip past the check.
     assert!(c.checkpoint(&(2 * PER_CHECKPOINT)).await.is_err());
     drop(c);
     filesink::storage::ownership::settle_releases().await;
-    assert!(open(&b, "orders").await.is_err(), "reopening is refused too");
+    assert!(
+        open(&b, "orders").await.is_err(),
+        "reopening is refused too"
+    );
     let after = read_log(b.storage.as_ref()).await;
-    assert_eq!(after.versions.len(), next + 1, "no entry of ours after the change");
+    assert_eq!(
+        after.versions.len(),
+        next + 1,
+        "no entry of ours after the change"
+    );
 }
