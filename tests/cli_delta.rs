@@ -102,3 +102,128 @@ fn compact_refuses_a_directory_that_is_not_a_table() {
         stderr(&o)
     );
 }
+
+#[tokio::test]
+async fn filesink_commit_writes_the_log_entry_a_crashed_run_left_out() {
+    use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
+    use filesink::storage::{LocalStorage, Storage};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    // The run dies after its files are committed, before its log entry.
+    let faulty = FaultyStorage::new(
+        storage.clone(),
+        Some(FaultPlan {
+            point: FaultPoint::PutLogEntry,
+            occurrence: 1,
+            mode: FaultMode::Before,
+        }),
+    );
+    let sink = filesink::Sink::builder_shared(Arc::new(faulty.clone()))
+        .format(filesink::FileFormat::parquet())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .build()
+        .unwrap();
+    let mut c = filesink::Coordinator::builder(&sink, "orders")
+        .delta_table(
+            filesink::table::delta::DeltaOptions::new()
+                .schema(common::schema())
+                .partition_by(["day"]),
+        )
+        .open()
+        .await
+        .unwrap();
+    c.write(&common::batch(0, 50)).await.unwrap();
+    assert!(c.checkpoint(&50).await.is_err());
+    drop(c);
+    drop(faulty);
+    filesink::storage::ownership::settle_releases().await;
+    assert!(common::delta::read_log(storage.as_ref())
+        .await
+        .versions
+        .is_empty());
+
+    // The table does not exist yet: only the job knows its schema, so commit says so.
+    let o = common::cli::filesink(&["commit", s(dir.path())]);
+    assert!(!o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("delta log entry: not written"), "{out}");
+    assert!(out.contains("is not a Delta table"), "{out}");
+    // The job's next run creates the table with the entry.
+    drop(
+        filesink::Coordinator::builder(&sink_on(&storage), "orders")
+            .delta_table(
+                filesink::table::delta::DeltaOptions::new()
+                    .schema(common::schema())
+                    .partition_by(["day"]),
+            )
+            .open()
+            .await
+            .unwrap(),
+    );
+    filesink::storage::ownership::settle_releases().await;
+    common::delta::assert_table_exactly_once(storage.as_ref(), 50, "after the restore").await;
+}
+
+fn sink_on(storage: &std::sync::Arc<dyn filesink::storage::Storage>) -> filesink::Sink {
+    filesink::Sink::builder_shared(storage.clone())
+        .format(filesink::FileFormat::parquet())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn filesink_commit_writes_a_later_checkpoints_missing_entry() {
+    use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
+    use filesink::storage::{LocalStorage, Storage};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    // Checkpoint 1 lands in the log; checkpoint 2's run dies before its entry.
+    let faulty = FaultyStorage::new(
+        storage.clone(),
+        Some(FaultPlan {
+            point: FaultPoint::PutLogEntry,
+            occurrence: 2,
+            mode: FaultMode::Before,
+        }),
+    );
+    let options = filesink::table::delta::DeltaOptions::new()
+        .schema(common::schema())
+        .partition_by(["day"]);
+    let mut c =
+        filesink::Coordinator::builder(&sink_on(&(Arc::new(faulty.clone()) as _)), "orders")
+            .delta_table(options)
+            .open()
+            .await
+            .unwrap();
+    c.write(&common::batch(0, 50)).await.unwrap();
+    c.checkpoint(&50).await.unwrap();
+    c.write(&common::batch(50, 50)).await.unwrap();
+    assert!(c.checkpoint(&100).await.is_err());
+    drop(c);
+    drop(faulty);
+    filesink::storage::ownership::settle_releases().await;
+    assert_eq!(
+        common::delta::read_log(storage.as_ref())
+            .await
+            .versions
+            .len(),
+        1
+    );
+
+    let out = stdout(&run_ok(&["commit", s(dir.path())]));
+    assert!(
+        out.contains("delta log entry: committed at table version 1"),
+        "{out}"
+    );
+    common::delta::assert_table_exactly_once(storage.as_ref(), 100, "after filesink commit").await;
+    let again = stdout(&run_ok(&["commit", s(dir.path())]));
+    assert!(
+        again.contains("delta log entry: already in the log"),
+        "{again}"
+    );
+}

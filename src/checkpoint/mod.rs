@@ -1044,6 +1044,44 @@ impl Coordinator {
 }
 
 /// A source position as the JSON value a manifest records.
+/// Writes the Delta log entry of manifest `m` of a table job, whose files are committed: the
+/// step a restore of the job takes (`filesink commit` uses it, holding the job). The table
+/// must exist (a job's first entry creates it, with the job's schema, which only the job
+/// knows: run the job then). A compaction round's manifest is refused: whether its output may
+/// enter the log is decided before its files are committed, by the compaction job's restore.
+///
+/// Errors: [`Error::Config`] for a manifest without a table section, a compaction round, or
+/// no table; the refusals of a table writer ([`DeltaOptions::single_writer`] on stores without
+/// conditional puts).
+pub async fn commit_table_entry(
+    storage: Arc<dyn Storage>,
+    location: &str,
+    m: &Manifest,
+    single_writer: bool,
+) -> Result<TableOutcome> {
+    let Some(section) = &m.table else {
+        return Err(Error::Config(format!(
+            "checkpoint {} of job `{}` is not a table job's",
+            m.checkpoint_id, m.job
+        )));
+    };
+    if !section.removes.is_empty() {
+        return Err(Error::Config(format!(
+            "checkpoint {} of job `{}` is a compaction round: run `filesink compact --job {}` \
+             to finish it",
+            m.checkpoint_id, m.job, m.job
+        )));
+    }
+    let mut options = DeltaOptions::new()
+        .single_writer(single_writer)
+        .location(location);
+    options.table_schema = true;
+    let mut table = DeltaTable::open(storage, &options, &m.sink_id, &m.job).await?;
+    table
+        .commit(m.checkpoint_id, m.created_at_ms, &m.committables, &[])
+        .await
+}
+
 /// Abandons compaction round `id` of `job`: its output files, committed or not, must never
 /// enter the log. Committed ones are removed under their final names (they are this job's,
 /// in no log version); pending ones are left to the writer's restore, which removes what no

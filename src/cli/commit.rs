@@ -52,6 +52,11 @@ pub struct CommitArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// For a Delta table on a store that ignores conditional writes (Garage): this is the
+    /// table's only writer (as `ingest --single-writer`).
+    #[arg(long)]
+    pub single_writer: bool,
+
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -158,6 +163,19 @@ fn predict(c: &Committable, state: filesink::Result<FileState>) -> FileOutcome {
     }
 }
 
+/// How the text and JSON outputs name what the log step did.
+fn table_outcome_name(o: &filesink::table::delta::TableOutcome) -> String {
+    use filesink::table::delta::TableOutcome;
+    match o {
+        TableOutcome::Committed(v) => format!("committed at table version {v}"),
+        TableOutcome::AlreadyCommitted => "already in the log".into(),
+        TableOutcome::NothingToCommit => "nothing to add".into(),
+        TableOutcome::Deferred => "deferred (lost the race for a version too often)".into(),
+        TableOutcome::Abandoned => "abandoned".into(),
+        _ => format!("{o:?}"),
+    }
+}
+
 /// Runs `filesink commit`.
 pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
@@ -216,8 +234,29 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
 
     let mut results = Vec::new();
     let mut first_error = None;
+    let mut table_outcomes = Vec::new();
     for m in &manifests {
         let (files, err) = commit_manifest(&lake, m, false, args.dry_run).await?;
+        // A table job's checkpoint is in the table once its log entry is: written here as the
+        // job's restore would, once every file is committed.
+        let outcome = match (&m.table, &err, args.dry_run) {
+            (Some(_), None, false) => Some(
+                filesink::checkpoint::commit_table_entry(
+                    lake.sink()?.storage().clone(),
+                    &lake.location.to_string(),
+                    m,
+                    args.single_writer,
+                )
+                .await
+                .map_err(|e| {
+                    let why = super::ls::error_chain(&e);
+                    first_error.get_or_insert(e);
+                    why
+                }),
+            ),
+            _ => None,
+        };
+        table_outcomes.push(outcome);
         if let Some(e) = err {
             first_error.get_or_insert(e);
         }
@@ -237,12 +276,16 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
     if args.json {
         let v = json!({
             "dry_run": args.dry_run,
-            "jobs": results.iter().map(|(m, files)| json!({
+            "jobs": results.iter().enumerate().map(|(i, (m, files))| json!({
                 "job": m.job,
                 "checkpoint_id": m.checkpoint_id,
                 "table": m.table.as_ref().map(|t| json!({
                     "format": t.format,
-                    "log_entry": "written by the job's next run",
+                    "log_entry": match table_outcomes.get(i).and_then(Option::as_ref) {
+                        Some(Ok(o)) => json!(table_outcome_name(o)),
+                        Some(Err(why)) => json!({ "error": why }),
+                        None => json!(null),
+                    },
                 })),
                 "files": files.iter().map(|(c, o)| json!({
                     "final_path": c.final_path,
@@ -275,7 +318,7 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
                 lake.location
             );
         }
-        for (m, files) in &results {
+        for (i, (m, files)) in results.iter().enumerate() {
             outln!(
                 out,
                 "job `{}` checkpoint {}: {} file(s)",
@@ -283,12 +326,18 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
                 m.checkpoint_id,
                 files.len()
             );
-            if m.table.is_some() {
-                outln!(
+            match table_outcomes.get(i).and_then(Option::as_ref) {
+                Some(Ok(o)) => outln!(out, "  delta log entry: {}", table_outcome_name(o)),
+                Some(Err(why)) => outln!(
                     out,
-                    "  the job writes a Delta table: this checkpoint's log entry is written by \
-                     the job's next run, so table readers see these files only then"
-                );
+                    "  delta log entry: not written ({why}); the job's next run writes it"
+                ),
+                None if m.table.is_some() => outln!(
+                    out,
+                    "  delta log entry: not written; the job's next run writes it once every \
+                     file is committed"
+                ),
+                None => {}
             }
             for (c, o) in files {
                 let why = match o {
@@ -321,6 +370,14 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
             failed,
             first_error,
             results.iter().flat_map(|(_, f)| f.iter()),
+        ));
+    }
+    if let Some(e) = first_error {
+        // Every file is committed, but a table's log entry was not written.
+        return Err(CliError::context(
+            "the files are committed, but a Delta log entry was not written (the job's next \
+             run writes it)",
+            e,
         ));
     }
     Ok(())
