@@ -415,3 +415,22 @@ async fn a_table_changed_to_a_refused_feature_mid_run_gets_no_entry_of_ours() {
         "no entry of ours after the change"
     );
 }
+
+#[tokio::test]
+async fn garage_single_writer_refuses_a_second_writer_while_the_first_runs() {
+    let Some(b) = s3_or_explain() else { return };
+    let first = open(&b, "a").await.unwrap();
+    let err = open(&b, "b").await.unwrap_err();
+    assert!(
+        matches!(&err, Error::JobBusy { job, .. } if job.contains("single writer")),
+        "{err}"
+    );
+    first.close().await.unwrap();
+    filesink::storage::ownership::settle_releases().await;
+    // Once the first is gone, the second may write.
+    let mut second = open(&b, "b").await.unwrap();
+    second.write(&common::batch(0, 10)).await.unwrap();
+    second.checkpoint(&10).await.unwrap();
+    second.close().await.unwrap();
+    assert_table_exactly_once(b.storage.as_ref(), 10, b.name).await;
+}

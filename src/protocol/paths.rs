@@ -57,6 +57,13 @@ pub fn owners_dir(job: &str) -> String {
     format!("{}/owners", job_dir(job))
 }
 
+/// Where the single writer of a Delta table on a store without conditional puts holds its
+/// claim (`docs/design/delta.md` section 6).
+pub const TABLE_OWNERS_DIR: &str = "_filesink/table/owners";
+
+/// How ownership messages name the table claim (in place of a job name).
+pub const TABLE_CLAIM_NAME: &str = "(the Delta table's single writer)";
+
 /// The longest job name.
 pub const JOB_NAME_MAX_BYTES: usize = 48;
 

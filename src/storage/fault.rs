@@ -369,6 +369,13 @@ impl Storage for FaultyStorage {
         self.inner.job_holder(job).await
     }
 
+    async fn acquire_table_writer(
+        &self,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        self.inner.acquire_table_writer(options).await
+    }
+
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
         let point = if path.starts_with("_delta_log/") {
             FaultPoint::PutLogEntry

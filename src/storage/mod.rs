@@ -250,6 +250,16 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// does.
     async fn job_holder(&self, job: &str) -> Result<Option<String>>;
 
+    /// Takes the single-writer claim of the Delta table at the base, for a writer that runs
+    /// alone on a store whose metadata puts cannot refuse to replace
+    /// ([`Storage::refuses_replace`] is `false`): a second such writer is refused with
+    /// [`crate::Error::JobBusy`] while the claim lives (`docs/design/delta.md` section 6).
+    /// Stores that refuse to replace need no claim: the default holds nothing.
+    async fn acquire_table_writer(&self, options: &LeaseOptions) -> Result<Box<dyn JobLease>> {
+        let _ = options;
+        Ok(Box::new(ownership::External))
+    }
+
     /// The bases of other sinks that this base is inside of (a directory above holding
     /// `_filesink/`, a prefix above holding `_filesink/sink.json`) or that are inside it. A
     /// sink is not created where there is one ([`crate::checkpoint::manifest::sink_identity`]):

@@ -183,13 +183,26 @@ impl Claim {
         job: &str,
         options: &LeaseOptions,
     ) -> Result<Claim> {
+        Self::acquire_in(store, base, where_, owners_dir(job), job, options).await
+    }
+
+    /// Claims the directory `rel` (under `base`) as [`Claim::acquire`] claims a job's; `name`
+    /// names what is claimed in messages. The single writer of a Delta table claims
+    /// [`crate::protocol::paths::TABLE_OWNERS_DIR`] this way.
+    pub(crate) async fn acquire_in(
+        store: Arc<dyn ObjectStore>,
+        base: &str,
+        where_: &str,
+        rel: String,
+        job: &str,
+        options: &LeaseOptions,
+    ) -> Result<Claim> {
         if options.ttl < LeaseOptions::MIN_TTL {
             return Err(Error::Config(format!(
                 "a lease must live at least {} s",
                 LeaseOptions::MIN_TTL.as_secs()
             )));
         }
-        let rel = owners_dir(job);
         let dir = Path::from(if base.is_empty() {
             rel
         } else {

@@ -395,6 +395,23 @@ impl Storage for ObjectStorage {
         Ok(Box::new(claim))
     }
 
+    async fn acquire_table_writer(
+        &self,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        let inner = &self.inner;
+        let claim = super::ownership::Claim::acquire_in(
+            inner.store.clone(),
+            &inner.prefix,
+            &inner.url,
+            crate::protocol::paths::TABLE_OWNERS_DIR.to_owned(),
+            crate::protocol::paths::TABLE_CLAIM_NAME,
+            options,
+        )
+        .await?;
+        Ok(Box::new(claim))
+    }
+
     async fn job_holder(&self, job: &str) -> Result<Option<String>> {
         let inner = &self.inner;
         super::ownership::Claim::holder(inner.store.as_ref(), &inner.prefix, &inner.url, job).await

@@ -88,6 +88,8 @@ pub(crate) struct DeltaTable {
     log_checkpoints: bool,
     /// The log checkpoint being written in the background, if any.
     checkpointing: Option<tokio::task::JoinHandle<()>>,
+    /// The single-writer claim, on a store that cannot refuse to replace a log entry.
+    claim: Option<Box<dyn crate::storage::JobLease>>,
 }
 
 impl Drop for DeltaTable {
@@ -113,13 +115,24 @@ impl DeltaTable {
             .location
             .clone()
             .unwrap_or_else(|| format!("the {} table", storage.name()));
-        if !options.single_writer && !storage.refuses_replace().await? {
+        let refuses_replace = storage.refuses_replace().await?;
+        if !options.single_writer && !refuses_replace {
             return Err(Error::NotSupported(format!(
                 "`{location}` ignores conditional writes (If-None-Match: *), so two writers of \
                  a Delta table could overwrite each other's log entries; pass --single-writer \
                  (DeltaOptions::single_writer) if this is the table's only writer"
             )));
         }
+        // Alone by the user's word: a second filesink writer is kept out by a claim.
+        let claim = if refuses_replace {
+            None
+        } else {
+            Some(
+                storage
+                    .acquire_table_writer(&crate::storage::LeaseOptions::default())
+                    .await?,
+            )
+        };
         let snapshot = Snapshot::load(storage.as_ref()).await?;
         let ours = match (&options.schema, &snapshot.metadata) {
             (Some(job_schema), _) => {
@@ -157,6 +170,7 @@ impl DeltaTable {
             indexed: Vec::new(),
             log_checkpoints: options.log_checkpoints,
             checkpointing: None,
+            claim,
         };
         table.check()?;
         Ok(table)
@@ -254,6 +268,10 @@ impl DeltaTable {
             let (v, entry) = self.entry(n, adds, removes)?;
             let bytes = entry.render()?;
             let path = entry_path(v);
+            // A single writer that lost its claim (paused past its lease) must not put.
+            if let Some(claim) = &self.claim {
+                claim.check().await?;
+            }
             match self.storage.put_metadata(&path, &bytes).await {
                 Ok(()) => {
                     self.snapshot.apply(v, entry, &path)?;
