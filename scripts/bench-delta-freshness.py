@@ -60,7 +60,7 @@ def fmt_size(n):
 
 
 def auto_target(rate, duration):
-    """About five files per partition at the end: a power of two, at least 16 KiB."""
+    """The largest power of two (at least 16 KiB) not above a fifth of a partition's bytes."""
     per_partition = rate * duration * COMPACTED_BYTES_PER_RECORD / PARTITIONS
     t = 16 << 10
     while t * 2 <= per_partition / 5:
