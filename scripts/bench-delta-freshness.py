@@ -8,6 +8,8 @@
 #   python scripts/bench-delta-freshness.py run [options]
 #       runs (a) Delta table + a background compaction loop, then (b) the same stream into a
 #       plain directory, samples both every 10 s, measures the end state, writes JSON + text.
+#   python scripts/bench-delta-freshness.py summary FILE.json
+#       prints the summary of a saved run again (the text --save writes beside the JSON).
 #
 # Needs deltalake and pyarrow (the Python of scripts/bench-delta-freshness) for `run`.
 import argparse, json, os, random, statistics, subprocess, sys, threading, time
@@ -410,6 +412,19 @@ def summarize(r, target):
     row("  of which log entry p50 / p99 ms",
         lambda c: "%.1f / %.1f" % (c["latency_90plus_files"]["log_ms"]["p50"],
                                    c["latency_90plus_files"]["log_ms"]["p99"]))
+    def log_at(c, at_log_checkpoint):
+        # Versions that are a multiple of 10 (delta.checkpointInterval's default) start a log
+        # checkpoint inside the commit: split the log step by that.
+        import re
+        ys = []
+        for x in c["checkpoints"]:
+            m = re.search(r"Committed\((\d+)\)", x.get("table") or "")
+            if m and x["files"] >= 90 and "log_ms" in x and (int(m.group(1)) % 10 == 0) == at_log_checkpoint:
+                ys.append(x["log_ms"])
+        return "%.1f / %.1f (%d)" % (pct(ys, 50), pct(ys, 99), len(ys)) if ys else None
+
+    row("  log entry at versions % 10 == 0 p50 / p99 (n)", lambda c: log_at(c, True))
+    row("  log entry at other versions p50 / p99 (n)", lambda c: log_at(c, False))
     row("files per checkpoint (median)",
         lambda c: c["latency_90plus_files"]["files_per_checkpoint_median"])
     row("visible files at the end (table: live)",
@@ -505,6 +520,8 @@ def main():
     g.add_argument("--rate", type=int, required=True)
     g.add_argument("--duration", type=float, required=True)
     g.add_argument("--stats", required=True)
+    sm = sub.add_parser("summary", help="print the summary of a saved run (--save FILE.json)")
+    sm.add_argument("json")
     r = sub.add_parser("run")
     r.add_argument("--bin", required=True)
     r.add_argument("--commit", default="unknown")
@@ -522,6 +539,10 @@ def main():
     a = p.parse_args()
     if a.cmd == "gen":
         gen(a)
+    elif a.cmd == "summary":
+        with open(a.json) as f:
+            res = json.load(f)
+        sys.stdout.write(summarize(res, res["target_bytes"]))
     else:
         run(a)
 
