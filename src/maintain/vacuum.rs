@@ -433,7 +433,7 @@ impl TableFiles {
                 FilePath::Absolute(p) => files.live_absolute.push(percent_decoded(&p)),
             }
         }
-        for (path, remove) in &snapshot.removes {
+        for (path, remove) in snapshot.removes.iter() {
             // An absolute tombstone names a file we cannot place: no tombstone, so the file's
             // own age decides (condition 4).
             if let Ok(FilePath::Relative(p)) = decode_path(path) {

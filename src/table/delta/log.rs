@@ -21,6 +21,7 @@
 //! temporary files (names starting with `.`) are never listed.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::actions::{Add, DomainMetadata, Entry, Metadata, Protocol, Remove, Txn};
 use super::checkpoint::{self, LastCheckpoint, LogFile};
@@ -52,10 +53,12 @@ pub(crate) struct Snapshot {
     pub(crate) metadata: Option<Metadata>,
     /// `txn` by appId.
     pub(crate) txns: HashMap<String, Txn>,
-    /// Live files by `path` as written in the log.
-    pub(crate) adds: HashMap<String, Add>,
-    /// Tombstones by `path`.
-    pub(crate) removes: HashMap<String, Remove>,
+    /// Live files by `path` as written in the log. Shared, so that the copy a log checkpoint
+    /// takes at its version costs nothing on the commit path: the map is copied only if an
+    /// entry is applied while a checkpoint still holds it.
+    pub(crate) adds: Arc<HashMap<String, Add>>,
+    /// Tombstones by `path` (shared likewise).
+    pub(crate) removes: Arc<HashMap<String, Remove>>,
     /// Domain metadata by domain (removed domains are dropped).
     pub(crate) domain_metadata: HashMap<String, DomainMetadata>,
     /// `commitInfo.inCommitTimestamp` of the latest version, when it has one.
@@ -341,13 +344,19 @@ impl Snapshot {
                 self.domain_metadata.insert(d.domain.clone(), d);
             }
         }
-        for r in removes {
-            self.adds.remove(&r.path);
-            self.removes.insert(r.path.clone(), r);
-        }
-        for a in adds {
-            self.removes.remove(&a.path);
-            self.adds.insert(a.path.clone(), a);
+        if !removes.is_empty() || !adds.is_empty() {
+            let (live, tombstones) = (
+                Arc::make_mut(&mut self.adds),
+                Arc::make_mut(&mut self.removes),
+            );
+            for r in removes {
+                live.remove(&r.path);
+                tombstones.insert(r.path.clone(), r);
+            }
+            for a in adds {
+                tombstones.remove(&a.path);
+                live.insert(a.path.clone(), a);
+            }
         }
         self.in_commit_timestamp = commit_info.and_then(|c| c.in_commit_timestamp);
         self.version = Some(v);
