@@ -153,14 +153,14 @@ fn golden_v1_writer_state_deserializes() {
 fn future_versions_are_refused_with_the_version_in_the_message() {
     let mut v: serde_json::Value =
         serde_json::from_slice(&fixture_of("v2", "committable.json")).unwrap();
-    v["version"] = 3.into();
+    v["version"] = 4.into();
     let err = Committable::from_json(v.to_string().as_bytes()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::UnsupportedVersion {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),

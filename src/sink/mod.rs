@@ -83,9 +83,10 @@ pub(crate) mod writer;
 
 pub use crate::protocol::CommitOutcome;
 pub use committer::{CommitSummary, Committer};
-pub use config::{OutputFileConfig, RollingPolicy, SinkBuilder};
+pub use config::{MergePolicy, OutputFileConfig, RollingPolicy, SinkBuilder};
 pub use state::{
-    Committable, PendingHandle, ResumableFile, UploadedPart, WriterState, FORMAT_VERSION,
+    CarriedFile, Committable, PendingHandle, ResumableFile, UploadedPart, WriterState,
+    FORMAT_VERSION,
 };
 pub use writer::{Restored, SinkWriter};
 
@@ -161,6 +162,13 @@ impl Sink {
                 "a Delta table holds Parquet files; this sink writes {}",
                 self.config.format.name()
             )));
+        }
+        if self.config.merge.is_some() {
+            return Err(crate::Error::Config(
+                "a Delta table does not take a pre-commit merge: its small files are compacted \
+                 after they are visible (`filesink compact`)"
+                    .into(),
+            ));
         }
         let mut config = self.config.as_ref().clone();
         config.file_stats = true;
