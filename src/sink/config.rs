@@ -344,9 +344,10 @@ impl SinkBuilder {
                     "pre-commit merge is not supported on object stores yet".into(),
                 ));
             }
-            if m.small_bytes_max == 0 || m.target_bytes < m.small_bytes_max {
+            if m.small_bytes_max == 0 || m.target_bytes == 0 {
                 return Err(Error::Config(format!(
-                    "the merge policy needs 0 < small_bytes_max <= target_bytes; it has {} and {}",
+                    "the merge policy needs a positive small_bytes_max and target_bytes; it has \
+                     {} and {}",
                     m.small_bytes_max, m.target_bytes
                 )));
             }
