@@ -72,6 +72,7 @@ async fn campaign_of(variant: Variant, make: fn() -> Option<Backend>, default_se
     let only_point = std::env::var("FILESINK_FAULT_POINT").ok();
     let mut cases = 0;
     let mut fired = 0;
+    let mut carried_reads = 0;
     let mut name = "";
     for seed in 0..seeds {
         if only_seed.is_some_and(|s| s != seed) {
@@ -85,6 +86,7 @@ async fn campaign_of(variant: Variant, make: fn() -> Option<Backend>, default_se
             .await
             .unwrap();
         let counts = counter.counts();
+        carried_reads += counts.get(&FaultPoint::ReadHidden).copied().unwrap_or(0);
         for &point in FaultPoint::ALL {
             if only_point
                 .as_deref()
@@ -169,7 +171,10 @@ async fn campaign_of(variant: Variant, make: fn() -> Option<Backend>, default_se
             assert!(left.is_empty(), "{ctx}: leftovers after the end: {left:?}");
         }
     }
-    eprintln!("fault campaign [{name} {variant:?}]: {cases} cases over {seeds} seeds, {fired} faults fired");
+    eprintln!("fault campaign [{name} {variant:?}]: {cases} cases over {seeds} seeds, {fired} faults fired, {carried_reads} carried files read back to merge");
+    if variant == Variant::Merge && only_seed.is_none() {
+        assert!(carried_reads > 0, "the Merge variant never merged");
+    }
 }
 
 #[tokio::test]

@@ -577,11 +577,6 @@ fn merge_policy(args: &IngestArgs, location: &Location) -> CliResult<Option<Merg
              jsonl or csv",
         ));
     }
-    if small == 0 || args.merge_target == Some(0) {
-        return Err(CliError::usage(
-            "--merge-small-files and --merge-target must be positive sizes",
-        ));
-    }
     if let Location::S3 { .. } = location {
         return Err(filesink::Error::NotSupported(
             "pre-commit merge is not supported on object stores yet".into(),
