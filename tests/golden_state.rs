@@ -194,13 +194,19 @@ fn carried_files_need_version_3_and_safe_paths() {
     for (field, bad) in [
         ("in_progress_path", "day=2026-11-30/../../etc/passwd"),
         ("in_progress_path", "day=2026-11-30/part-0-x-4.parquet"),
-        ("final_path", "day=2026-11-29/part-0-019ad2f1c0c87b2a9d6f3b8e5a1c2d3e-4.parquet"),
+        (
+            "final_path",
+            "day=2026-11-29/part-0-019ad2f1c0c87b2a9d6f3b8e5a1c2d3e-4.parquet",
+        ),
     ] {
         let mut v: serde_json::Value =
             serde_json::from_slice(&fixture_of("v3", "writer_state.json")).unwrap();
         v["carried"][0][field] = bad.into();
         let err = WriterState::from_json(v.to_string().as_bytes()).unwrap_err();
-        assert!(matches!(err, Error::Corrupt { .. }), "{field} = {bad}: {err:?}");
+        assert!(
+            matches!(err, Error::Corrupt { .. }),
+            "{field} = {bad}: {err:?}"
+        );
     }
 }
 

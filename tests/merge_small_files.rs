@@ -51,9 +51,14 @@ async fn carried_files_are_invisible_until_merged() {
     let sink = sink(dir.path(), carry_all());
     let mut w = sink.create_writer();
     for n in 1..=4u64 {
-        w.write(&batch((n as i64 - 1) * BATCH, BATCH)).await.unwrap();
+        w.write(&batch((n as i64 - 1) * BATCH, BATCH))
+            .await
+            .unwrap();
         let p = w.prepare_commit(n).await.unwrap();
-        assert!(p.committables.is_empty(), "checkpoint {n}: nothing to commit");
+        assert!(
+            p.committables.is_empty(),
+            "checkpoint {n}: nothing to commit"
+        );
         assert_eq!(p.state.carried.len(), DAYS * n as usize);
         assert_eq!(p.state.version, 3, "carried files need format version 3");
         assert!(p.state.carried.iter().all(|c| c.record_count == 5));
@@ -100,7 +105,9 @@ async fn the_target_size_triggers_the_merge() {
     let sink = sink(dir.path(), policy);
     let mut w = sink.create_writer();
     for n in 1..=3u64 {
-        w.write(&batch((n as i64 - 1) * BATCH, BATCH)).await.unwrap();
+        w.write(&batch((n as i64 - 1) * BATCH, BATCH))
+            .await
+            .unwrap();
         let p = w.prepare_commit(n).await.unwrap();
         sink.committer().commit_all(&p.committables).await.unwrap();
         if n < 3 {
@@ -119,10 +126,7 @@ async fn the_target_size_triggers_the_merge() {
 async fn visibility_delay_bounds_the_wait() {
     let dir = tempfile::tempdir().unwrap();
     let delay = Duration::from_millis(300);
-    let sink = sink(
-        dir.path(),
-        carry_all().with_max_visibility_delay(delay),
-    );
+    let sink = sink(dir.path(), carry_all().with_max_visibility_delay(delay));
     let mut w = sink.create_writer();
     w.write(&batch(0, BATCH)).await.unwrap();
     let p = w.prepare_commit(1).await.unwrap();
@@ -274,7 +278,11 @@ async fn a_restored_sink_without_the_merge_hands_carried_files_out() {
         .bucket_assigner(HivePartitioner::new(["day"]).unwrap())
         .build()
         .unwrap();
-    let mut w = plain.restore_writer(Some(&p1.state), &[]).await.unwrap().writer;
+    let mut w = plain
+        .restore_writer(Some(&p1.state), &[])
+        .await
+        .unwrap()
+        .writer;
     let p = w.prepare_commit(2).await.unwrap();
     assert_eq!(p.committables.len(), DAYS);
     assert!(p.state.carried.is_empty());
@@ -291,7 +299,10 @@ fn the_merge_is_refused_where_it_cannot_work() {
         .merge_small_files(MergePolicy::default())
         .build()
         .unwrap_err();
-    assert!(matches!(&err, Error::Config(m) if m.contains("Parquet")), "{err:?}");
+    assert!(
+        matches!(&err, Error::Config(m) if m.contains("Parquet")),
+        "{err:?}"
+    );
     let err = Sink::local(dir.path())
         .unwrap()
         .merge_small_files(MergePolicy::new(0))

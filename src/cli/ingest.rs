@@ -554,7 +554,10 @@ fn merge_policy(args: &IngestArgs, location: &Location) -> CliResult<Option<Merg
     let Some(small) = args.merge_small_files else {
         if let Some(flag) = [
             ("--merge-target", args.merge_target.is_some()),
-            ("--max-visibility-delay", args.max_visibility_delay.is_some()),
+            (
+                "--max-visibility-delay",
+                args.max_visibility_delay.is_some(),
+            ),
         ]
         .iter()
         .find_map(|(flag, given)| given.then_some(flag))

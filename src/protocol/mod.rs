@@ -36,8 +36,8 @@ pub use paths::{
     JOBS_DIR, JOB_NAME_MAX_BYTES, METADATA_DIR, METADATA_NAMESPACES, OWNER_LOCK_FILE, SINK_FILE,
 };
 pub use state::{
-    upload_leftover_id, CarriedFile, CommitOutcome, Committable, PendingHandle,
-    PreparedCheckpoint, ResumableFile, UploadedPart, WriterState,
+    upload_leftover_id, CarriedFile, CommitOutcome, Committable, PendingHandle, PreparedCheckpoint,
+    ResumableFile, UploadedPart, WriterState,
 };
 pub use stats::{ColumnPath, FileStats};
 pub use version::{

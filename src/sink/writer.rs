@@ -248,7 +248,8 @@ impl SinkWriter {
         if let Some(state) = state {
             writer.state.checkpoint_id = state.checkpoint_id;
             if !state.carried.is_empty()
-                && !matches!(config.format, crate::format::FileFormat::Parquet(_)) {
+                && !matches!(config.format, crate::format::FileFormat::Parquet(_))
+            {
                 return Err(Error::corrupt(
                     format!("writer state of writer `{}`", state.writer_id),
                     "it carries files, but the format is not Parquet",
@@ -908,7 +909,10 @@ impl SinkWriter {
             let small = policy
                 .as_ref()
                 .is_some_and(|p| part.size_bytes < p.small_bytes_max);
-            match (&pending, small && part.supersedes.is_empty() && part.stats.is_none()) {
+            match (
+                &pending,
+                small && part.supersedes.is_empty() && part.stats.is_none(),
+            ) {
                 (PendingHandle::LocalFile { in_progress_path }, true) => {
                     let carried = CarriedFile {
                         bucket: part.bucket.clone(),
@@ -1061,7 +1065,10 @@ async fn read_carried(
         }
         let schema = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
             .map_err(|e| {
-                Error::corrupt(format!("carried file `{}`", f.in_progress_path), e.to_string())
+                Error::corrupt(
+                    format!("carried file `{}`", f.in_progress_path),
+                    e.to_string(),
+                )
             })?
             .schema()
             .clone();
@@ -1087,7 +1094,11 @@ fn is_merge_due(
         return true;
     };
     let bytes: u64 = files.iter().map(|f| f.size_bytes).sum();
-    let oldest = files.iter().map(|f| f.carried_at_ms).min().unwrap_or(now_ms);
+    let oldest = files
+        .iter()
+        .map(|f| f.carried_at_ms)
+        .min()
+        .unwrap_or(now_ms);
     input_ended
         || bytes >= policy.target_bytes
         || now_ms.saturating_sub(oldest) >= policy.max_visibility_delay.as_millis() as i64
