@@ -99,7 +99,11 @@ impl Default for RollingPolicy {
 ///
 /// The trade-off: a record carried at checkpoint n is visible at most `max_visibility_delay`
 /// plus one checkpoint interval after n, instead of at n; carried bytes are written twice and
-/// read once; readers of the directory never see the small files.
+/// read twice (once to group the files by schema, once to merge); readers of the directory
+/// never see the small files. A merge holds one carried file (below `small_bytes_max`), one
+/// decoded row group and the new file's encoder (flushed as a row group at a quarter of the
+/// sink's `buffer_bytes_max`) in memory. A merged file may exceed the rolling policy's part
+/// size: it is at most `target_bytes` plus one small file, re-encoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergePolicy {
     /// A rolled file smaller than this is carried instead of committed.

@@ -935,8 +935,8 @@ impl SinkWriter {
                 self.carried.extend(files);
                 continue;
             }
-            for group in read_carried(self.config.storage.as_ref(), &files).await? {
-                if let [(lone, _)] = group.as_slice() {
+            for group in group_carried(self.config.storage.as_ref(), &files).await? {
+                if let [lone] = group.as_slice() {
                     out.push(lone_committable(lone));
                 } else {
                     self.write_merged(&bucket, &group).await?;
@@ -952,13 +952,10 @@ impl SinkWriter {
     }
 
     /// Writes the records of `group` (carried files of `bucket`, one schema) into one new part
-    /// file of this incarnation, decoding one row group at a time, and rolls it: it is sealed
-    /// with the vote's next group, and supersedes every file of `group`.
-    async fn write_merged(
-        &mut self,
-        bucket: &BucketId,
-        group: &[(CarriedFile, bytes::Bytes)],
-    ) -> Result<()> {
+    /// file of this incarnation, reading one carried file at a time and decoding one row group
+    /// at a time, and rolls it: it is sealed with the vote's next group, and supersedes every
+    /// file of `group`.
+    async fn write_merged(&mut self, bucket: &BucketId, group: &[CarriedFile]) -> Result<()> {
         debug_assert!(
             !self.open.contains_key(bucket),
             "Parquet files all roll at the vote"
@@ -977,18 +974,16 @@ impl SinkWriter {
                 record_count: 0,
                 created_at: now,
                 last_write: now,
-                supersedes: group
-                    .iter()
-                    .map(|(f, _)| f.in_progress_path.clone())
-                    .collect(),
+                supersedes: group.iter().map(|f| f.in_progress_path.clone()).collect(),
                 buffered_bytes: 0,
                 held_bytes: 0,
             },
         );
         let flush_at = (self.config.buffer_bytes_max / 4).max(ROW_GROUP_FLUSH_BYTES_MIN) as usize;
         let mut expected = 0u64;
-        for (f, bytes) in group {
+        for f in group {
             expected += f.record_count;
+            let bytes = read_carried_file(self.config.storage.as_ref(), f).await?;
             let what = || format!("carried file `{}`", f.in_progress_path);
             let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
                 .map_err(|e| Error::corrupt(what(), e.to_string()))?;
@@ -1041,29 +1036,40 @@ impl SinkWriter {
     }
 }
 
-/// Reads `files` back whole (checking size and CRC-32C against what was recorded) and
-/// groups them by Arrow schema, in order: files of one schema can be merged into one file.
-async fn read_carried(
+/// Reads the carried file `f` back whole and checks it is the file the state recorded: its
+/// size and CRC-32C.
+async fn read_carried_file(
+    storage: &dyn crate::storage::Storage,
+    f: &CarriedFile,
+) -> Result<bytes::Bytes> {
+    let bytes = storage.read_hidden(&f.in_progress_path).await?;
+    if bytes.len() as u64 != f.size_bytes || crc32c::crc32c(&bytes) != f.crc32c {
+        return Err(Error::data_lost(
+            &f.in_progress_path,
+            format!(
+                "the carried file holds {} bytes with CRC-32C {:#010x}; the writer state \
+                 recorded {} bytes with {:#010x}",
+                bytes.len(),
+                crc32c::crc32c(&bytes),
+                f.size_bytes,
+                f.crc32c
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Groups `files` by Arrow schema, in order (files of one schema can be merged into one
+/// file), reading each back and checking it ([`read_carried_file`]). Only one file is in
+/// memory at a time: the merge reads each again.
+async fn group_carried(
     storage: &dyn crate::storage::Storage,
     files: &[CarriedFile],
-) -> Result<Vec<Vec<(CarriedFile, bytes::Bytes)>>> {
-    let mut groups: Vec<(SchemaRef, Vec<(CarriedFile, bytes::Bytes)>)> = Vec::new();
+) -> Result<Vec<Vec<CarriedFile>>> {
+    let mut groups: Vec<(SchemaRef, Vec<CarriedFile>)> = Vec::new();
     for f in files {
-        let bytes = storage.read_hidden(&f.in_progress_path).await?;
-        if bytes.len() as u64 != f.size_bytes || crc32c::crc32c(&bytes) != f.crc32c {
-            return Err(Error::data_lost(
-                &f.in_progress_path,
-                format!(
-                    "the carried file holds {} bytes with CRC-32C {:#010x}; the writer \
-                     state recorded {} bytes with {:#010x}",
-                    bytes.len(),
-                    crc32c::crc32c(&bytes),
-                    f.size_bytes,
-                    f.crc32c
-                ),
-            ));
-        }
-        let schema = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+        let bytes = read_carried_file(storage, f).await?;
+        let schema = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .map_err(|e| {
                 Error::corrupt(
                     format!("carried file `{}`", f.in_progress_path),
@@ -1076,8 +1082,8 @@ async fn read_carried(
             .iter_mut()
             .find(|(s, _)| s.fields() == schema.fields())
         {
-            Some((_, group)) => group.push((f.clone(), bytes)),
-            None => groups.push((schema, vec![(f.clone(), bytes)])),
+            Some((_, group)) => group.push(f.clone()),
+            None => groups.push((schema, vec![f.clone()])),
         }
     }
     Ok(groups.into_iter().map(|(_, g)| g).collect())
