@@ -12,7 +12,8 @@
 //!    shape filesink writes, by a writer of one of the sink's jobs; anything else is foreign,
 //!    reported and never removed;
 //! 2. no job's latest manifest references it ([`references`]): not a pending file (commit it
-//!    instead), not a resumable row file, not an original a resumed file supersedes;
+//!    instead), not a resumable row file, not an original a resumed file supersedes, not a
+//!    small file a pre-commit merge carries;
 //! 3. its job is not owned by a live run ([`Lake::hold_jobs`]): a live run's hidden files are
 //!    its work in progress;
 //! 4. it is at least as old as the caller asks.
@@ -129,15 +130,19 @@ pub enum RefKind {
     Resumable,
     /// An original that a resumed file supersedes; removed once that one is committed.
     Superseded,
+    /// A small file a pre-commit merge carries (`WriterState::carried`): its records are in
+    /// no committed file yet; the job's next run merges or commits it.
+    Carried,
 }
 
 impl RefKind {
-    /// `pending`, `resumable` or `superseded`.
+    /// `pending`, `resumable`, `superseded` or `carried`.
     pub fn name(self) -> &'static str {
         match self {
             RefKind::Pending => "pending",
             RefKind::Resumable => "resumable",
             RefKind::Superseded => "superseded",
+            RefKind::Carried => "carried",
         }
     }
 }
@@ -318,11 +323,20 @@ impl Lake {
             .iter()
             .filter_map(|j| j.latest.as_ref().ok().and_then(Option::as_ref))
         {
-            let finals = m.committables.iter().map(|c| c.final_path.as_str()).chain(
-                m.writers
-                    .iter()
-                    .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
-            );
+            let finals = m
+                .committables
+                .iter()
+                .map(|c| c.final_path.as_str())
+                .chain(
+                    m.writers
+                        .iter()
+                        .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
+                )
+                .chain(
+                    m.writers
+                        .iter()
+                        .flat_map(|w| w.carried.iter().map(|f| f.final_path.as_str())),
+                );
             for f in finals {
                 if let Some(n) = PartName::parse_final(split_rel(f).1) {
                     if !own.prefixes.contains(&n.prefix) {
@@ -398,6 +412,9 @@ pub fn references<'a>(
                     refs.entry(s.clone())
                         .or_insert_with(|| r(RefKind::Superseded));
                 }
+            }
+            for f in &w.carried {
+                refs.insert(f.in_progress_path.clone(), r(RefKind::Carried));
             }
         }
         for c in &m.committables {

@@ -75,6 +75,6 @@ pub use error::{Error, Result};
 pub use format::FileFormat;
 pub use protocol::{CommitOutcome, Committable, PendingHandle, PreparedCheckpoint, WriterState};
 pub use sink::{
-    CommitSummary, Committer, OutputFileConfig, Restored, RollingPolicy, Sink, SinkBuilder,
-    SinkWriter,
+    CommitSummary, Committer, MergePolicy, OutputFileConfig, Restored, RollingPolicy, Sink,
+    SinkBuilder, SinkWriter,
 };

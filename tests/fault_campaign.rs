@@ -10,6 +10,10 @@
 //! every live file present, no file added twice, the job's `txn` not beyond the latest
 //! manifest; after the end every id exactly once in the table.
 //!
+//! The Merge variant runs the plain job as Parquet with a pre-commit merge
+//! (`common::job::run_merge`): files are carried across checkpoints and merged, so faults land
+//! while carried files are read back, merged files sealed, and superseded files removed.
+//!
 //! `FILESINK_FAULT_SEEDS=N` sets the number of seeds (default 50); `FILESINK_FAULT_SEED=S`
 //! together with `FILESINK_FAULT_POINT=Name` reruns one case. A failure prints both.
 
@@ -19,7 +23,7 @@ use std::sync::Arc;
 
 use common::backend::Backend;
 use common::delta::{assert_table_exactly_once, read_log, run_table, table_id_counts};
-use common::job::{format_of, run, Rng, JOB, RECORDS};
+use common::job::{format_of, run, run_merge, Rng, JOB, RECORDS};
 use filesink::checkpoint::manifest::latest_manifest;
 use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
 use filesink::storage::Storage;
@@ -30,6 +34,8 @@ use filesink::FileFormat;
 enum Variant {
     Plain,
     Delta,
+    /// The plain job with a pre-commit merge (Parquet, carried files).
+    Merge,
 }
 
 async fn run_variant(
@@ -40,13 +46,14 @@ async fn run_variant(
     match variant {
         Variant::Plain => run(storage, seed, &mut 0).await,
         Variant::Delta => run_table(storage, seed, &mut 0).await,
+        Variant::Merge => run_merge(storage, seed, &mut 0).await,
     }
 }
 
 fn format_in(variant: Variant, seed: u64) -> FileFormat {
     match variant {
         Variant::Plain => format_of(seed),
-        Variant::Delta => FileFormat::parquet(),
+        Variant::Delta | Variant::Merge => FileFormat::parquet(),
     }
 }
 
@@ -65,6 +72,7 @@ async fn campaign_of(variant: Variant, make: fn() -> Option<Backend>, default_se
     let only_point = std::env::var("FILESINK_FAULT_POINT").ok();
     let mut cases = 0;
     let mut fired = 0;
+    let mut carried_reads = 0;
     let mut name = "";
     for seed in 0..seeds {
         if only_seed.is_some_and(|s| s != seed) {
@@ -78,6 +86,7 @@ async fn campaign_of(variant: Variant, make: fn() -> Option<Backend>, default_se
             .await
             .unwrap();
         let counts = counter.counts();
+        carried_reads += counts.get(&FaultPoint::ReadHidden).copied().unwrap_or(0);
         for &point in FaultPoint::ALL {
             if only_point
                 .as_deref()
@@ -162,7 +171,10 @@ async fn campaign_of(variant: Variant, make: fn() -> Option<Backend>, default_se
             assert!(left.is_empty(), "{ctx}: leftovers after the end: {left:?}");
         }
     }
-    eprintln!("fault campaign [{name} {variant:?}]: {cases} cases over {seeds} seeds, {fired} faults fired");
+    eprintln!("fault campaign [{name} {variant:?}]: {cases} cases over {seeds} seeds, {fired} faults fired, {carried_reads} carried files read back to merge");
+    if variant == Variant::Merge && only_seed.is_none() {
+        assert!(carried_reads > 0, "the Merge variant never merged");
+    }
 }
 
 #[tokio::test]
@@ -190,6 +202,13 @@ async fn fault_campaign_s3() {
         8,
     )
     .await;
+}
+
+/// The pre-commit merge under every fault: carried files survive every restore until a
+/// committed merged file supersedes them, and no record is visible twice or lost.
+#[tokio::test]
+async fn fault_campaign_merge_local_disk() {
+    campaign_of(Variant::Merge, || Some(Backend::local()), 30).await;
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
-//! Committables and writer states as committed under `fixtures/state/v1/` and
-//! `fixtures/state/v2/` keep deserializing in every later build, and write back byte for byte;
-//! foreign, damaged or future state is refused clearly.
+//! Committables and writer states as committed under `fixtures/state/v1/`,
+//! `fixtures/state/v2/` and `fixtures/state/v3/` keep deserializing in every later build, and
+//! write back byte for byte; foreign, damaged or future state is refused clearly.
 
 use filesink::protocol::FileStats;
 use filesink::{Committable, Error, PendingHandle, WriterState};
@@ -147,20 +147,81 @@ fn golden_v1_writer_state_deserializes() {
         String::from_utf8(s.to_json()).unwrap(),
         String::from_utf8(compact(&fixture("writer_state.json"))).unwrap()
     );
+    assert!(s.carried.is_empty());
+    assert_eq!(s.format_version(), 1);
+}
+
+#[test]
+fn golden_v3_writer_state_with_carried_files_deserializes() {
+    let golden = fixture_of("v3", "writer_state.json");
+    let s = WriterState::from_json(&golden).unwrap();
+    assert_eq!((s.version, s.format_version()), (3, 3));
+    assert_eq!(s.format, "parquet");
+    assert_eq!(s.checkpoint_id, 9);
+    assert!(s.in_progress.is_empty());
+    assert_eq!(s.carried.len(), 2);
+    let f = &s.carried[0];
+    assert_eq!(f.bucket.as_str(), "day=2026-11-30");
+    assert_eq!(
+        f.final_path,
+        "day=2026-11-30/part-0-019ad2f1c0c87b2a9d6f3b8e5a1c2d3e-4.parquet"
+    );
+    assert!(f.in_progress_path.starts_with("day=2026-11-30/.part-0-"));
+    assert_eq!(
+        (f.size_bytes, f.crc32c, f.record_count),
+        (2048, 305419896, 40)
+    );
+    assert_eq!((f.checkpoint_id, f.carried_at_ms), (8, 1764460800000));
+    assert_eq!(s.carried[1].checkpoint_id, 9);
+    assert_eq!(
+        String::from_utf8(s.to_json()).unwrap(),
+        String::from_utf8(compact(&golden)).unwrap()
+    );
+}
+
+#[test]
+fn carried_files_need_version_3_and_safe_paths() {
+    // A build that reads version 2 but not `carried` would drop the carried files: a state
+    // that has them must say version 3, which such a build refuses.
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&fixture_of("v3", "writer_state.json")).unwrap();
+    v["version"] = 2.into();
+    let err = WriterState::from_json(v.to_string().as_bytes()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupt { reason, .. } if reason.contains("version 3")),
+        "{err:?}"
+    );
+    for (field, bad) in [
+        ("in_progress_path", "day=2026-11-30/../../etc/passwd"),
+        ("in_progress_path", "day=2026-11-30/part-0-x-4.parquet"),
+        (
+            "final_path",
+            "day=2026-11-29/part-0-019ad2f1c0c87b2a9d6f3b8e5a1c2d3e-4.parquet",
+        ),
+    ] {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&fixture_of("v3", "writer_state.json")).unwrap();
+        v["carried"][0][field] = bad.into();
+        let err = WriterState::from_json(v.to_string().as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, Error::Corrupt { .. }),
+            "{field} = {bad}: {err:?}"
+        );
+    }
 }
 
 #[test]
 fn future_versions_are_refused_with_the_version_in_the_message() {
     let mut v: serde_json::Value =
         serde_json::from_slice(&fixture_of("v2", "committable.json")).unwrap();
-    v["version"] = 3.into();
+    v["version"] = 4.into();
     let err = Committable::from_json(v.to_string().as_bytes()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::UnsupportedVersion {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::delta::{read_log, run_table, table_id_counts};
-use common::job::{commits_in_background, format_of, run, Rng, JOB, RECORDS};
+use common::job::{commits_in_background, format_of, run, run_merge, Rng, JOB, RECORDS};
 use filesink::checkpoint::manifest::latest_manifest;
 use filesink::storage::local::Fs;
 use filesink::storage::power_loss::{PowerLoss, PowerLossDisk};
@@ -44,6 +44,8 @@ fn storage_on(disk: &PowerLossDisk) -> filesink::Result<Arc<dyn Storage>> {
 enum Variant {
     Plain,
     Delta,
+    /// The plain job as Parquet with a pre-commit merge (`common::job::run_merge`).
+    Merge,
 }
 
 /// Runs the job on `disk` from its latest manifest; `acked` as in [`run`].
@@ -56,13 +58,14 @@ async fn run_on(
     match variant {
         Variant::Plain => run(storage_on(disk)?, seed, acked).await,
         Variant::Delta => run_table(storage_on(disk)?, seed, acked).await,
+        Variant::Merge => run_merge(storage_on(disk)?, seed, acked).await,
     }
 }
 
 fn format_in(variant: Variant, seed: u64) -> FileFormat {
     match variant {
         Variant::Plain => format_of(seed),
-        Variant::Delta => FileFormat::parquet(),
+        Variant::Delta | Variant::Merge => FileFormat::parquet(),
     }
 }
 
@@ -185,6 +188,29 @@ async fn power_loss_at_every_call_keeps_every_acknowledged_record() {
 #[tokio::test]
 async fn power_loss_at_every_call_keeps_every_acknowledged_record_in_a_delta_table() {
     power_loss_at_every_call(Variant::Delta, delta_seeds()).await;
+}
+
+#[tokio::test]
+async fn power_loss_at_every_call_keeps_every_acknowledged_record_with_carried_files() {
+    power_loss_at_every_call(Variant::Merge, merge_seeds()).await;
+}
+
+#[tokio::test]
+async fn a_process_crash_then_a_power_loss_keeps_every_acknowledged_record_with_carried_files() {
+    crash_then_power_loss(Variant::Merge, merge_seeds()).await;
+}
+
+/// Seeds of the Merge variants (`common::job::merge_policy_of`): no visibility delay with one
+/// writer (0); merges by target size with one writer (1), with two (4), and with a commit in
+/// the background and a larger target (7).
+fn merge_seeds() -> Vec<u64> {
+    match std::env::var("FILESINK_POWER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => vec![0, 1, 4, 7],
+    }
 }
 
 /// Seeds of the Delta variants: fewer (its runs make more calls), one of each writer count

@@ -16,7 +16,7 @@ use filesink::ingest::{
 };
 use filesink::storage::LeaseOptions;
 use filesink::table::delta::DeltaOptions;
-use filesink::{CheckpointReport, FileFormat};
+use filesink::{CheckpointReport, FileFormat, MergePolicy};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -220,6 +220,26 @@ pub struct IngestArgs {
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub table: Option<TableArg>,
 
+    /// Plain directories, Parquet, local disk: hold back part files smaller than SIZE
+    /// (`16MiB`) instead of committing them, hidden, and merge a partition's held files into
+    /// one part file once they reach --merge-target, once the oldest has waited
+    /// --max-visibility-delay, or at the end of the input. Readers of the directory never see
+    /// small files; records become visible up to that delay later, and held bytes are written
+    /// twice. Not with --table delta (`filesink compact` merges a table's files).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub merge_small_files: Option<u64>,
+
+    /// With --merge-small-files: the size at which a partition's held files are merged
+    /// (default 8 times --merge-small-files).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub merge_target: Option<u64>,
+
+    /// With --merge-small-files: the longest a held file waits before it is committed, merged
+    /// with the others of its partition (default 60s); a record is visible at most this long
+    /// plus one checkpoint interval after the checkpoint that held it.
+    #[arg(long, value_parser = super::util::parse_duration, value_name = "DURATION")]
+    pub max_visibility_delay: Option<std::time::Duration>,
+
     /// With --table, on a store that ignores conditional writes (Garage): this run is the
     /// table's only writer. Without it such a store is refused, because two writers could
     /// overwrite each other's log entries.
@@ -368,6 +388,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             ))
         }
         (None, _) => {}
+    }
+    if let Some(policy) = merge_policy(&args, &location)? {
+        ingest = ingest.merge_small_files(policy);
     }
     if let Some(bytes) = args.memory {
         ingest = ingest.memory_bytes_max(bytes);
@@ -523,6 +546,54 @@ fn output_format(args: &IngestArgs) -> CliResult<(FileFormat, String)> {
         )));
     }
     Ok((other.0, "none".to_string()))
+}
+
+/// The pre-commit merge the arguments ask for (`--merge-small-files`, `--merge-target`,
+/// `--max-visibility-delay`): plain directories of Parquet files on local disk only.
+fn merge_policy(args: &IngestArgs, location: &Location) -> CliResult<Option<MergePolicy>> {
+    let Some(small) = args.merge_small_files else {
+        if let Some(flag) = [
+            ("--merge-target", args.merge_target.is_some()),
+            (
+                "--max-visibility-delay",
+                args.max_visibility_delay.is_some(),
+            ),
+        ]
+        .iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+        {
+            return Err(CliError::usage(format!(
+                "{flag} applies to the pre-commit merge; it needs --merge-small-files"
+            )));
+        }
+        return Ok(None);
+    };
+    if args.table.is_some() {
+        return Err(CliError::usage(
+            "--merge-small-files is for plain directories; a Delta table (--table delta) \
+             merges its small files with `filesink compact`, without delaying visibility",
+        ));
+    }
+    if args.format != OutputFormat::Parquet {
+        return Err(CliError::usage(
+            "--merge-small-files merges Parquet files; it cannot be combined with --format \
+             jsonl or csv",
+        ));
+    }
+    if let Location::S3 { .. } = location {
+        return Err(filesink::Error::NotSupported(
+            "pre-commit merge is not supported on object stores yet".into(),
+        )
+        .into());
+    }
+    let mut policy = MergePolicy::new(small);
+    if let Some(target) = args.merge_target {
+        policy = policy.with_target_bytes(target);
+    }
+    if let Some(delay) = args.max_visibility_delay {
+        policy = policy.with_max_visibility_delay(delay);
+    }
+    Ok(Some(policy))
 }
 
 /// The exit code and message of an error of the ingestion engine: what the engine refuses

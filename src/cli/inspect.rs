@@ -257,6 +257,17 @@ fn print_manifest(
                 f.record_count
             );
         }
+        for f in &w.carried {
+            outln!(
+                out,
+                "    {} -> {}  {} carried since checkpoint {}, {} records",
+                f.in_progress_path,
+                f.final_path,
+                human_bytes(f.size_bytes),
+                f.checkpoint_id,
+                f.record_count
+            );
+        }
     }
     let bytes: u64 = m.committables.iter().map(|c| c.size_bytes).sum();
     let records: u64 = m.committables.iter().map(|c| c.record_count).sum();

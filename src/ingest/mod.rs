@@ -366,6 +366,7 @@ pub struct Ingest {
     parallelism: Option<usize>,
     memory_bytes_max: u64,
     table: Option<DeltaOptions>,
+    merge: Option<crate::sink::MergePolicy>,
 }
 
 /// The record schema of job `job` as its latest manifest says, if it has one.
@@ -417,6 +418,7 @@ impl Ingest {
             parallelism: None,
             memory_bytes_max: crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX,
             table: None,
+            merge: None,
         }
     }
 
@@ -427,6 +429,15 @@ impl Ingest {
     /// output must be Parquet.
     pub fn delta_table(mut self, options: DeltaOptions) -> Ingest {
         self.table = Some(options);
+        self
+    }
+
+    /// Holds back small Parquet files and merges them before they are committed (the
+    /// pre-commit merge, [`crate::sink::SinkBuilder::merge_small_files`]): plain directories
+    /// on local disk only; the run fails with [`crate::Error::Config`] with a Delta table or a
+    /// row format, and with [`crate::Error::NotSupported`] on an object store.
+    pub fn merge_small_files(mut self, policy: crate::sink::MergePolicy) -> Ingest {
+        self.merge = Some(policy);
         self
     }
 
@@ -618,6 +629,7 @@ impl Ingest {
             parallelism,
             memory_bytes_max,
             table,
+            merge,
         } = self;
         let output = output.ok_or_else(|| {
             Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
@@ -774,6 +786,16 @@ impl Ingest {
         if let Some(bytes) = part_size_bytes_max {
             builder =
                 builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
+        }
+        if let Some(policy) = merge {
+            if table.is_some() {
+                return Err(Error::Config(
+                    "a Delta table does not take a pre-commit merge: its small files are \
+                     compacted after they are visible"
+                        .into(),
+                ));
+            }
+            builder = builder.merge_small_files(policy);
         }
         let sink = builder.build()?;
         // A table's schema is the job's: the one it was started with when it resumes (read

@@ -391,11 +391,20 @@ async fn read_manifests(storage: &dyn Storage) -> Result<(OwnNames, HashSet<Stri
         let Some(m) = manifest::latest_manifest(storage, job, sink_id.as_deref()).await? else {
             continue;
         };
-        let finals = m.committables.iter().map(|c| c.final_path.as_str()).chain(
-            m.writers
-                .iter()
-                .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
-        );
+        let finals = m
+            .committables
+            .iter()
+            .map(|c| c.final_path.as_str())
+            .chain(
+                m.writers
+                    .iter()
+                    .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
+            )
+            .chain(
+                m.writers
+                    .iter()
+                    .flat_map(|w| w.carried.iter().map(|f| f.final_path.as_str())),
+            );
         for f in finals {
             listed.insert(f.to_owned());
             if let Some(n) = PartName::parse_final(split_rel(f).1) {

@@ -36,10 +36,11 @@ pub use paths::{
     JOBS_DIR, JOB_NAME_MAX_BYTES, METADATA_DIR, METADATA_NAMESPACES, OWNER_LOCK_FILE, SINK_FILE,
 };
 pub use state::{
-    upload_leftover_id, CommitOutcome, Committable, PendingHandle, PreparedCheckpoint,
+    upload_leftover_id, CarriedFile, CommitOutcome, Committable, PendingHandle, PreparedCheckpoint,
     ResumableFile, UploadedPart, WriterState,
 };
 pub use stats::{ColumnPath, FileStats};
 pub use version::{
-    check_version, decode_versioned, FORMAT_VERSION, FORMAT_VERSION_MAX, FORMAT_VERSION_STATS,
+    check_version, decode_versioned, FORMAT_VERSION, FORMAT_VERSION_CARRIED, FORMAT_VERSION_MAX,
+    FORMAT_VERSION_STATS,
 };

@@ -7,16 +7,20 @@
 //! ([`decode_versioned`]) and validate every path
 //! ([`super::names`]), so state that is corrupt or foreign is reported, never acted on. A
 //! committable is written with version 1 ([`FORMAT_VERSION`]) unless it carries
-//! [`Committable::stats`] (version 2, [`Committable::format_version`]). Golden files under
-//! `fixtures/state/v1/` and `fixtures/state/v2/` pin the encodings: every later build must
-//! keep reading them.
+//! [`Committable::stats`] (version 2, [`Committable::format_version`]); a writer state with
+//! version 1 unless it carries files of a pre-commit merge ([`WriterState::carried`], version
+//! 3, [`WriterState::format_version`]). Golden files under `fixtures/state/v1/`,
+//! `fixtures/state/v2/` and `fixtures/state/v3/` pin the encodings: every later build must keep
+//! reading them.
 
 use serde::{Deserialize, Serialize};
 
 use super::names::{
     validate_final_path, validate_hidden_path, validate_in_progress_path, validate_writer_id,
 };
-use super::version::{check_version, decode_versioned, FORMAT_VERSION, FORMAT_VERSION_STATS};
+use super::version::{
+    check_version, decode_versioned, FORMAT_VERSION, FORMAT_VERSION_CARRIED, FORMAT_VERSION_STATS,
+};
 #[cfg(doc)]
 use super::FORMAT_VERSION_MAX;
 use super::{BucketId, FileStats};
@@ -111,7 +115,8 @@ pub fn upload_leftover_id(final_path: &str, upload_id: &str) -> String {
 }
 
 /// The part of a writer that must survive a restart: row-format files kept open across the
-/// checkpoint, each with the length that is durable.
+/// checkpoint, each with the length that is durable, and the small Parquet files a pre-commit
+/// merge carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriterState {
     /// Serialization format version ([`FORMAT_VERSION`] when written by this build).
@@ -125,6 +130,35 @@ pub struct WriterState {
     pub checkpoint_id: u64,
     /// Files still in progress that a restored writer continues.
     pub in_progress: Vec<ResumableFile>,
+    /// Small Parquet files a pre-commit merge carries: sealed (durable, hidden), never
+    /// committed themselves, merged into a later file that supersedes them
+    /// ([`crate::SinkBuilder::merge_small_files`]). Present only in format version 3 and
+    /// later ([`FORMAT_VERSION_CARRIED`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried: Vec<CarriedFile>,
+}
+
+/// One sealed small Parquet file that a pre-commit merge carries across checkpoints: its
+/// records are before the checkpoint's source position, so the file must outlive every restore
+/// until a committed merged file supersedes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CarriedFile {
+    /// The bucket of the file.
+    pub bucket: BucketId,
+    /// The hidden in-progress path of the sealed file, relative to the base location.
+    pub in_progress_path: String,
+    /// The final path the file would have had (and has, when it is committed alone).
+    pub final_path: String,
+    /// The file's exact size.
+    pub size_bytes: u64,
+    /// CRC-32C of the file's content, checked when it is read back for the merge.
+    pub crc32c: u32,
+    /// Records in the file.
+    pub record_count: u64,
+    /// The checkpoint whose vote carried it.
+    pub checkpoint_id: u64,
+    /// When it was carried, in milliseconds since the Unix epoch (for the visibility delay).
+    pub carried_at_ms: i64,
 }
 
 /// One in-progress row-format file as of a checkpoint (Flink's `ResumeRecoverable`).
@@ -266,6 +300,16 @@ impl Committable {
 }
 
 impl WriterState {
+    /// The lowest format version that holds this state: [`FORMAT_VERSION_CARRIED`] with
+    /// carried files, [`FORMAT_VERSION`] without.
+    pub fn format_version(&self) -> u32 {
+        if self.carried.is_empty() {
+            FORMAT_VERSION
+        } else {
+            FORMAT_VERSION_CARRIED
+        }
+    }
+
     /// Serializes to JSON.
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("writer state always serializes")
@@ -291,6 +335,21 @@ impl WriterState {
             for s in &f.supersedes {
                 validate_hidden_path(s).map_err(|e| Error::corrupt(what(), e))?;
             }
+        }
+        if !self.carried.is_empty() && self.version < FORMAT_VERSION_CARRIED {
+            return Err(Error::corrupt(
+                what(),
+                format!(
+                    "it carries files, which need format version {FORMAT_VERSION_CARRIED}, but \
+                     says version {}",
+                    self.version
+                ),
+            ));
+        }
+        for f in &self.carried {
+            validate_final_path(&f.final_path, &f.bucket).map_err(|e| Error::corrupt(what(), e))?;
+            validate_in_progress_path(&f.in_progress_path, &f.final_path)
+                .map_err(|e| Error::corrupt(what(), e))?;
         }
         Ok(())
     }

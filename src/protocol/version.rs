@@ -17,6 +17,12 @@
 //! |---|---|
 //! | 1 | committables, writer states, manifests, the sink identity |
 //! | 2 | `Committable::stats` |
+//! | 3 | `WriterState::carried` (files a pre-commit merge carries across checkpoints) |
+//!
+//! The carried files got a version of their own rather than sharing 2: a build that reads
+//! version 2 but does not know `carried` would drop the field, find the carried files
+//! unreferenced and remove them at restore: records lost. Version 3 makes such a build refuse
+//! the state instead.
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -31,8 +37,12 @@ pub const FORMAT_VERSION: u32 = 1;
 /// ([`super::Committable::stats`]), or holds a record that does.
 pub const FORMAT_VERSION_STATS: u32 = 2;
 
+/// The version of a writer state that carries files of a pre-commit merge
+/// ([`super::WriterState::carried`]), or of a manifest that holds such a state.
+pub const FORMAT_VERSION_CARRIED: u32 = 3;
+
 /// The newest version this build reads.
-pub const FORMAT_VERSION_MAX: u32 = 2;
+pub const FORMAT_VERSION_MAX: u32 = 3;
 
 /// Refuses `found` unless it is a version this build reads (`1..=`[`FORMAT_VERSION_MAX`]).
 /// `what` names the record in the error.
@@ -84,7 +94,7 @@ mod tests {
         assert_eq!(ok.x, 8);
         for (bytes, unsupported) in [
             (&br#"{"version":0,"x":7}"#[..], true),
-            (br#"{"version":3,"x":7}"#, true),
+            (br#"{"version":4,"x":7}"#, true),
             (br#"{"x":7}"#, false),
             (br#"[1]"#, false),
             (br#"{"version":1"#, false),

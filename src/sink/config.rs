@@ -86,6 +86,72 @@ impl Default for RollingPolicy {
     }
 }
 
+/// The pre-commit merge of small Parquet files in plain directories (Flink's
+/// `FileSink.enableCompact`; `docs/design/delta.md` section 11), set with
+/// [`SinkBuilder::merge_small_files`].
+///
+/// At the vote of a checkpoint, a rolled Parquet file smaller than `small_bytes_max` is
+/// *carried*: sealed (durable, hidden) and recorded in the writer state instead of being
+/// committed. When a bucket's carried bytes reach `target_bytes`, or its oldest carried file
+/// has waited `max_visibility_delay`, or the input ends, the vote merges them into one part
+/// file (decoded one row group at a time, re-encoded) whose commit removes them. A lone
+/// carried file that is due is committed as it is.
+///
+/// The trade-off: a record carried at checkpoint n is visible at most `max_visibility_delay`
+/// plus one checkpoint interval after n, instead of at n; carried bytes are written twice and
+/// read twice (once to group the files by schema, once to merge); readers of the directory
+/// never see the small files. A merge holds one carried file (below `small_bytes_max`), one
+/// decoded row group and the new file's encoder (flushed as a row group at a quarter of the
+/// sink's `buffer_bytes_max`) in memory. A merged file may exceed the rolling policy's part
+/// size: it is at most `target_bytes` plus one small file, re-encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergePolicy {
+    /// A rolled file smaller than this is carried instead of committed.
+    pub small_bytes_max: u64,
+    /// A bucket's carried files are merged once they hold this many bytes together.
+    pub target_bytes: u64,
+    /// A bucket's carried files are merged (or its lone carried file committed) at the first
+    /// vote after the oldest of them has been carried this long.
+    pub max_visibility_delay: Duration,
+}
+
+impl MergePolicy {
+    /// The default `small_bytes_max`: 16 MiB.
+    pub const DEFAULT_SMALL_BYTES_MAX: u64 = 16 * 1024 * 1024;
+    /// The default `target_bytes` as a multiple of `small_bytes_max`: 8.
+    pub const DEFAULT_TARGET_FACTOR: u64 = 8;
+    /// The default `max_visibility_delay`: 60 s.
+    pub const DEFAULT_MAX_VISIBILITY_DELAY: Duration = Duration::from_secs(60);
+
+    /// Carries files smaller than `small_bytes_max`, merges at 8 times that or after 60 s.
+    pub fn new(small_bytes_max: u64) -> Self {
+        MergePolicy {
+            small_bytes_max,
+            target_bytes: small_bytes_max.saturating_mul(Self::DEFAULT_TARGET_FACTOR),
+            max_visibility_delay: Self::DEFAULT_MAX_VISIBILITY_DELAY,
+        }
+    }
+
+    /// Sets `target_bytes`.
+    pub fn with_target_bytes(mut self, bytes: u64) -> Self {
+        self.target_bytes = bytes;
+        self
+    }
+
+    /// Sets `max_visibility_delay`.
+    pub fn with_max_visibility_delay(mut self, delay: Duration) -> Self {
+        self.max_visibility_delay = delay;
+        self
+    }
+}
+
+impl Default for MergePolicy {
+    /// 16 MiB small, 128 MiB target, 60 s delay.
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_SMALL_BYTES_MAX)
+    }
+}
+
 /// How part files are named: `<prefix>-<writer id>-<incarnation>-<counter><suffix>`.
 ///
 /// The incarnation is a UUIDv7 drawn each time a writer is created or restored, so no two
@@ -131,6 +197,7 @@ pub struct SinkBuilder {
     writer_id: String,
     buffer_bytes_max: u64,
     file_stats: bool,
+    merge: Option<MergePolicy>,
 }
 
 /// The validated configuration a [`Sink`] hands to its writers and committers.
@@ -145,6 +212,8 @@ pub(crate) struct SinkConfig {
     pub(crate) writer_id: String,
     pub(crate) buffer_bytes_max: u64,
     pub(crate) file_stats: bool,
+    /// The pre-commit merge, if on.
+    pub(crate) merge: Option<MergePolicy>,
 }
 
 impl SinkBuilder {
@@ -165,6 +234,7 @@ impl SinkBuilder {
             writer_id: Self::DEFAULT_WRITER_ID.to_string(),
             buffer_bytes_max: Self::DEFAULT_BUFFER_BYTES_MAX,
             file_stats: Self::DEFAULT_FILE_STATS,
+            merge: None,
         }
     }
 
@@ -237,8 +307,18 @@ impl SinkBuilder {
         self
     }
 
+    /// Turns on the pre-commit merge of small Parquet files ([`MergePolicy`]; off by
+    /// default). Parquet only ([`Error::Config`] otherwise), local disk only
+    /// ([`Error::NotSupported`] on an object store), and not for a Delta table, whose small
+    /// files are compacted after they are visible.
+    pub fn merge_small_files(mut self, policy: MergePolicy) -> Self {
+        self.merge = Some(policy);
+        self
+    }
+
     /// Checks the configuration and builds the sink: [`Error::Config`] names the first setting
     /// that cannot work.
+    /// ([`Error::NotSupported`] for a pre-commit merge on an object store).
     pub fn build(self) -> Result<Sink> {
         validate_writer_id(&self.writer_id).map_err(Error::Config)?;
         if self.rolling_policy.part_size_bytes_max == 0 {
@@ -254,6 +334,27 @@ impl SinkBuilder {
                 "file statistics come from the Parquet footer; the format is {}",
                 self.format.name()
             )));
+        }
+        if let Some(m) = &self.merge {
+            if !matches!(self.format, FileFormat::Parquet(_)) {
+                return Err(Error::Config(format!(
+                    "the pre-commit merge is for Parquet files; the format is {} (row files \
+                     stay open across checkpoints instead)",
+                    self.format.name()
+                )));
+            }
+            if self.storage.name() != "local" {
+                return Err(Error::NotSupported(
+                    "pre-commit merge is not supported on object stores yet".into(),
+                ));
+            }
+            if m.small_bytes_max == 0 || m.target_bytes == 0 {
+                return Err(Error::Config(format!(
+                    "the merge policy needs a positive small_bytes_max and target_bytes; it has \
+                     {} and {}",
+                    m.small_bytes_max, m.target_bytes
+                )));
+            }
         }
         let prefix = self.output_file_config.prefix;
         let suffix = self
@@ -284,6 +385,7 @@ impl SinkBuilder {
                 writer_id: self.writer_id,
                 buffer_bytes_max: self.buffer_bytes_max,
                 file_stats: self.file_stats,
+                merge: self.merge,
             }),
         })
     }

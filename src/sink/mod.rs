@@ -38,6 +38,34 @@
 //!    [`CommitOutcome::AlreadyCommitted`] after the backend proves the visible file is the
 //!    committed one. The source resumes after n; nothing is written twice.
 //!
+//! # Pre-commit merge: carried files
+//!
+//! With [`SinkBuilder::merge_small_files`], a Parquet file that is small at the vote of
+//! checkpoint n is sealed as usual (durable, hidden) but *carried*: listed in the
+//! [`WriterState::carried`] of n instead of handed out as a committable. A later vote (the
+//! bucket's carried bytes reach the target, its oldest carried file waited the visibility
+//! delay, or the input ended) writes their records into one new file of its incarnation
+//! whose committable *supersedes* them (a lone due file is handed out as it is). A carried
+//! file is never written to again and is only removed as superseded, after the merged file is
+//! committed. Its records are before n's source position, so every checkpoint from n on must
+//! reference it, through the state or through a committable's `supersedes`, until then:
+//!
+//! 1. **Crash before the manifest of n** (n's vote carried or merged files): n does not
+//!    exist. Restore from n−1 keeps the files n−1 carries (rule 7: referenced by the
+//!    state) and removes n's newly carried files and n's merged file (unreferenced). The
+//!    source replays from n−1: n's records are written again, once, and the next vote
+//!    carries or merges again.
+//! 2. **After the manifest of n, before the merged file is committed**: restore from n
+//!    commits it (n's committables), then the committer removes the carried files it
+//!    supersedes; n's own carried files are in n's state and are carried on.
+//! 3. **Between that commit and the removal of the superseded files**: restore from n
+//!    commits again (already committed) and removes them then; restore from a later
+//!    checkpoint, which no longer references them, removes them as leftovers. Either way
+//!    their records are visible exactly once, in the merged file.
+//!
+//! Operators' cleanup (`filesink abort`, `filesink ls`) sees carried files through
+//! `admin::references` (kind `carried`) and never removes them.
+//!
 //! # Invariants
 //!
 //! 1. **Nothing is visible before its checkpoint completes.** Final names are created only by
@@ -83,9 +111,10 @@ pub(crate) mod writer;
 
 pub use crate::protocol::CommitOutcome;
 pub use committer::{CommitSummary, Committer};
-pub use config::{OutputFileConfig, RollingPolicy, SinkBuilder};
+pub use config::{MergePolicy, OutputFileConfig, RollingPolicy, SinkBuilder};
 pub use state::{
-    Committable, PendingHandle, ResumableFile, UploadedPart, WriterState, FORMAT_VERSION,
+    CarriedFile, Committable, PendingHandle, ResumableFile, UploadedPart, WriterState,
+    FORMAT_VERSION,
 };
 pub use writer::{Restored, SinkWriter};
 
@@ -161,6 +190,13 @@ impl Sink {
                 "a Delta table holds Parquet files; this sink writes {}",
                 self.config.format.name()
             )));
+        }
+        if self.config.merge.is_some() {
+            return Err(crate::Error::Config(
+                "a Delta table does not take a pre-commit merge: its small files are compacted \
+                 after they are visible (`filesink compact`)"
+                    .into(),
+            ));
         }
         let mut config = self.config.as_ref().clone();
         config.file_stats = true;

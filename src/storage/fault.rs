@@ -62,6 +62,9 @@ pub enum FaultPoint {
     /// Removing a committed data file ([`Storage::remove_data_file`]): an abandoned
     /// compaction round's output, or a file vacuum expires.
     RemoveDataFile,
+    /// Reading a hidden part file back ([`Storage::read_hidden`]): a carried file of a
+    /// pre-commit merge, at the vote that merges it.
+    ReadHidden,
 }
 
 impl FaultPoint {
@@ -81,6 +84,7 @@ impl FaultPoint {
         FaultPoint::RemoveLeftover,
         FaultPoint::ReplaceLastCheckpoint,
         FaultPoint::RemoveDataFile,
+        FaultPoint::ReadHidden,
     ];
 }
 
@@ -426,8 +430,11 @@ impl Storage for FaultyStorage {
     }
 
     async fn read_hidden(&self, path: &str) -> Result<bytes::Bytes> {
-        self.state.check_alive(FaultPoint::Commit)?;
-        self.inner.read_hidden(path).await
+        guarded!(
+            self.state,
+            FaultPoint::ReadHidden,
+            self.inner.read_hidden(path).await
+        )
     }
 
     async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use filesink::storage::Storage;
-use filesink::{Coordinator, FileFormat, RollingPolicy, Sink};
+use filesink::{Coordinator, FileFormat, MergePolicy, RollingPolicy, Sink};
 
 pub const BATCHES: i64 = 6;
 pub const BATCH_LEN: i64 = 25;
@@ -60,13 +60,46 @@ pub fn commits_in_background(seed: u64) -> bool {
 /// `acked` is raised to the source position of every checkpoint that returned `Ok`: from then
 /// on its records must stay visible, whatever happens.
 pub async fn run(storage: Arc<dyn Storage>, seed: u64, acked: &mut i64) -> filesink::Result<()> {
-    let mut rng = Rng::new(seed);
     let sink = Sink::builder_shared(storage)
         .format(format_of(seed))
         .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
         .rolling_policy(RollingPolicy::default())
         .build()?;
-    let mut job = Coordinator::open(&sink, JOB, writers_of(seed)).await?;
+    run_sink(&sink, seed, acked).await
+}
+
+/// The merge policy of the seeded job with a pre-commit merge: every file is small; the
+/// target is reached after one to four checkpoints' files of a bucket, and a third of the
+/// seeds have no visibility delay (every carried file is due at the next vote: lone files
+/// committed as they are, several merged).
+pub fn merge_policy_of(seed: u64) -> MergePolicy {
+    let delay = if seed % 3 == 0 {
+        std::time::Duration::ZERO
+    } else {
+        std::time::Duration::from_secs(3600)
+    };
+    MergePolicy::new(1024 * 1024)
+        .with_target_bytes(1200 * (1 + seed / 3 % 4))
+        .with_max_visibility_delay(delay)
+}
+
+/// [`run`] with a pre-commit merge ([`merge_policy_of`]): Parquet, local disk only.
+pub async fn run_merge(
+    storage: Arc<dyn Storage>,
+    seed: u64,
+    acked: &mut i64,
+) -> filesink::Result<()> {
+    let sink = Sink::builder_shared(storage)
+        .format(FileFormat::parquet())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .merge_small_files(merge_policy_of(seed))
+        .build()?;
+    run_sink(&sink, seed, acked).await
+}
+
+async fn run_sink(sink: &Sink, seed: u64, acked: &mut i64) -> filesink::Result<()> {
+    let mut rng = Rng::new(seed);
+    let mut job = Coordinator::open(sink, JOB, writers_of(seed)).await?;
     if job.is_finished() {
         return Ok(());
     }
