@@ -31,10 +31,8 @@ use tracing::Instrument;
 use crate::checkpoint::manifest::{self, Manifest, SinkIdentity};
 use crate::checkpoint::OwnNames;
 use crate::error::{Error, Result};
-use crate::format::FileFormat;
 use crate::protocol::Committable;
-use crate::sink::state::{split_rel, PartName};
-use crate::sink::{OutputFileConfig, Sink};
+use crate::sink::Sink;
 use crate::storage::bounded::try_map;
 use crate::storage::{CommitState, JobLease, LeaseOptions, Leftover, Storage, VisibleFile};
 
@@ -307,46 +305,12 @@ impl Lake {
     pub async fn leftovers(&self, jobs: &[JobInfo]) -> Result<(Vec<Leftover>, Vec<Leftover>)> {
         let mut l = self.storage.list_leftovers().await?;
         l.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut own = OwnNames {
-            jobs: jobs.iter().map(|j| j.job.clone()).collect(),
-            prefixes: vec![OutputFileConfig::DEFAULT_PREFIX.into()],
-            suffixes: [
-                FileFormat::parquet(),
-                FileFormat::json_lines(),
-                FileFormat::csv(),
-            ]
-            .iter()
-            .map(|f| f.default_suffix().to_string())
-            .collect(),
-        };
+        let mut own = OwnNames::of_jobs(jobs.iter().map(|j| j.job.clone()).collect());
         for m in jobs
             .iter()
             .filter_map(|j| j.latest.as_ref().ok().and_then(Option::as_ref))
         {
-            let finals = m
-                .committables
-                .iter()
-                .map(|c| c.final_path.as_str())
-                .chain(
-                    m.writers
-                        .iter()
-                        .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
-                )
-                .chain(
-                    m.writers
-                        .iter()
-                        .flat_map(|w| w.carried.iter().map(|f| f.final_path.as_str())),
-                );
-            for f in finals {
-                if let Some(n) = PartName::parse_final(split_rel(f).1) {
-                    if !own.prefixes.contains(&n.prefix) {
-                        own.prefixes.push(n.prefix);
-                    }
-                    if !own.suffixes.contains(&n.suffix) {
-                        own.suffixes.push(n.suffix);
-                    }
-                }
-            }
+            m.final_paths().for_each(|f| own.learn(f));
         }
         Ok(l.into_iter().partition(|l| own.owns(l)))
     }

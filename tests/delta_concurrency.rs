@@ -14,39 +14,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 
-use common::backend::{ceph_or_explain, Backend, Kind};
+use common::backend::{ceph_or_explain, Backend};
 use common::delta::{assert_table_exactly_once, read_log};
 use common::delta_py::{reader_or_explain, table_location};
 
 const PER_JOB: i64 = 20_000;
 const JOBS: [&str; 4] = ["a", "b", "c", "d"];
-
-/// The URL the CLI writes to, and the environment it needs for it.
-fn url_of(b: &Backend) -> (String, Vec<(String, String)>) {
-    match &b.kind {
-        Kind::Local(dir) => (dir.path().display().to_string(), Vec::new()),
-        Kind::S3 { bucket, prefix, .. } => {
-            let var = |name: &str| std::env::var(name).unwrap();
-            (
-                format!("s3://{bucket}/{prefix}"),
-                vec![
-                    ("AWS_ENDPOINT".into(), var("FILESINK_CEPH_ENDPOINT")),
-                    ("AWS_REGION".into(), var("FILESINK_CEPH_REGION")),
-                    (
-                        "AWS_ACCESS_KEY_ID".into(),
-                        var("FILESINK_CEPH_ACCESS_KEY_ID"),
-                    ),
-                    (
-                        "AWS_SECRET_ACCESS_KEY".into(),
-                        var("FILESINK_CEPH_SECRET_ACCESS_KEY"),
-                    ),
-                    ("AWS_ALLOW_HTTP".into(), "true".into()),
-                ],
-            )
-        }
-        Kind::Memory(_) => unreachable!("the CLI cannot write into the in-memory store"),
-    }
-}
 
 async fn four_appenders(b: Backend) {
     four_appenders_and_compaction(b, false).await;
@@ -68,7 +41,7 @@ fn compact_once(url: &str, env: &[(String, String)], args: &[&str]) -> (i32, Str
 
 async fn four_appenders_and_compaction(b: Backend, compacting: bool) {
     let inputs = tempfile::tempdir().unwrap();
-    let (url, env) = url_of(&b);
+    let (url, env) = b.cli_url();
     let mut children = Vec::new();
     for (k, job) in JOBS.iter().enumerate() {
         let path = inputs.path().join(format!("{job}.jsonl"));

@@ -13,7 +13,7 @@ use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::backend::{ceph_or_explain, Backend, Kind};
+use common::backend::{ceph_or_explain, Backend};
 use common::delta::{read_log, table_id_counts};
 use common::delta_py::{reader_or_explain, table_location};
 use filesink::storage::Storage;
@@ -65,33 +65,6 @@ async fn table_prefix(storage: &dyn Storage, when: &str) -> usize {
     counts.len()
 }
 
-/// The URL the CLI writes to, and the environment it needs for it.
-fn url_of(b: &Backend) -> (String, Vec<(String, String)>) {
-    match &b.kind {
-        Kind::Local(dir) => (dir.path().display().to_string(), Vec::new()),
-        Kind::S3 { bucket, prefix, .. } => {
-            let var = |name: &str| std::env::var(name).unwrap();
-            (
-                format!("s3://{bucket}/{prefix}"),
-                vec![
-                    ("AWS_ENDPOINT".into(), var("FILESINK_CEPH_ENDPOINT")),
-                    ("AWS_REGION".into(), var("FILESINK_CEPH_REGION")),
-                    (
-                        "AWS_ACCESS_KEY_ID".into(),
-                        var("FILESINK_CEPH_ACCESS_KEY_ID"),
-                    ),
-                    (
-                        "AWS_SECRET_ACCESS_KEY".into(),
-                        var("FILESINK_CEPH_SECRET_ACCESS_KEY"),
-                    ),
-                    ("AWS_ALLOW_HTTP".into(), "true".into()),
-                ],
-            )
-        }
-        Kind::Memory(_) => unreachable!("the CLI cannot write into the in-memory store"),
-    }
-}
-
 #[tokio::test]
 async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exactly_once() {
     killed_and_rerun(Backend::local(), RECORDS, 1).await;
@@ -124,7 +97,7 @@ async fn killed_and_rerun(b: Backend, records: usize, slower: u64) {
         ));
     }
     fs::write(&input, text).unwrap();
-    let (url, env) = url_of(&b);
+    let (url, env) = b.cli_url();
     let mut args = vec![
         "ingest",
         input.to_str().unwrap(),
@@ -139,7 +112,7 @@ async fn killed_and_rerun(b: Backend, records: usize, slower: u64) {
         "--job",
         "events",
     ];
-    if !env.is_empty() {
+    if url.starts_with("s3://") {
         // A killed run keeps its job on S3 until its claim expires: keep that short.
         args.extend(["--lease-ttl", "1s"]);
     }

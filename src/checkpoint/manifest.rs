@@ -107,6 +107,21 @@ impl Manifest {
             .fold(FORMAT_VERSION, u32::max)
     }
 
+    /// Every final path the manifest names: its committables', and those the writers' open
+    /// and carried files will have.
+    pub fn final_paths(&self) -> impl Iterator<Item = &str> {
+        let writers = self.writers.iter();
+        self.committables
+            .iter()
+            .map(|c| c.final_path.as_str())
+            .chain(
+                writers
+                    .clone()
+                    .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
+            )
+            .chain(writers.flat_map(|w| w.carried.iter().map(|f| f.final_path.as_str())))
+    }
+
     /// Encodes the manifest in its checksummed envelope.
     pub fn encode(&self) -> Vec<u8> {
         let body = serde_json::to_string(self).expect("manifests always serialize");

@@ -53,7 +53,7 @@ use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 use tracing::Instrument;
 
-use crate::protocol::{BucketId, PreparedCheckpoint};
+use crate::protocol::{split_rel, BucketId, PartName, PreparedCheckpoint};
 use crate::protocol::{CommitOutcome, Committable, WriterState};
 use crate::sink::{Sink, SinkWriter};
 use crate::storage::{JobLease, LeaseOptions, Leftover, Storage};
@@ -1242,6 +1242,36 @@ pub struct OwnNames {
 }
 
 impl OwnNames {
+    /// The names of `jobs` with the default prefix and the default suffix of every format;
+    /// [`OwnNames::learn`] adds the ones a manifest shows.
+    pub fn of_jobs(jobs: Vec<String>) -> OwnNames {
+        OwnNames {
+            jobs,
+            prefixes: vec![crate::sink::OutputFileConfig::DEFAULT_PREFIX.into()],
+            suffixes: [
+                crate::format::FileFormat::parquet(),
+                crate::format::FileFormat::json_lines(),
+                crate::format::FileFormat::csv(),
+            ]
+            .iter()
+            .map(|f| f.default_suffix().to_string())
+            .collect(),
+        }
+    }
+
+    /// Adds the prefix and suffix of `final_path`, a final part name a manifest of the sink
+    /// names (anything else is ignored).
+    pub fn learn(&mut self, final_path: &str) {
+        if let Some(n) = PartName::parse_final(split_rel(final_path).1) {
+            if !self.prefixes.contains(&n.prefix) {
+                self.prefixes.push(n.prefix);
+            }
+            if !self.suffixes.contains(&n.suffix) {
+                self.suffixes.push(n.suffix);
+            }
+        }
+    }
+
     /// Whether `leftover` is one of the sink's own.
     pub fn owns(&self, leftover: &Leftover) -> bool {
         leftover.name.as_ref().is_some_and(|n| {

@@ -58,9 +58,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::checkpoint::{manifest, OwnNames};
-use crate::format::FileFormat;
 use crate::protocol::{split_rel, validate_final_part_path, PartName};
-use crate::sink::OutputFileConfig;
 use crate::storage::{Leftover, MetadataEntry, Storage, VisibleFile};
 use crate::table::delta::checkpoint::{parse_log_file_name, LastCheckpoint, LogFile};
 use crate::table::delta::commit::parse_interval_ms;
@@ -374,47 +372,15 @@ async fn read_manifests(storage: &dyn Storage) -> Result<(OwnNames, HashSet<Stri
         .await?
         .map(|i| i.sink_id);
     let jobs = manifest::list_jobs(storage).await?;
-    let mut own = OwnNames {
-        jobs: jobs.clone(),
-        prefixes: vec![OutputFileConfig::DEFAULT_PREFIX.into()],
-        suffixes: [
-            FileFormat::parquet(),
-            FileFormat::json_lines(),
-            FileFormat::csv(),
-        ]
-        .iter()
-        .map(|f| f.default_suffix().to_string())
-        .collect(),
-    };
+    let mut own = OwnNames::of_jobs(jobs.clone());
     let mut listed = HashSet::new();
     for job in &jobs {
         let Some(m) = manifest::latest_manifest(storage, job, sink_id.as_deref()).await? else {
             continue;
         };
-        let finals = m
-            .committables
-            .iter()
-            .map(|c| c.final_path.as_str())
-            .chain(
-                m.writers
-                    .iter()
-                    .flat_map(|w| w.in_progress.iter().map(|f| f.final_path.as_str())),
-            )
-            .chain(
-                m.writers
-                    .iter()
-                    .flat_map(|w| w.carried.iter().map(|f| f.final_path.as_str())),
-            );
-        for f in finals {
+        for f in m.final_paths() {
             listed.insert(f.to_owned());
-            if let Some(n) = PartName::parse_final(split_rel(f).1) {
-                if !own.prefixes.contains(&n.prefix) {
-                    own.prefixes.push(n.prefix);
-                }
-                if !own.suffixes.contains(&n.suffix) {
-                    own.suffixes.push(n.suffix);
-                }
-            }
+            own.learn(f);
         }
     }
     Ok((own, listed))

@@ -90,6 +90,29 @@ struct OpenPart {
 }
 
 impl OpenPart {
+    /// A new, empty file of `bucket`, opened at `now`, that supersedes `supersedes` once
+    /// committed.
+    fn new(
+        bucket: BucketId,
+        file: Box<dyn PartWriter>,
+        now: SystemTime,
+        supersedes: Vec<String>,
+    ) -> OpenPart {
+        OpenPart {
+            bucket,
+            file,
+            encoder: None,
+            schema: None,
+            crc32c: 0,
+            record_count: 0,
+            created_at: now,
+            last_write: now,
+            supersedes,
+            buffered_bytes: 0,
+            held_bytes: 0,
+        }
+    }
+
     /// Re-reads the encoder's buffered bytes and the backend's held bytes after a call that
     /// changed them, and adjusts the writer's running `total`.
     fn account(&mut self, total: &mut u64) {
@@ -588,22 +611,8 @@ impl SinkWriter {
                 file = %location.final_path,
                 "opened part file"
             );
-            self.open.insert(
-                bucket.clone(),
-                OpenPart {
-                    bucket,
-                    file,
-                    encoder: None,
-                    schema: None,
-                    crc32c: 0,
-                    record_count: 0,
-                    created_at: now,
-                    last_write: now,
-                    supersedes: Vec::new(),
-                    buffered_bytes: 0,
-                    held_bytes: 0,
-                },
-            );
+            self.open
+                .insert(bucket.clone(), OpenPart::new(bucket, file, now, Vec::new()));
         }
         Ok(())
     }
@@ -963,21 +972,10 @@ impl SinkWriter {
         let location = self.next_location(bucket);
         let file = self.config.storage.create(&location).await?;
         let now = SystemTime::now();
+        let supersedes = group.iter().map(|f| f.in_progress_path.clone()).collect();
         self.open.insert(
             bucket.clone(),
-            OpenPart {
-                bucket: bucket.clone(),
-                file,
-                encoder: None,
-                schema: None,
-                crc32c: 0,
-                record_count: 0,
-                created_at: now,
-                last_write: now,
-                supersedes: group.iter().map(|f| f.in_progress_path.clone()).collect(),
-                buffered_bytes: 0,
-                held_bytes: 0,
-            },
+            OpenPart::new(bucket.clone(), file, now, supersedes),
         );
         let flush_at = (self.config.buffer_bytes_max / 4).max(ROW_GROUP_FLUSH_BYTES_MIN) as usize;
         let mut expected = 0u64;

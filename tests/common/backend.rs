@@ -128,6 +128,38 @@ impl Backend {
         }
     }
 
+    /// The URL `filesink` is given for this backend, and the environment it needs for it:
+    /// none for local disk and Garage (the `AWS_*` environment is Garage's), Ceph's own
+    /// configuration as `AWS_*` for Ceph.
+    pub fn cli_url(&self) -> (String, Vec<(String, String)>) {
+        match &self.kind {
+            Kind::Local(dir) => (dir.path().display().to_string(), Vec::new()),
+            Kind::S3 {
+                bucket,
+                prefix,
+                options,
+                ..
+            } => {
+                let mut env: Vec<(String, String)> = Vec::new();
+                for (key, value) in options.iter().flatten() {
+                    let name = match key {
+                        AmazonS3ConfigKey::Endpoint => "AWS_ENDPOINT",
+                        AmazonS3ConfigKey::Region => "AWS_REGION",
+                        AmazonS3ConfigKey::AccessKeyId => "AWS_ACCESS_KEY_ID",
+                        AmazonS3ConfigKey::SecretAccessKey => "AWS_SECRET_ACCESS_KEY",
+                        _ => continue,
+                    };
+                    env.push((name.into(), value.clone()));
+                }
+                if options.is_some() {
+                    env.push(("AWS_ALLOW_HTTP".into(), "true".into()));
+                }
+                (format!("s3://{bucket}/{prefix}"), env)
+            }
+            Kind::Memory(_) => unreachable!("the CLI cannot write into the in-memory store"),
+        }
+    }
+
     pub fn sink(&self) -> filesink::SinkBuilder {
         filesink::Sink::builder_shared(self.storage.clone())
     }
