@@ -434,3 +434,75 @@ async fn garage_single_writer_refuses_a_second_writer_while_the_first_runs() {
     second.close().await.unwrap();
     assert_table_exactly_once(b.storage.as_ref(), 10, b.name).await;
 }
+
+/// Runs job `orders` on `storage` from its latest checkpoint up to `total` ids, a checkpoint
+/// every [`PER_CHECKPOINT`]; the first error ends it.
+async fn run_to(storage: Arc<dyn Storage>, total: i64) -> filesink::Result<()> {
+    let sink = filesink::Sink::builder_shared(storage)
+        .format(FileFormat::parquet())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .build()?;
+    let mut c = Coordinator::builder(&sink, "orders")
+        .delta_table(
+            DeltaOptions::new()
+                .schema(common::schema())
+                .partition_by(["day"]),
+        )
+        .open()
+        .await?;
+    let mut next = c.source_position::<i64>()?.unwrap_or(0);
+    while next < total {
+        c.write(&common::batch(next, PER_CHECKPOINT)).await?;
+        next += PER_CHECKPOINT;
+        c.checkpoint(&next).await?;
+    }
+    c.close().await
+}
+
+#[tokio::test]
+async fn a_crash_while_a_log_checkpoint_is_written_leaves_the_table_whole() {
+    use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
+    // The 12th put under `_delta_log/` is log checkpoint 10 (after versions 0–10); then the
+    // pointer `_last_checkpoint` is replaced. Dies before or after either, then a restart.
+    let plans = [
+        (FaultPoint::PutLogEntry, 12),
+        (FaultPoint::ReplaceLastCheckpoint, 1),
+    ];
+    for (point, occurrence) in plans {
+        for mode in [FaultMode::Before, FaultMode::AfterApplied] {
+            let b = Backend::local();
+            let ctx = format!("{point:?} #{occurrence} {mode:?}");
+            let faulty = FaultyStorage::new(
+                b.storage.clone(),
+                Some(FaultPlan {
+                    point,
+                    occurrence,
+                    mode,
+                }),
+            );
+            let result = run_to(Arc::new(faulty.clone()), 15 * PER_CHECKPOINT).await;
+            assert!(faulty.fired() && result.is_err(), "{ctx}: {result:?}");
+            drop(faulty);
+            filesink::storage::ownership::settle_releases().await;
+            // Readers and the restart find every complete checkpoint, with or without the
+            // checkpoint and its pointer.
+            let log = read_log(b.storage.as_ref()).await;
+            assert!(
+                log.versions.len() >= 11,
+                "{ctx}: {} versions",
+                log.versions.len()
+            );
+            run_to(b.storage.clone(), 15 * PER_CHECKPOINT)
+                .await
+                .unwrap_or_else(|e| panic!("{ctx}: the restart failed: {e}"));
+            assert_table_exactly_once(b.storage.as_ref(), 15 * PER_CHECKPOINT, &ctx).await;
+            if let Some(reader) = reader_or_explain() {
+                assert_eq!(
+                    reader.ids(&table_location(&b), None),
+                    (0..15 * PER_CHECKPOINT).collect::<Vec<_>>(),
+                    "{ctx}"
+                );
+            }
+        }
+    }
+}
