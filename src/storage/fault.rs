@@ -101,6 +101,15 @@ pub enum FaultMode {
     Before,
     /// The store applies the call; the process dies before it hears the answer.
     AfterApplied,
+    /// Not a crash: the call fails with a retryable error at `times` visits in a row, from
+    /// the planned occurrence on (applied by the store first if `applied`: the answer was
+    /// lost), and the process lives on; later visits pass. For the paths that retry or defer.
+    Transient {
+        /// How many visits in a row fail.
+        times: usize,
+        /// Whether the store applied each failing call.
+        applied: bool,
+    },
 }
 
 /// Which occurrence of which point fails, and how.
@@ -186,18 +195,47 @@ impl FaultState {
             *n += 1;
             *n
         };
-        let fires = self
-            .plan
-            .is_some_and(|plan| plan.point == point && plan.occurrence == n);
+        let fires = self.plan.is_some_and(|plan| {
+            plan.point == point
+                && match plan.mode {
+                    FaultMode::Transient { times, .. } => {
+                        (plan.occurrence..plan.occurrence + times).contains(&n)
+                    }
+                    _ => plan.occurrence == n,
+                }
+        });
         if fires {
-            self.dead.store(true, Ordering::SeqCst);
+            if !self.transient() {
+                self.dead.store(true, Ordering::SeqCst);
+            }
             self.fired.fetch_add(1, Ordering::SeqCst);
         }
         Ok(fires)
     }
 
+    fn transient(&self) -> bool {
+        self.plan
+            .is_some_and(|p| matches!(p.mode, FaultMode::Transient { .. }))
+    }
+
     fn applies_before_dying(&self) -> bool {
-        self.plan.is_some_and(|p| p.mode == FaultMode::AfterApplied)
+        self.plan.is_some_and(|p| match p.mode {
+            FaultMode::Before => false,
+            FaultMode::AfterApplied => true,
+            FaultMode::Transient { applied, .. } => applied,
+        })
+    }
+
+    /// The error of a fault that fired at `point`.
+    fn fault(&self, point: FaultPoint) -> Error {
+        if self.transient() {
+            return Error::io(
+                "reach the store (injected transient failure)",
+                format!("fault point {point}"),
+                std::io::Error::other("the store did not answer"),
+            );
+        }
+        crashed(point)
     }
 
     fn check_alive(&self, point: FaultPoint) -> Result<()> {
@@ -224,7 +262,7 @@ macro_rules! guarded {
             if $state.applies_before_dying() {
                 let _ = $call;
             }
-            Err(crashed($point))
+            Err($state.fault($point))
         } else {
             $call
         }
@@ -318,7 +356,11 @@ impl Storage for FaultyStorage {
     }
 
     async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
-        let dead = |n: usize| (0..n).map(|_| Err(crashed(FaultPoint::Commit))).collect();
+        let dead = |n: usize| {
+            (0..n)
+                .map(|_| Err(self.state.fault(FaultPoint::Commit)))
+                .collect()
+        };
         match self.state.visit(FaultPoint::Commit) {
             Err(_) => return dead(committables.len()),
             Ok(true) => {
