@@ -42,7 +42,53 @@ fn a_table_takes_parquet_only_and_single_writer_needs_a_table() {
         2,
     );
     assert!(stderr(&o).contains("needs --table delta"), "{}", stderr(&o));
+    let o = run_expect(&["ingest", s(&events), "--to", s(&lake), "--compact"], 2);
+    assert!(stderr(&o).contains("needs --table delta"), "{}", stderr(&o));
+    for flag in [
+        ["--compact-every", "10s"],
+        ["--compact-target-size", "1MiB"],
+    ] {
+        let mut args = vec!["ingest", s(&events), "--to", s(&lake), "--table", "delta"];
+        args.extend(flag);
+        let o = run_expect(&args, 2);
+        assert!(stderr(&o).contains("needs --compact"), "{}", stderr(&o));
+    }
     assert!(!lake.exists(), "a usage error creates nothing");
+}
+
+#[test]
+fn ingest_compact_compacts_the_table_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = input(dir.path(), 3000);
+    let lake = dir.path().join("lake");
+    let o = run_ok(&[
+        "ingest",
+        s(&events),
+        "--to",
+        s(&lake),
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "500rows",
+        "--job",
+        "events",
+        "--table",
+        "delta",
+        "--compact",
+        "--compact-target-size",
+        "1MiB",
+    ]);
+    let text = stdout(&o);
+    // The default interval (60 s) is longer than the run: the last round does the work.
+    assert!(
+        text.contains("compaction (job `events_compact`): 1 round(s) merged"),
+        "{text}"
+    );
+    assert!(text.contains("0 abandoned, 0 skipped"), "{text}");
+    let o = run_ok(&["ls", s(&lake), "--json"]);
+    let v = json_of(&o);
+    let live = v["table"]["live_files"].as_u64().unwrap();
+    assert_eq!(live, 3, "one file per partition: {v}");
 }
 
 #[test]

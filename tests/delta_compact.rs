@@ -314,3 +314,191 @@ async fn orphaned_compaction_output_is_a_leftover_abort_removes() {
         "abort writes no entry"
     );
 }
+
+/// `Ingest::compact_in_background`: rounds run while the ingest appends (every 10 ms, so
+/// several fall between its checkpoints) and once after its last checkpoint. Table versions
+/// (about a dozen, appends and rounds alike) read a prefix of the input once; at the end each
+/// partition holds one file.
+async fn an_ingest_compacts_its_table_in_the_background(b: Backend) {
+    use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.jsonl");
+    let n: i64 = 6_000;
+    let text: String = (0..n)
+        .map(|i| format!("{{\"id\":{i},\"day\":\"2026-11-{:02}\"}}\n", 25 + i % 5))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let summary = Ingest::new([Input::file(&input).unwrap()])
+        .to_storage(b.storage.clone())
+        .format(FileFormat::parquet())
+        .partition_by(["day"])
+        .job("events")
+        .parallelism(1)
+        .checkpoint_every(CheckpointEvery::Rows(200))
+        .delta_table(DeltaOptions::new().single_writer(!b.conditional_put))
+        .compact_in_background(
+            CompactOptions::new().target_size_bytes(1024 * 1024),
+            std::time::Duration::from_millis(10),
+        )
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(summary.status, IngestStatus::Finished);
+    let c = summary.compaction.expect("a compaction summary");
+    eprintln!("[{}] {c:?}", b.name);
+    assert_eq!(c.job, "events_compact");
+    assert_eq!(
+        (c.failed, c.abandoned, c.busy),
+        (0, 0, 0),
+        "[{}] {c:?}",
+        b.name
+    );
+    assert!(c.rounds >= 1 && c.files_removed > c.files_added, "{c:?}");
+    let per = files_per_partition(b.storage.as_ref()).await;
+    assert_eq!(per.len(), 5);
+    assert!(per.values().all(|f| *f == 1), "[{}] {per:?}", b.name);
+    assert_table_exactly_once(b.storage.as_ref(), n, b.name).await;
+
+    let Some(reader) = reader_or_explain() else {
+        return;
+    };
+    let location = table_location(&b);
+    let log = read_log(b.storage.as_ref()).await;
+    let mut rows = 0;
+    // About a dozen versions (one delta-rs process each), the last among them.
+    let step = log.versions.len().div_ceil(12).max(1);
+    let last = log.versions.last().copied();
+    for v in log
+        .versions
+        .iter()
+        .copied()
+        .filter(|v| *v as usize % step == 0 || Some(*v) == last)
+    {
+        let ids = reader.ids(&location, Some(v));
+        assert_eq!(
+            ids,
+            (0..ids.len() as i64).collect::<Vec<_>>(),
+            "[{}] version {v} is not a prefix of the input, each id once",
+            b.name
+        );
+        assert!(ids.len() >= rows, "[{}] version {v} lost rows", b.name);
+        rows = ids.len();
+    }
+    assert_eq!(rows as i64, n);
+    let optimize = reader
+        .history(&location)
+        .iter()
+        .filter(|h| h["operation"] == "OPTIMIZE")
+        .count();
+    assert_eq!(optimize as u64, c.rounds, "[{}]", b.name);
+}
+
+#[tokio::test]
+async fn an_ingest_compacts_its_table_in_the_background_local() {
+    an_ingest_compacts_its_table_in_the_background(Backend::local()).await;
+}
+
+#[tokio::test]
+async fn an_ingest_compacts_its_table_in_the_background_ceph() {
+    if let Some(b) = ceph_or_explain() {
+        an_ingest_compacts_its_table_in_the_background(b).await;
+    }
+}
+
+/// On Garage, in single-writer mode, the rounds share the ingest's table claim.
+#[tokio::test]
+async fn an_ingest_compacts_its_table_in_the_background_garage_single_writer() {
+    if let Some(b) = common::backend::s3_or_explain() {
+        an_ingest_compacts_its_table_in_the_background(b).await;
+    }
+}
+
+/// An abandoned round stays abandoned: the checkpoint after it records the decision, so when
+/// another engine later makes the round's inputs live again (a RESTORE TABLE), the compaction
+/// job's next run does not try to commit the round's deleted output (it would find it gone:
+/// `DataLost`), and the table reads each row once.
+#[tokio::test]
+async fn an_abandoned_round_stays_abandoned_when_another_engine_restores_its_inputs() {
+    let b = Backend::local();
+    let checkpoints = 4;
+    appends(b.storage.clone(), false, 0, checkpoints).await;
+    let faulty = FaultyStorage::new(
+        b.storage.clone(),
+        Some(FaultPlan {
+            point: FaultPoint::PutLogEntry,
+            occurrence: 1,
+            mode: FaultMode::Before,
+        }),
+    );
+    assert!(compact(Arc::new(faulty.clone()), &options(&b))
+        .await
+        .is_err());
+    drop(faulty);
+    filesink::storage::ownership::settle_releases().await;
+    let round =
+        filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+            .await
+            .unwrap()
+            .expect("the round's manifest");
+    let removed = round.table.as_ref().unwrap().removes[0].clone();
+    let put_entry = |text: String| {
+        let storage = b.storage.clone();
+        async move {
+            let next = read_log(storage.as_ref()).await.versions.len();
+            storage
+                .put_metadata(&format!("_delta_log/{next:020}.json"), text.as_bytes())
+                .await
+                .unwrap();
+        }
+    };
+    // Another engine deletes one of the round's inputs.
+    put_entry(format!(
+        "{{\"remove\":{{\"path\":{},\"deletionTimestamp\":1,\"dataChange\":true}}}}\n",
+        serde_json::to_string(&removed.path).unwrap()
+    ))
+    .await;
+    // The next run abandons the round and records it; it plans nothing new (min_files).
+    let report = compact(b.storage.clone(), &options(&b).min_files(1000))
+        .await
+        .unwrap();
+    assert!(report.restored && report.bins.is_empty(), "{report:?}");
+    let recorded =
+        filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(recorded.checkpoint_id, round.checkpoint_id + 1);
+    let section = recorded.table.as_ref().unwrap();
+    assert!(section.removes.is_empty() && recorded.committables.is_empty());
+    let outputs: Vec<String> = round
+        .committables
+        .iter()
+        .map(|c| c.final_path.clone())
+        .collect();
+    assert_eq!(section.abandoned, outputs);
+    for path in &outputs {
+        assert!(
+            b.storage.read_data_file(path).await.is_err(),
+            "{path} deleted"
+        );
+    }
+
+    // Another engine restores the table to before the delete: the input is live again, and
+    // so are all of the abandoned round's inputs.
+    put_entry(format!(
+        "{{\"add\":{{\"path\":{},\"partitionValues\":{},\"size\":{},\"modificationTime\":1,\
+         \"dataChange\":true}}}}\n",
+        serde_json::to_string(&removed.path).unwrap(),
+        serde_json::to_string(&removed.partition_values).unwrap(),
+        removed.size
+    ))
+    .await;
+    let n = checkpoints * PER_CHECKPOINT;
+    assert_table_exactly_once(b.storage.as_ref(), n, "after the restore").await;
+    // The compaction job goes on: a new round on what is live, each row once.
+    let report = compact(b.storage.clone(), &options(&b)).await.unwrap();
+    assert!(!report.abandoned && report.version.is_some(), "{report:?}");
+    assert_table_exactly_once(b.storage.as_ref(), n, "after the next round").await;
+    let per = files_per_partition(b.storage.as_ref()).await;
+    assert!(per.values().all(|f| *f == 1), "{per:?}");
+}

@@ -4,7 +4,8 @@
 //! no checkpoint has two versions, and delta-rs reads the same.
 //!
 //! Then the same with `filesink compact` rounds running one after the other during the
-//! appends: every record still exactly once, and the table compacted at the end.
+//! appends, and two of the appenders compacting in the background too (`ingest --compact`):
+//! every record still exactly once, no round failed, and the table compacted at the end.
 //!
 //! Local disk (`RENAME_NOREPLACE`) and Ceph radosgw (`If-None-Match: *`); Garage, which
 //! ignores conditional writes, is refused without `--single-writer` (tests/delta_read_back.rs).
@@ -50,12 +51,26 @@ async fn four_appenders_and_compaction(b: Backend, compacting: bool) {
             .map(|i| format!("{{\"id\":{i},\"day\":\"2026-11-{:02}\"}}\n", 25 + i % 3))
             .collect();
         std::fs::write(&path, text).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_filesink"));
+        command
             .args(["ingest", path.to_str().unwrap(), "--to", &url])
             .args(["--table", "delta", "--partition-by", "day", "--job", job])
-            .args(["--checkpoint-every", "1000rows", "--parallelism", "1"])
+            .args([
+                "--checkpoint-every",
+                "1000rows",
+                "--parallelism",
+                "1",
+                "--json",
+            ]);
+        // Two of the appenders also compact in the background (jobs `<job>_compact`),
+        // beside the `filesink compact` rounds below: three compactors and four appenders.
+        if compacting && k < 2 {
+            command.args(["--compact", "--compact-every", "200ms"]);
+            command.args(["--compact-target-size", "64KiB"]);
+        }
+        let child = command
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -91,7 +106,7 @@ async fn four_appenders_and_compaction(b: Backend, compacting: bool) {
             rounds += 1;
         }
     }
-    for (job, child) in children {
+    for (k, (job, child)) in children.into_iter().enumerate() {
         let out = child.wait_with_output().unwrap();
         assert!(
             out.status.success(),
@@ -99,6 +114,17 @@ async fn four_appenders_and_compaction(b: Backend, compacting: bool) {
             b.name,
             String::from_utf8_lossy(&out.stderr)
         );
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if compacting && k < 2 {
+            // No round failed: the others' entries are appends or rearrangements of other
+            // files, or a conflict that abandons the round.
+            let c = &summary["compaction"];
+            assert_eq!(c["job"], format!("{job}_compact"), "[{}] {summary}", b.name);
+            assert_eq!(c["failed"], 0, "[{}] {summary}", b.name);
+            eprintln!("[{}] {job}: background compaction {c}", b.name);
+        } else {
+            assert!(summary["compaction"].is_null(), "[{}] {summary}", b.name);
+        }
     }
     let n = PER_JOB * JOBS.len() as i64;
     assert_table_exactly_once(b.storage.as_ref(), n, b.name).await;

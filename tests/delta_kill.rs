@@ -67,7 +67,15 @@ async fn table_prefix(storage: &dyn Storage, when: &str) -> usize {
 
 #[tokio::test]
 async fn delta_ingest_killed_at_random_moments_then_rerun_holds_every_record_exactly_once() {
-    killed_and_rerun(Backend::local(), RECORDS, 1).await;
+    killed_and_rerun(Backend::local(), RECORDS, 1, false).await;
+}
+
+/// The same with `--compact`: the kills also fall inside compaction rounds (one every 20 ms),
+/// which the next run's rounds finish or abandon.
+#[tokio::test]
+async fn delta_ingest_compacting_in_the_background_killed_at_random_moments_holds_every_record_exactly_once(
+) {
+    killed_and_rerun(Backend::local(), RECORDS, 1, true).await;
 }
 
 #[tokio::test]
@@ -75,11 +83,11 @@ async fn delta_ingest_on_ceph_killed_at_random_moments_then_rerun_holds_every_re
 {
     if let Some(b) = ceph_or_explain() {
         // Every S3 round trip costs milliseconds: fewer records, later kills.
-        killed_and_rerun(b, RECORDS / 5, 10).await;
+        killed_and_rerun(b, RECORDS / 5, 10, false).await;
     }
 }
 
-async fn killed_and_rerun(b: Backend, records: usize, slower: u64) {
+async fn killed_and_rerun(b: Backend, records: usize, slower: u64, compact: bool) {
     let seed = seed();
     eprintln!(
         "[{}] delta_kill seed: {seed} (reproduce with FILESINK_SEED={seed})",
@@ -115,6 +123,10 @@ async fn killed_and_rerun(b: Backend, records: usize, slower: u64) {
     if url.starts_with("s3://") {
         // A killed run keeps its job on S3 until its claim expires: keep that short.
         args.extend(["--lease-ttl", "1s"]);
+    }
+    if compact {
+        args.extend(["--compact", "--compact-every", "20ms"]);
+        args.extend(["--compact-target-size", "1MiB"]);
     }
     let started = Instant::now();
     let mut killed = 0;
@@ -196,12 +208,24 @@ async fn killed_and_rerun(b: Backend, records: usize, slower: u64) {
         "{when}: delta-rs"
     );
     let log = read_log(b.storage.as_ref()).await;
-    let (app, txn) = log.txns.iter().next().expect("a txn");
+    let (app, txn) = log
+        .txns
+        .iter()
+        .find(|(app, _)| app.ends_with("-events"))
+        .expect("a txn of the ingest");
     let last = filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "events", None)
         .await
         .unwrap()
         .unwrap();
     assert!(*txn as u64 <= last.checkpoint_id);
+    if compact {
+        // The finished run's last round, at least, swapped files in.
+        assert!(
+            log.txns.keys().any(|app| app.ends_with("-events_compact")),
+            "{when}: no compaction round in the log: {:?}",
+            log.txns
+        );
+    }
     assert_eq!(reader.txn(&location, app, None), Some(*txn));
     eprintln!(
         "[{}] {killed} kills, {records} records exactly once in the table, {:.1} s",

@@ -416,23 +416,78 @@ async fn a_table_changed_to_a_refused_feature_mid_run_gets_no_entry_of_ours() {
     );
 }
 
+/// The single-writer claim on Garage: another process is refused while a writer of this one
+/// holds it, and takes it once the writer is gone; a second writer of the same table in this
+/// process (an ingest's background compaction, say) shares the claim and puts its entries in
+/// turn, so neither replaces the other's.
 #[tokio::test]
-async fn garage_single_writer_refuses_a_second_writer_while_the_first_runs() {
+async fn garage_single_writer_keeps_other_processes_out_and_shares_the_claim_within_one() {
     let Some(b) = s3_or_explain() else { return };
-    let first = open(&b, "a").await.unwrap();
-    let err = open(&b, "b").await.unwrap_err();
-    assert!(
-        matches!(&err, Error::JobBusy { job, .. } if job.contains("single writer")),
-        "{err}"
+    let (url, env) = b.cli_url();
+    let input = tempfile::tempdir().unwrap();
+    let events = input.path().join("events.jsonl");
+    std::fs::write(&events, "{\"id\": 1000, \"day\": \"x\"}\n").unwrap();
+    let other_process = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args([
+                "ingest",
+                common::cli::s(&events),
+                "--to",
+                &url,
+                "--job",
+                "other",
+            ])
+            .args([
+                "--partition-by",
+                "day",
+                "--table",
+                "delta",
+                "--single-writer",
+            ])
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut first = open(&b, "a").await.unwrap();
+    let refused = other_process();
+    assert_eq!(
+        refused.status.code(),
+        Some(5),
+        "{}",
+        common::cli::stderr(&refused)
     );
-    first.close().await.unwrap();
-    filesink::storage::ownership::settle_releases().await;
-    // Once the first is gone, the second may write.
+    assert!(
+        common::cli::stderr(&refused).contains("single writer"),
+        "{}",
+        common::cli::stderr(&refused)
+    );
+    // Job `b` in this process shares the claim; the two interleave their checkpoints.
     let mut second = open(&b, "b").await.unwrap();
-    second.write(&common::batch(0, 10)).await.unwrap();
-    second.checkpoint(&10).await.unwrap();
+    for k in 0..3 {
+        first.write(&common::batch(k * 20, 10)).await.unwrap();
+        second.write(&common::batch(k * 20 + 10, 10)).await.unwrap();
+        let (x, y) = tokio::join!(first.checkpoint(&k), second.checkpoint(&k));
+        x.unwrap();
+        y.unwrap();
+    }
+    first.close().await.unwrap();
     second.close().await.unwrap();
-    assert_table_exactly_once(b.storage.as_ref(), 10, b.name).await;
+    filesink::storage::ownership::settle_releases().await;
+    assert_table_exactly_once(b.storage.as_ref(), 60, b.name).await;
+    let log = read_log(b.storage.as_ref()).await;
+    assert_eq!(
+        log.versions.len(),
+        6,
+        "one version per checkpoint of each job"
+    );
+    // Once they are gone, the claim is free: another process gets past it (its inferred
+    // schema, with nullable columns, is then refused by the table's, and writes nothing).
+    let admitted = other_process();
+    let err = common::cli::stderr(&admitted);
+    assert_ne!(admitted.status.code(), Some(5), "{err}");
+    assert!(!err.contains("single writer"), "{err}");
+    assert_table_exactly_once(b.storage.as_ref(), 60, b.name).await;
 }
 
 /// Runs job `orders` on `storage` from its latest checkpoint up to `total` ids, a checkpoint

@@ -79,6 +79,11 @@ pub struct ManifestTable {
     /// that adds the output (`docs/design/delta.md` section 9).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removes: Vec<TableRemove>,
+    /// Committed output files of an abandoned compaction round (final paths): this manifest
+    /// records the decision, so no restore decides again whether that round may enter the
+    /// log, and the files are deleted after it (again by a restore from it: idempotent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub abandoned: Vec<String>,
 }
 
 #[derive(Serialize)]

@@ -246,6 +246,9 @@ pub struct Coordinator {
     /// What the next checkpoint removes from the table, and the version that was planned on
     /// ([`Coordinator::rearrange`]).
     rearranging: Option<(i64, Vec<TableRemove>)>,
+    /// Committed output files of an abandoned compaction round, to be recorded by the next
+    /// manifest (`ManifestTable::abandoned`) and deleted after it.
+    abandoned: Vec<String>,
 }
 
 /// What committing one complete checkpoint did.
@@ -261,6 +264,8 @@ struct CommitRun {
     table: Option<DeltaTable>,
     /// Why the log entry was deferred, if it was for an error.
     table_error: Option<Error>,
+    /// Output files of an abandoned round still to be recorded by a manifest and deleted.
+    abandoned: Vec<String>,
 }
 
 impl Drop for Coordinator {
@@ -370,13 +375,22 @@ impl Coordinator {
         // A compaction round whose entry is not in the log, and one of whose inputs another
         // writer removed meanwhile, is abandoned: its output must never become visible to the
         // table, so its files are not committed (and removed if they already were).
+        // The decision is recorded by the job's next manifest, before the output is deleted
+        // (`abandoned`): once recorded it is never taken again, even if another engine makes
+        // the inputs live again (a RESTORE), and a manifest that records one has its files
+        // deleted again here.
         let mut abandoned = false;
+        let mut abandoned_outputs = Vec::new();
         if let (Some(t), Some(m)) = (table.as_mut(), &latest) {
-            let removes = m.table.as_ref().map_or(&[][..], |s| &s.removes[..]);
+            let section = m.table.as_ref();
+            for path in section.map_or(&[][..], |s| &s.abandoned[..]) {
+                storage.remove_data_file(path).await?;
+            }
+            let removes = section.map_or(&[][..], |s| &s.removes[..]);
             if !removes.is_empty() {
                 let (in_log, inputs_live) = t.round_state(m.checkpoint_id, removes).await?;
                 if !in_log && !inputs_live {
-                    abandon_round(storage.as_ref(), job, m.checkpoint_id, &m.committables).await?;
+                    abandoned_outputs = abandon_round(job, m.checkpoint_id, &m.committables);
                     abandoned = true;
                 }
             }
@@ -415,7 +429,9 @@ impl Coordinator {
                     format!("it has no state for writer `{writer_id}`"),
                 ));
             }
-            let committables = if abandoned { Vec::new() } else { committables };
+            // An abandoned round's files are committed too: they stay, outside the log, until
+            // the manifest that records the abandonment (so that, until then, a round whose
+            // inputs came back can still be committed whole).
             let restored = writer_sink.restore_writer(state, &committables).await?;
             restored_outcomes.extend(restored.commit_outcomes);
             writers.push(JobWriter {
@@ -432,7 +448,7 @@ impl Coordinator {
             // step that cannot be done now fails the open (nothing is lost; a rerun redoes it).
             let outcome = outcome?;
             if outcome == TableOutcome::Abandoned {
-                abandon_round(storage.as_ref(), job, m.checkpoint_id, &m.committables).await?;
+                abandoned_outputs = abandon_round(job, m.checkpoint_id, &m.committables);
             }
             if outcome == TableOutcome::Deferred {
                 return Err(Error::InvalidInput(format!(
@@ -461,6 +477,7 @@ impl Coordinator {
             writes_table: table.is_some(),
             table,
             rearranging: None,
+            abandoned: abandoned_outputs,
         })
     }
 
@@ -473,6 +490,12 @@ impl Coordinator {
     /// The job's table, if it writes into one (and no commit runs in the background).
     pub(crate) fn table(&self) -> Option<&DeltaTable> {
         self.table.as_ref()
+    }
+
+    /// Whether an abandoned compaction round waits for the next checkpoint to record it (and
+    /// delete its output).
+    pub(crate) fn has_abandoned(&self) -> bool {
+        !self.abandoned.is_empty()
     }
 
     /// Makes the next checkpoint a rearrangement of the table (a compaction round): its log
@@ -805,6 +828,7 @@ impl Coordinator {
                 app_id: table.app_id().to_owned(),
                 read_version,
                 removes,
+                abandoned: self.abandoned.clone(),
             });
         }
         manifest.version = manifest.format_version();
@@ -848,6 +872,7 @@ impl Coordinator {
             started,
             self.table.take(),
             self.rearranging.take().map(|(_, r)| r).unwrap_or_default(),
+            std::mem::take(&mut self.abandoned),
         );
         if background {
             let span = tracing::info_span!("background_commit", job = %self.job, checkpoint = id);
@@ -891,6 +916,7 @@ impl Coordinator {
         started: Instant,
         table: Option<DeltaTable>,
         removes: Vec<TableRemove>,
+        recorded_abandoned: Vec<String>,
     ) -> CommitRun {
         let mut run = CommitRun {
             report: CheckpointReport {
@@ -902,7 +928,16 @@ impl Coordinator {
             started,
             table,
             table_error: None,
+            abandoned: Vec::new(),
         };
+        // An abandoned round's output, recorded by this manifest: deleted now (the files are
+        // the job's, in no log version); one that cannot be is recorded again by the next.
+        for path in recorded_abandoned {
+            if let Err(e) = storage.remove_data_file(&path).await {
+                tracing::warn!(file = %path, error = %e, "output of an abandoned round not removed yet");
+                run.abandoned.push(path);
+            }
+        }
         let commit_started = Instant::now();
         let results = committer.commit(&committables).await;
         // The log step needs every file committed (files before entries); it keeps them all
@@ -944,9 +979,7 @@ impl Coordinator {
                     Err(e) if e.is_retryable() && rearranging => run.fatal = Some(e),
                     Ok(TableOutcome::Abandoned) => {
                         run.report.table_outcome = Some(TableOutcome::Abandoned);
-                        if let Err(e) = abandon_round(storage.as_ref(), &job, id, &all).await {
-                            run.fatal = Some(e);
-                        }
+                        run.abandoned.extend(abandon_round(&job, id, &all));
                     }
                     Ok(TableOutcome::Deferred) => {
                         run.report.table_outcome = Some(TableOutcome::Deferred);
@@ -1005,10 +1038,12 @@ impl Coordinator {
             started,
             table,
             table_error: _,
+            abandoned,
         } = run;
         if table.is_some() {
             self.table = table;
         }
+        self.abandoned.extend(abandoned);
         self.uncommitted.extend(deferred);
         metrics::gauge!(crate::protocol::metric::PENDING_FILES).set(self.uncommitted.len() as f64);
         metrics::counter!(crate::protocol::metric::COMMIT_RETRIES)
@@ -1083,25 +1118,18 @@ pub async fn commit_table_entry(
 }
 
 /// Abandons compaction round `id` of `job`: its output files, committed or not, must never
-/// enter the log. Committed ones are removed under their final names (they are this job's,
-/// in no log version); pending ones are left to the writer's restore, which removes what no
-/// manifest references. Idempotent.
-async fn abandon_round(
-    storage: &dyn Storage,
-    job: &str,
-    id: u64,
-    outputs: &[Committable],
-) -> Result<()> {
-    for c in outputs {
-        storage.remove_data_file(&c.final_path).await?;
-    }
+/// enter the log. Returns the final paths of the output, which the job's next manifest
+/// records before they are deleted (pending ones are left to the writer's restore, which
+/// removes what no manifest references; deleting a final path that was never committed is a
+/// no-op).
+fn abandon_round(job: &str, id: u64, outputs: &[Committable]) -> Vec<String> {
     tracing::warn!(
         job = %job,
         checkpoint = id,
         files = outputs.len(),
         "compaction round abandoned: another writer removed one of its inputs"
     );
-    Ok(())
+    outputs.iter().map(|c| c.final_path.clone()).collect()
 }
 
 /// Refuses to restore a job as a table job that was not one, or the other way round, and a

@@ -14,6 +14,7 @@ use filesink::ingest::{
     check_distinct, check_schema, default_job_name, CheckpointEvery, Cursor, Ingest, IngestStatus,
     Input, InputFormat, Observer, SourcePosition, Stage, StageTimes, Step,
 };
+use filesink::maintain::CompactOptions;
 use filesink::storage::LeaseOptions;
 use filesink::table::delta::DeltaOptions;
 use filesink::{CheckpointReport, FileFormat, MergePolicy};
@@ -240,6 +241,22 @@ pub struct IngestArgs {
     #[arg(long, value_parser = super::util::parse_duration, value_name = "DURATION")]
     pub max_visibility_delay: Option<std::time::Duration>,
 
+    /// With --table delta: compact the table while the run appends to it, and once more at
+    /// its end: a round every --compact-every rewrites each partition's files smaller than
+    /// half of --compact-target-size into files of that size, swapped in by one table version
+    /// (readers never see a row twice). The rounds are the job `<job>_compact`; one that fails
+    /// is reported and finished by the next, the run goes on.
+    #[arg(long)]
+    pub compact: bool,
+
+    /// With --compact: the size compacted files aim at (default 128MiB).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub compact_target_size: Option<u64>,
+
+    /// With --compact: the time between rounds (default 60s).
+    #[arg(long, value_parser = super::util::parse_duration, value_name = "DURATION")]
+    pub compact_every: Option<std::time::Duration>,
+
     /// With --table, on a store that ignores conditional writes (Garage): this run is the
     /// table's only writer. Without it such a store is refused, because two writers could
     /// overwrite each other's log entries.
@@ -389,6 +406,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         }
         (None, _) => {}
     }
+    if let Some((options, every)) = compaction(&args)? {
+        ingest = ingest.compact_in_background(options, every);
+    }
     if let Some(policy) = merge_policy(&args, &location)? {
         ingest = ingest.merge_small_files(policy);
     }
@@ -472,6 +492,17 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                 Stage::Write => "write",
                 Stage::Checkpoint => "checkpoint",
             }),
+            "compaction": summary.compaction.as_ref().map(|c| serde_json::json!({
+                "job": c.job,
+                "rounds": c.rounds,
+                "abandoned": c.abandoned,
+                "busy": c.busy,
+                "failed": c.failed,
+                "files_removed": c.files_removed,
+                "files_added": c.files_added,
+                "bytes_added": c.bytes_added,
+                "last_error": c.last_error,
+            })),
         });
         outln!(out, "{v}");
     } else {
@@ -505,6 +536,29 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         );
         if summary.stage_times.limiting().is_some() {
             outln!(out, "  {}", summary.stage_times.describe());
+        }
+        if let Some(c) = &summary.compaction {
+            outln!(
+                out,
+                "  compaction (job `{}`): {} round(s) merged {} file(s) into {}, {}; \
+                 {} abandoned, {} skipped (another compactor ran), {} failed",
+                c.job,
+                c.rounds,
+                c.files_removed,
+                c.files_added,
+                human_bytes(c.bytes_added),
+                c.abandoned,
+                c.busy,
+                c.failed
+            );
+            if let Some(e) = &c.last_error {
+                outln!(
+                    out,
+                    "  last compaction error: {e} (the next `--compact` run or `filesink compact \
+                     --job {}` finishes that round)",
+                    c.job
+                );
+            }
         }
     }
     Ok(())
@@ -546,6 +600,44 @@ fn output_format(args: &IngestArgs) -> CliResult<(FileFormat, String)> {
         )));
     }
     Ok((other.0, "none".to_string()))
+}
+
+/// The background compaction the arguments ask for (`--compact`, `--compact-target-size`,
+/// `--compact-every`).
+fn compaction(args: &IngestArgs) -> CliResult<Option<(CompactOptions, std::time::Duration)>> {
+    if !args.compact {
+        for (flag, given) in [
+            ("--compact-target-size", args.compact_target_size.is_some()),
+            ("--compact-every", args.compact_every.is_some()),
+        ] {
+            if given {
+                return Err(CliError::usage(format!(
+                    "{flag} applies to background compaction; it needs --compact"
+                )));
+            }
+        }
+        return Ok(None);
+    }
+    if args.table.is_none() {
+        return Err(CliError::usage(
+            "--compact rewrites a Delta table's files; it needs --table delta (a plain \
+             directory cannot swap files atomically: see --merge-small-files)",
+        ));
+    }
+    let mut options = CompactOptions::new();
+    if let Some(bytes) = args.compact_target_size {
+        if bytes == 0 {
+            return Err(CliError::usage("--compact-target-size must be above 0"));
+        }
+        options = options.target_size_bytes(bytes);
+    }
+    let every = args
+        .compact_every
+        .unwrap_or(std::time::Duration::from_secs(60));
+    if every.is_zero() {
+        return Err(CliError::usage("--compact-every must be above 0"));
+    }
+    Ok(Some((options, every)))
 }
 
 /// The pre-commit merge the arguments ask for (`--merge-small-files`, `--merge-target`,

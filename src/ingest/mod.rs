@@ -102,6 +102,7 @@
 //! ```
 
 mod bad_records;
+mod compaction;
 pub mod json_types;
 mod object_input;
 mod rules;
@@ -123,6 +124,7 @@ use crate::sink::{RollingPolicy, Sink};
 use crate::storage::{LeaseOptions, LocalStorage, Storage};
 use crate::table::delta::DeltaOptions;
 use bad_records::BadRecords;
+pub use compaction::CompactionSummary;
 pub use json_types::{check_schema, StrictJson};
 pub use rules::{check_bad_records_path, check_distinct, default_job_name, describe_schema};
 use rules::{
@@ -332,6 +334,8 @@ pub struct IngestSummary {
     pub last_checkpoint: u64,
     /// Where the run spent its time.
     pub stage_times: StageTimes,
+    /// What the compaction rounds beside the run did ([`Ingest::compact_in_background`]).
+    pub compaction: Option<CompactionSummary>,
 }
 
 /// Where an [`Ingest`] writes.
@@ -367,6 +371,7 @@ pub struct Ingest {
     memory_bytes_max: u64,
     table: Option<DeltaOptions>,
     merge: Option<crate::sink::MergePolicy>,
+    compact: Option<(crate::maintain::CompactOptions, Duration)>,
 }
 
 /// The record schema of job `job` as its latest manifest says, if it has one.
@@ -419,6 +424,7 @@ impl Ingest {
             memory_bytes_max: crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX,
             table: None,
             merge: None,
+            compact: None,
         }
     }
 
@@ -429,6 +435,22 @@ impl Ingest {
     /// output must be Parquet.
     pub fn delta_table(mut self, options: DeltaOptions) -> Ingest {
         self.table = Some(options);
+        self
+    }
+
+    /// Compacts the Delta table while the run appends to it ([`Ingest::delta_table`] needed):
+    /// a round of [`crate::maintain::compact()`] with `options` every `every` (the first one
+    /// `every` after the table exists), and one more after the last checkpoint of a finished
+    /// run. The rounds are a job of their own, `<job>_compact` unless `options` name one; a
+    /// failed round does not fail the run ([`IngestSummary::compaction`] counts it, and the
+    /// next round finishes what it left). See [`CompactionSummary`] and the module
+    /// `compaction` of this one for the details.
+    pub fn compact_in_background(
+        mut self,
+        options: crate::maintain::CompactOptions,
+        every: Duration,
+    ) -> Ingest {
+        self.compact = Some((options, every));
         self
     }
 
@@ -630,6 +652,7 @@ impl Ingest {
             memory_bytes_max,
             table,
             merge,
+            compact,
         } = self;
         let output = output.ok_or_else(|| {
             Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
@@ -654,6 +677,34 @@ impl Ingest {
             })?,
         };
         manifest::validate_job_name(&job)?;
+        let mut compact = match (compact, &table) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::Config(
+                    "background compaction rewrites a Delta table's files; it needs a table \
+                     (delta_table, --table delta)"
+                        .into(),
+                ))
+            }
+            (Some((_, every)), Some(_)) if every.is_zero() => {
+                return Err(Error::Config(
+                    "the interval of background compaction must be above 0".into(),
+                ))
+            }
+            (Some((options, every)), Some(t)) => {
+                let options = match options.job_name() {
+                    None => options.job(compaction::compaction_job(&job)),
+                    Some(c) if c == job => {
+                        return Err(Error::Config(format!(
+                            "the compaction job needs a name of its own, not the ingest's \
+                             (`{job}`)"
+                        )))
+                    }
+                    Some(_) => options,
+                };
+                Some((options.single_writer(t.single_writer), every))
+            }
+        };
         if let CheckpointEvery::Rows(0) = checkpoint_every {
             return Err(Error::Config(
                 "the checkpoint interval must be at least 1 row".into(),
@@ -817,6 +868,9 @@ impl Ingest {
                     (None, Output::Local(p)) => p.display().to_string(),
                     (None, Output::Storage(s)) => format!("the {} table", s.name()),
                 };
+                if let Some((c, _)) = &mut compact {
+                    *c = c.clone().location(location.clone());
+                }
                 Some(
                     options
                         .schema(Arc::new(schema))
@@ -897,6 +951,7 @@ impl Ingest {
                 input_bytes: 0,
                 last_checkpoint: coordinator.last_checkpoint(),
                 stage_times: StageTimes::default(),
+                compaction: None,
             });
         }
         let restored_commits = coordinator.restored_outcomes().len();
@@ -987,7 +1042,22 @@ impl Ingest {
             input_bytes: 0,
             last_checkpoint: coordinator.last_checkpoint(),
             stage_times: StageTimes::default(),
+            compaction: None,
         };
+        // Background compaction starts once the table exists.
+        let mut compacting: Option<compaction::Background> = None;
+        let mut start_compaction = |coordinator: &Coordinator| {
+            if compacting.is_none() && coordinator.table().is_some_and(|t| t.version().is_some()) {
+                if let Some((options, every)) = compact.take() {
+                    compacting = Some(compaction::Background::start(
+                        storage.clone(),
+                        options,
+                        every,
+                    ));
+                }
+            }
+        };
+        start_compaction(&coordinator);
         if restored.is_none() {
             // Checkpoint 1 of a new job holds no records, only the start: the schema just
             // inferred (standard input cannot be read twice) and the length of the bad-records
@@ -1168,6 +1238,7 @@ impl Ingest {
                                 committing.as_ref(),
                             )
                             .await?;
+                            start_compaction(&coordinator);
                             let report = coordinator.checkpoint_then_commit(&position).await?;
                             *step = Step::Prepare;
                             committing = Some(position.clone());
@@ -1195,6 +1266,7 @@ impl Ingest {
                         )
                         .await?;
                         let report = coordinator.finish(&position).await?;
+                        start_compaction(&coordinator);
                         *step = Step::Prepare;
                         summary.files += report.committed_files;
                         summary.bytes += report.committed_bytes;
@@ -1229,6 +1301,9 @@ impl Ingest {
             Ok(stopped) => stopped,
             Err(e) => {
                 let _ = coordinator.committed().await;
+                if let Some(c) = compacting {
+                    c.abort();
+                }
                 return Err(e);
             }
         };
@@ -1238,6 +1313,9 @@ impl Ingest {
             drop(decoded);
             settle_commit(&mut coordinator, &mut summary, observer, None).await?;
             drop(coordinator);
+            if let Some(c) = compacting {
+                c.abort();
+            }
             crate::storage::ownership::settle_releases().await;
             observer.stopped();
             summary.status = IngestStatus::Stopped;
@@ -1245,6 +1323,10 @@ impl Ingest {
         }
         // Gives the job up now, and lets a log checkpoint of a table still being written end.
         coordinator.close().await?;
+        // The last round compacts what the last checkpoints added.
+        if let Some(c) = compacting {
+            summary.compaction = Some(c.finish(true).await);
+        }
         // The reader and decoding threads have sent their last messages and are ending.
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {

@@ -20,8 +20,11 @@
 //!    as `removes`): the completion point, as for every job.
 //! 4. **Commit**: the output files are committed, then one entry removes the inputs and adds
 //!    the outputs, with the job's `txn`. If another writer removed an input meanwhile (another
-//!    compactor, another engine's DELETE), the round is **abandoned**: no entry; its output is
-//!    deleted.
+//!    compactor, another engine's DELETE), the round is **abandoned**: no entry. The job's next
+//!    checkpoint, taken at once and committing nothing, records the decision (its manifest
+//!    lists the round's output under `table.abandoned`), and then the output is deleted: from
+//!    then on no restore decides again, so a round stays abandoned even if another engine
+//!    makes its inputs live again (a RESTORE TABLE).
 //!
 //! # Crash points
 //!
@@ -30,6 +33,8 @@
 //! | while reading inputs or writing outputs (before manifest N) | restores from N−1: the hidden outputs are leftovers of `compact_0`, removed; the log is untouched |
 //! | after manifest N, before or during the file commit | `txn < N`: inputs still live → commits the files (idempotently), writes the entry; an input removed → abandons |
 //! | after the file commit, before the entry | as above: the entry is written, or the round abandoned and its committed files deleted |
+//! | after the abandonment, before the checkpoint that records it | from N: decided again (the inputs are still removed, unless restored meanwhile: then the round is committed, correctly, since its output is still there) |
+//! | after the recording checkpoint N+1 | from N+1: its `abandoned` files are deleted (again); round N is never looked at |
 //! | entry written, answer lost | `txn ≥ N`: nothing to do |
 //!
 //! Appends never conflict with a round: they only add files, and a round only removes files
@@ -62,7 +67,7 @@ pub struct CompactOptions {
     min_files: usize,
     max_bytes: u64,
     partitions: Vec<String>,
-    job: String,
+    job: Option<String>,
     single_writer: bool,
     location: Option<String>,
     dry_run: bool,
@@ -75,7 +80,7 @@ impl Default for CompactOptions {
             min_files: 2,
             max_bytes: 4 * 1024 * 1024 * 1024,
             partitions: Vec::new(),
-            job: "compact".into(),
+            job: None,
             single_writer: false,
             location: None,
             dry_run: false,
@@ -117,10 +122,17 @@ impl CompactOptions {
         self
     }
 
-    /// The compaction job's name (default `compact`): one live compactor per name.
+    /// The compaction job's name (default `compact`; `<job>_compact` for the compaction an
+    /// [`Ingest`](crate::ingest::Ingest) runs in the background): one live compactor per
+    /// name.
     pub fn job(mut self, job: impl Into<String>) -> Self {
-        self.job = job.into();
+        self.job = Some(job.into());
         self
+    }
+
+    /// The job name, if one was set.
+    pub(crate) fn job_name(&self) -> Option<&str> {
+        self.job.as_deref()
     }
 
     /// As [`DeltaOptions::single_writer`].
@@ -224,14 +236,20 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     if let Some(l) = &options.location {
         table_options = table_options.location(l.clone());
     }
-    let mut job = Coordinator::builder(&sink, &options.job)
+    let mut job = Coordinator::builder(&sink, options.job.as_deref().unwrap_or("compact"))
         .delta_table(table_options)
         .open()
         .await?;
     let mut report = CompactReport {
-        restored: job.last_checkpoint() > 0 && !job.restored_outcomes().is_empty(),
+        restored: job.last_checkpoint() > 0
+            && (!job.restored_outcomes().is_empty() || job.has_abandoned()),
         ..CompactReport::default()
     };
+    // A round of an earlier run that its restore abandoned: recorded by a checkpoint of its
+    // own (which deletes its output) before anything else, so it is never decided again.
+    if job.has_abandoned() && !options.dry_run {
+        record_abandoned(&mut job).await?;
+    }
     let table = job.table().expect("opened with a table");
     let read_version = table.version();
     report.read_version = read_version;
@@ -266,11 +284,21 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
             report.abandoned = true;
             report.output_files = 0;
             report.output_bytes = 0;
+            record_abandoned(&mut job).await?;
         }
         _ => {}
     }
     job.close().await?;
     Ok(report)
+}
+
+/// Records an abandoned round with a checkpoint of the job that commits nothing: its manifest
+/// lists the round's output, which is deleted after it.
+async fn record_abandoned(job: &mut Coordinator) -> Result<()> {
+    let round = job.last_checkpoint();
+    job.checkpoint(&serde_json::json!({ "round": round + 1, "abandoned": round }))
+        .await?;
+    Ok(())
 }
 
 /// A bin with what the round needs to write it.

@@ -89,7 +89,43 @@ pub(crate) struct DeltaTable {
     /// The log checkpoint being written in the background, if any.
     checkpointing: Option<tokio::task::JoinHandle<()>>,
     /// The single-writer claim, on a store that cannot refuse to replace a log entry.
-    claim: Option<Box<dyn crate::storage::JobLease>>,
+    claim: Option<Arc<SharedClaim>>,
+}
+
+/// The single-writer claim of a table, shared by the writers of one process (an ingest and
+/// the compaction it runs in the background): the claim keeps other processes out, and
+/// `turn` lets one writer of this process at a time read the log and put its entry, so that
+/// they cannot replace each other's entries on a store without conditional puts either.
+#[derive(Debug)]
+struct SharedClaim {
+    lease: Box<dyn crate::storage::JobLease>,
+    turn: tokio::sync::Mutex<()>,
+}
+
+/// The single-writer claims this process holds, by sink id (a table is one sink's): a second
+/// writer of the same table in this process shares the first one's claim.
+static CLAIMS: std::sync::LazyLock<
+    tokio::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<SharedClaim>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+impl SharedClaim {
+    /// The claim of `sink_id`'s table: this process's, or a new one taken from `storage`.
+    async fn of(storage: &dyn Storage, sink_id: &str) -> Result<Arc<SharedClaim>> {
+        let mut claims = CLAIMS.lock().await;
+        claims.retain(|_, c| c.strong_count() > 0);
+        if let Some(claim) = claims.get(sink_id).and_then(std::sync::Weak::upgrade) {
+            return Ok(claim);
+        }
+        let lease = storage
+            .acquire_table_writer(&crate::storage::LeaseOptions::default())
+            .await?;
+        let claim = Arc::new(SharedClaim {
+            lease,
+            turn: tokio::sync::Mutex::new(()),
+        });
+        claims.insert(sink_id.to_owned(), Arc::downgrade(&claim));
+        Ok(claim)
+    }
 }
 
 impl Drop for DeltaTable {
@@ -123,15 +159,12 @@ impl DeltaTable {
                  (DeltaOptions::single_writer) if this is the table's only writer"
             )));
         }
-        // Alone by the user's word: a second filesink writer is kept out by a claim.
+        // Alone by the user's word: a second filesink writer is kept out by a claim (shared
+        // with the writers of the same table in this process).
         let claim = if refuses_replace {
             None
         } else {
-            Some(
-                storage
-                    .acquire_table_writer(&crate::storage::LeaseOptions::default())
-                    .await?,
-            )
+            Some(SharedClaim::of(storage.as_ref(), sink_id).await?)
         };
         let snapshot = Snapshot::load(storage.as_ref()).await?;
         let ours = match (&options.schema, &snapshot.metadata) {
@@ -246,7 +279,13 @@ impl DeltaTable {
             .map_err(|_| Error::InvalidInput(format!("checkpoint id {checkpoint_id} too large")))?;
         let mut lost_races = 0u32;
         let mut failed_puts = 0usize;
+        let claim = self.claim.clone();
         for _ in 0..COMMIT_ATTEMPTS_MAX {
+            // A writer sharing this process's single-writer claim reads and puts in turn.
+            let _turn = match &claim {
+                Some(c) => Some(c.turn.lock().await),
+                None => None,
+            };
             self.refresh().await?;
             let done = self.snapshot.txn_version(&self.app_id);
             if done.is_some_and(|v| v >= n) {
@@ -269,8 +308,8 @@ impl DeltaTable {
             let bytes = entry.render()?;
             let path = entry_path(v);
             // A single writer that lost its claim (paused past its lease) must not put.
-            if let Some(claim) = &self.claim {
-                claim.check().await?;
+            if let Some(claim) = &claim {
+                claim.lease.check().await?;
             }
             match self.storage.put_metadata(&path, &bytes).await {
                 Ok(()) => {
@@ -684,6 +723,72 @@ mod tests {
         DeltaTable::open(storage, &DeltaOptions::new().schema(schema), "sink", "j")
             .await
             .unwrap()
+    }
+
+    /// A day of one-second checkpoints: 86,400 versions, a log checkpoint every 10 as our
+    /// writer makes them. Opening the table (a restore) reads `_last_checkpoint`, one
+    /// checkpoint and the few entries after it, never the log; and the next commit goes on
+    /// from there. (The entries are put directly, as the commit loop renders them; the
+    /// checkpoint is written from a snapshot of the versions below it.)
+    #[tokio::test]
+    async fn a_day_of_one_second_checkpoints_restores_from_the_last_log_checkpoint() {
+        const VERSIONS: i64 = 86_400;
+        const CHECKPOINTED: i64 = 86_390;
+        let store = Arc::new(object_store::memory::InMemory::new());
+        let storage: Arc<dyn Storage> = Arc::new(
+            crate::storage::ObjectStorage::generic(store, "lake", "memory://lake").unwrap(),
+        );
+        let mut t = table(storage.clone()).await;
+        assert_eq!(
+            t.commit(1, 1, &[committable(1)], &[]).await.unwrap(),
+            TableOutcome::Committed(0)
+        );
+        t.settle().await;
+        let put = |v: i64| {
+            let storage = storage.clone();
+            async move {
+                let n = v + 1;
+                let entry = format!(
+                    "{{\"txn\":{{\"appId\":\"filesink-sink-j\",\"version\":{n},\"lastUpdated\":{n}}}}}\n\
+                     {{\"add\":{{\"path\":\"part-j_0-0-{n}.parquet\",\"partitionValues\":{{}},\"size\":100,\
+                     \"modificationTime\":{n},\"dataChange\":true}}}}\n"
+                );
+                storage
+                    .put_metadata(&entry_path(v), entry.as_bytes())
+                    .await
+                    .unwrap();
+            }
+        };
+        for v in 1..=CHECKPOINTED {
+            put(v).await;
+        }
+        // The checkpoint our writer would have made at this version.
+        let upto = Snapshot::load(storage.as_ref()).await.unwrap();
+        assert_eq!(upto.version, Some(CHECKPOINTED));
+        write_log_checkpoint(storage.as_ref(), &upto, CHECKPOINTED)
+            .await
+            .unwrap();
+        drop(upto);
+        for v in CHECKPOINTED + 1..VERSIONS {
+            put(v).await;
+        }
+
+        let loaded = Snapshot::load(storage.as_ref()).await.unwrap();
+        assert_eq!(loaded.version, Some(VERSIONS - 1));
+        assert_eq!(loaded.adds.len() as i64, VERSIONS);
+        assert_eq!(loaded.txn_version("filesink-sink-j"), Some(VERSIONS));
+        // `_last_checkpoint`, the checkpoint, the 9 entries after it, the absent next one,
+        // and one listing that finds nothing newer.
+        assert_eq!(loaded.reads, 13);
+
+        // The job restored on it: its next checkpoint takes the next version.
+        let mut t = table(storage.clone()).await;
+        let n = VERSIONS as u64 + 1;
+        assert_eq!(
+            t.commit(n, 1, &[committable(n)], &[]).await.unwrap(),
+            TableOutcome::Committed(VERSIONS)
+        );
+        t.settle().await;
     }
 
     #[tokio::test]
