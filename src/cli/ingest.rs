@@ -221,12 +221,14 @@ pub struct IngestArgs {
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub table: Option<TableArg>,
 
-    /// Plain directories, Parquet, local disk: hold back part files smaller than SIZE
+    /// Plain directories, Parquet: hold back part files smaller than SIZE
     /// (`16MiB`) instead of committing them, hidden, and merge a partition's held files into
     /// one part file once they reach --merge-target, once the oldest has waited
     /// --max-visibility-delay, or at the end of the input. Readers of the directory never see
     /// small files; records become visible up to that delay later, and held bytes are written
-    /// twice. Not with --table delta (`filesink compact` merges a table's files).
+    /// twice. On s3:// a file is held only while it is below the multipart part size (8 MiB),
+    /// as one hidden object. Not with --table delta (`filesink compact` merges a table's
+    /// files).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub merge_small_files: Option<u64>,
 
@@ -409,7 +411,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     if let Some((options, every)) = compaction(&args)? {
         ingest = ingest.compact_in_background(options, every);
     }
-    if let Some(policy) = merge_policy(&args, &location)? {
+    if let Some(policy) = merge_policy(&args)? {
         ingest = ingest.merge_small_files(policy);
     }
     if let Some(bytes) = args.memory {
@@ -641,8 +643,8 @@ fn compaction(args: &IngestArgs) -> CliResult<Option<(CompactOptions, std::time:
 }
 
 /// The pre-commit merge the arguments ask for (`--merge-small-files`, `--merge-target`,
-/// `--max-visibility-delay`): plain directories of Parquet files on local disk only.
-fn merge_policy(args: &IngestArgs, location: &Location) -> CliResult<Option<MergePolicy>> {
+/// `--max-visibility-delay`): plain directories of Parquet files.
+fn merge_policy(args: &IngestArgs) -> CliResult<Option<MergePolicy>> {
     let Some(small) = args.merge_small_files else {
         if let Some(flag) = [
             ("--merge-target", args.merge_target.is_some()),
@@ -671,12 +673,6 @@ fn merge_policy(args: &IngestArgs, location: &Location) -> CliResult<Option<Merg
             "--merge-small-files merges Parquet files; it cannot be combined with --format \
              jsonl or csv",
         ));
-    }
-    if let Location::S3 { .. } = location {
-        return Err(filesink::Error::NotSupported(
-            "pre-commit merge is not supported on object stores yet".into(),
-        )
-        .into());
     }
     let mut policy = MergePolicy::new(small);
     if let Some(target) = args.merge_target {

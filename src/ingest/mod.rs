@@ -455,9 +455,9 @@ impl Ingest {
     }
 
     /// Holds back small Parquet files and merges them before they are committed (the
-    /// pre-commit merge, [`crate::sink::SinkBuilder::merge_small_files`]): plain directories
-    /// on local disk only; the run fails with [`crate::Error::Config`] with a Delta table or a
-    /// row format, and with [`crate::Error::NotSupported`] on an object store.
+    /// pre-commit merge, [`crate::sink::SinkBuilder::merge_small_files`]): plain directories,
+    /// on local disk and on object stores (on S3 only files below the part size); the run
+    /// fails with [`crate::Error::Config`] with a Delta table or a row format.
     pub fn merge_small_files(mut self, policy: crate::sink::MergePolicy) -> Ingest {
         self.merge = Some(policy);
         self

@@ -95,7 +95,13 @@ impl Default for RollingPolicy {
 /// committed. When a bucket's carried bytes reach `target_bytes`, or its oldest carried file
 /// has waited `max_visibility_delay`, or the input ends, the vote merges them into one part
 /// file (decoded one row group at a time, re-encoded) whose commit removes them. A lone
-/// carried file that is due is committed as it is.
+/// carried file that is due is committed as it is on local disk, and rewritten the same way
+/// on an object store (which cannot rename a hidden object).
+///
+/// On an object store a carried file is one hidden object written by a plain PUT (an S3
+/// multipart upload in progress cannot be read back), so on S3 only a file none of whose
+/// bytes went out as a part can be carried: the effective threshold is the smaller of
+/// `small_bytes_max` and the part size; a larger file is committed as usual.
 ///
 /// The trade-off: a record carried at checkpoint n is visible at most `max_visibility_delay`
 /// plus one checkpoint interval after n, instead of at n; carried bytes are written twice and
@@ -308,9 +314,11 @@ impl SinkBuilder {
     }
 
     /// Turns on the pre-commit merge of small Parquet files ([`MergePolicy`]; off by
-    /// default). Parquet only ([`Error::Config`] otherwise), local disk only
-    /// ([`Error::NotSupported`] on an object store), and not for a Delta table, whose small
-    /// files are compacted after they are visible.
+    /// default). Parquet only ([`Error::Config`] otherwise), and not for a Delta table, whose
+    /// small files are compacted after they are visible. Local disk and object stores; on S3
+    /// a file is carried only while none of it went out as a multipart part, so the
+    /// effective threshold there is the smaller of `small_bytes_max` and the storage's part
+    /// size (`ObjectStorage::with_part_size_bytes`, 8 MiB by default).
     pub fn merge_small_files(mut self, policy: MergePolicy) -> Self {
         self.merge = Some(policy);
         self
@@ -318,7 +326,6 @@ impl SinkBuilder {
 
     /// Checks the configuration and builds the sink: [`Error::Config`] names the first setting
     /// that cannot work.
-    /// ([`Error::NotSupported`] for a pre-commit merge on an object store).
     pub fn build(self) -> Result<Sink> {
         validate_writer_id(&self.writer_id).map_err(Error::Config)?;
         if self.rolling_policy.part_size_bytes_max == 0 {
@@ -342,11 +349,6 @@ impl SinkBuilder {
                      stay open across checkpoints instead)",
                     self.format.name()
                 )));
-            }
-            if self.storage.name() != "local" {
-                return Err(Error::NotSupported(
-                    "pre-commit merge is not supported on object stores yet".into(),
-                ));
             }
             if m.small_bytes_max == 0 || m.target_bytes == 0 {
                 return Err(Error::Config(format!(

@@ -45,7 +45,8 @@
 //! [`WriterState::carried`] of n instead of handed out as a committable. A later vote (the
 //! bucket's carried bytes reach the target, its oldest carried file waited the visibility
 //! delay, or the input ended) writes their records into one new file of its incarnation
-//! whose committable *supersedes* them (a lone due file is handed out as it is). A carried
+//! whose committable *supersedes* them (a lone due file is handed out as it is on local
+//! disk, and rewritten the same way on an object store). A carried
 //! file is never written to again and is only removed as superseded, after the merged file is
 //! committed. Its records are before n's source position, so every checkpoint from n on must
 //! reference it, through the state or through a committable's `supersedes`, until then:
@@ -65,6 +66,28 @@
 //!
 //! Operators' cleanup (`filesink abort`, `filesink ls`) sees carried files through
 //! `admin::references` (kind `carried`) and never removes them.
+//!
+//! **On an object store** a multipart upload in progress cannot be read back, so a carried
+//! file is a hidden object of its own, with the lifecycle:
+//!
+//! ```text
+//!  rolled, small,              seal_carried (vote)                 merged file committed
+//!  no part uploaded ──────────────────────────────────▶ CARRIED ──────────────────────▶ deleted
+//!  (all in the buffer)         PUT .<final>.inprogress.<id>        by the commit of the
+//!                              (the staging name), then the        file that supersedes it
+//!                              part's multipart upload aborted
+//! ```
+//!
+//! A file that already uploaded a part (it reached the storage's part size) is committed as
+//! usual: on S3 the effective threshold is the smaller of `small_bytes_max` and the part
+//! size. A lone due carried file is rewritten as a merge of one file (a hidden object cannot
+//! be renamed; a copy costs as much). The merged file is an ordinary multipart upload, and
+//! its commit deletes the objects it supersedes once the upload is completed. The crash
+//! points above hold as they are, plus one: a crash between the PUT of a carried object and
+//! the abort of its upload is a crash before the manifest (case 1): both are unreferenced
+//! and removed at restore. Restore finds carried objects by listing every object under the
+//! base, which S3 needs only for a writer that may have carried files (its sink merges, or
+//! its state carries); `filesink abort` always lists them.
 //!
 //! # Invariants
 //!

@@ -143,6 +143,10 @@ struct ClosedPart {
     supersedes: Vec<String>,
     /// Computed from the footer when the sink asks for statistics.
     stats: Option<FileStats>,
+    /// Sealed as a carried file of the pre-commit merge
+    /// ([`crate::storage::Storage::seal_carried`]): its vote carries it instead of handing it
+    /// out.
+    carried: bool,
 }
 
 /// A writer restored from a checkpoint, with what committing the checkpoint's committables did.
@@ -253,7 +257,16 @@ impl SinkWriter {
         let own =
             |name: &PartName| name.writer_id == config.writer_id && name.prefix == config.prefix;
         let mut removed_leftovers = Vec::new();
-        for leftover in config.storage.list_leftovers().await? {
+        // Carried files are hidden objects that S3 lists only at the cost of a listing of
+        // every object: only a writer that may have carried files asks for them.
+        let may_have_carried =
+            config.merge.is_some() || state.is_some_and(|s| !s.carried.is_empty());
+        let leftovers = if may_have_carried {
+            config.storage.list_leftovers().await?
+        } else {
+            config.storage.list_leftovers_uncarried().await?
+        };
+        for leftover in leftovers {
             if leftover.name.as_ref().is_some_and(own)
                 && !referenced.contains(leftover.path.as_str())
             {
@@ -779,6 +792,7 @@ impl SinkWriter {
             record_count: part.record_count,
             supersedes: part.supersedes,
             stats,
+            carried: false,
         });
         Ok(())
     }
@@ -787,16 +801,46 @@ impl SinkWriter {
         if self.rolled.is_empty() {
             return Ok(());
         }
-        let mut rolled = std::mem::take(&mut self.rolled);
-        let files: Vec<Box<dyn PartWriter>> = rolled
-            .iter_mut()
-            .map(|p| p.file.take().expect("rolled parts hold their file"))
-            .collect();
+        let rolled = std::mem::take(&mut self.rolled);
+        // The small files a pre-commit merge carries are sealed so that they can be read back
+        // (on an object store: one hidden object each, not a multipart upload).
+        let (mut carried, mut rest): (Vec<ClosedPart>, Vec<ClosedPart>) =
+            rolled.into_iter().partition(|p| self.carries(p));
+        let take = |parts: &mut Vec<ClosedPart>| -> Vec<Box<dyn PartWriter>> {
+            parts
+                .iter_mut()
+                .map(|p| p.file.take().expect("rolled parts hold their file"))
+                .collect()
+        };
+        let (carried_files, files) = (take(&mut carried), take(&mut rest));
         // Sealing hands the files to the store (or fails the writer): they hold nothing now.
         self.buffered_bytes_total -= std::mem::take(&mut self.rolled_held_bytes);
-        let handles = self.config.storage.seal(files).await?;
-        self.sealed.extend(rolled.into_iter().zip(handles));
+        if !files.is_empty() {
+            let handles = self.config.storage.seal(files).await?;
+            self.sealed.extend(rest.into_iter().zip(handles));
+        }
+        if !carried_files.is_empty() {
+            let handles = self.config.storage.seal_carried(carried_files).await?;
+            for p in &mut carried {
+                p.carried = true;
+            }
+            self.sealed.extend(carried.into_iter().zip(handles));
+        }
         Ok(())
+    }
+
+    /// Whether the pre-commit merge carries the rolled file `part`: a Parquet file of its own
+    /// (no statistics, superseding nothing) smaller than the policy's `small_bytes_max`, that
+    /// the backend can seal to be read back ([`PartWriter::can_carry`]: on S3, none of its
+    /// bytes uploaded as a part yet, so the effective threshold there is the smaller of
+    /// `small_bytes_max` and the part size).
+    fn carries(&self, part: &ClosedPart) -> bool {
+        self.config.merge.as_ref().is_some_and(|policy| {
+            part.size_bytes < policy.small_bytes_max
+                && part.supersedes.is_empty()
+                && part.stats.is_none()
+                && part.file.as_ref().is_some_and(|f| f.can_carry())
+        })
     }
 
     async fn prepare_commit_inner(&mut self, checkpoint_id: u64) -> Result<Vec<Committable>> {
@@ -884,13 +928,16 @@ impl SinkWriter {
     /// The pre-commit merge at the vote of `checkpoint_id` (`docs/design/delta.md` section
     /// 11): takes the files sealed for this vote and returns those to hand out as committables.
     ///
-    /// A sealed file smaller than the policy's `small_bytes_max` joins its bucket's carried
+    /// A file sealed as carried ([`SinkWriter::carries`]: smaller than the policy's
+    /// `small_bytes_max`, and on S3 never uploaded as a part) joins its bucket's carried
     /// files. A bucket whose carried files are due (bytes at `target_bytes`, the oldest older
     /// than `max_visibility_delay`, the input ended, or no merge policy any more: a state
-    /// restored into a sink without one) hands them out: a lone file as it is (it is sealed
-    /// already, and its final name is its own), several as one new merged file of this
-    /// incarnation that supersedes them all, so they are removed only once it is committed.
-    /// The rest stays carried, in [`SinkWriter::carried`] and so in the state of this vote.
+    /// restored into a sink without one) hands them out: a lone file as it is where the
+    /// backend commits carried files in place (local disk: it is sealed already, and its
+    /// final name is its own), otherwise (object stores: a hidden object cannot be renamed)
+    /// and for several, as one new merged file of this incarnation that supersedes them all,
+    /// so they are removed only once it is committed. The rest stays carried, in
+    /// [`SinkWriter::carried`] and so in the state of this vote.
     ///
     /// Until this vote's checkpoint is complete, nothing here is referenced by a checkpoint
     /// except the carried files of the previous one, which are left in place: a merged file
@@ -915,14 +962,14 @@ impl SinkWriter {
             buckets.entry(c.bucket.clone()).or_default().push(c);
         }
         for (part, pending) in sealed {
-            let small = policy
-                .as_ref()
-                .is_some_and(|p| part.size_bytes < p.small_bytes_max);
-            match (
-                &pending,
-                small && part.supersedes.is_empty() && part.stats.is_none(),
-            ) {
-                (PendingHandle::LocalFile { in_progress_path }, true) => {
+            match (&pending, part.carried) {
+                (PendingHandle::LocalFile { in_progress_path }, true)
+                | (
+                    PendingHandle::Staged {
+                        staging_path: in_progress_path,
+                    },
+                    true,
+                ) => {
                     let carried = CarriedFile {
                         bucket: part.bucket.clone(),
                         in_progress_path: in_progress_path.clone(),
@@ -944,12 +991,14 @@ impl SinkWriter {
                 self.carried.extend(files);
                 continue;
             }
+            let in_place = self.config.storage.commits_carried_in_place();
             for group in group_carried(self.config.storage.as_ref(), &files).await? {
-                if let [lone] = group.as_slice() {
-                    out.push(lone_committable(lone));
-                } else {
-                    self.write_merged(&bucket, &group).await?;
-                    merged_any = true;
+                match group.as_slice() {
+                    [lone] if in_place => out.push(lone_committable(lone)),
+                    _ => {
+                        self.write_merged(&bucket, &group).await?;
+                        merged_any = true;
+                    }
                 }
             }
         }
@@ -1121,6 +1170,7 @@ fn lone_committable(f: &CarriedFile) -> (ClosedPart, PendingHandle) {
             record_count: f.record_count,
             supersedes: Vec::new(),
             stats: None,
+            carried: false,
         },
         PendingHandle::LocalFile {
             in_progress_path: f.in_progress_path.clone(),

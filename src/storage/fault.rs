@@ -345,6 +345,29 @@ impl Storage for FaultyStorage {
         )
     }
 
+    async fn seal_carried(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
+        let mut unwrapped = Vec::with_capacity(parts.len());
+        for part in parts {
+            let any: Box<dyn std::any::Any> = part.into_any();
+            let faulty = any
+                .downcast::<FaultyPart>()
+                .expect("parts of a FaultyStorage");
+            // One visit per file, as at `seal`; the durable write itself is the backend's
+            // (a synced S3 part would be an uploaded part, which cannot be carried).
+            guarded!(self.state, FaultPoint::SyncFile, Ok::<(), Error>(()))?;
+            unwrapped.push(faulty.inner);
+        }
+        guarded!(
+            self.state,
+            FaultPoint::Seal,
+            self.inner.seal_carried(unwrapped).await
+        )
+    }
+
+    fn commits_carried_in_place(&self) -> bool {
+        self.inner.commits_carried_in_place()
+    }
+
     async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
         let mut inner: Vec<&mut Box<dyn PartWriter>> =
             parts.iter_mut().map(|p| unwrap_part(p)).collect();
@@ -392,6 +415,14 @@ impl Storage for FaultyStorage {
             self.state,
             FaultPoint::ListLeftovers,
             self.inner.list_leftovers().await
+        )
+    }
+
+    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
+        guarded!(
+            self.state,
+            FaultPoint::ListLeftovers,
+            self.inner.list_leftovers_uncarried().await
         )
     }
 
@@ -539,6 +570,10 @@ impl PartWriter for FaultyPart {
 
     async fn sync(&mut self) -> Result<()> {
         guarded!(self.state, FaultPoint::SyncFile, self.inner.sync().await)
+    }
+
+    fn can_carry(&self) -> bool {
+        self.inner.can_carry()
     }
 
     async fn close(self: Box<Self>) -> Result<PendingHandle> {

@@ -126,6 +126,26 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// disk, one fsync per file and one per directory. Returns one handle per part, in order.
     async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>>;
 
+    /// Seals `parts` as [`Storage::seal`] does, as files a pre-commit merge *carries*: sealed
+    /// (durable, hidden) under their in-progress names so that [`Storage::read_hidden`] can
+    /// read them back (`docs/design/delta.md` section 11). Only parts whose
+    /// [`PartWriter::can_carry`] is true. Local disk: [`Storage::seal`] (the default). Object
+    /// stores: the whole file as one hidden object written by a plain PUT under its
+    /// in-progress name, a [`PendingHandle::Staged`] handle, and the part's multipart upload
+    /// (S3) aborted: an upload in progress cannot be read.
+    async fn seal_carried(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
+        self.seal(parts).await
+    }
+
+    /// Whether a carried file (sealed by [`Storage::seal_carried`]) can be committed as it
+    /// is, under its own final name, without a rewrite: local disk (a rename). The default is
+    /// `false`, the answer of object stores, where a hidden object cannot become a final one
+    /// without a copy (S3 cannot commit a staged object at all): there a lone carried file due
+    /// for commit is rewritten as a merge of one file.
+    fn commits_carried_in_place(&self) -> bool {
+        false
+    }
+
     /// Makes everything written to `parts` so far durable (contract 2) while they stay open.
     /// Backends that cannot resume a part answer [`crate::Error::NotSupported`].
     async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()>;
@@ -138,6 +158,16 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// one ([`Leftover::name`] `None`), in any order; nothing inside another sink's base
     /// (contract 5).
     async fn list_leftovers(&self) -> Result<Vec<Leftover>>;
+
+    /// The leftovers a writer that carries no files can leave: [`Storage::list_leftovers`],
+    /// except that a backend may leave out the hidden objects that only a pre-commit merge
+    /// writes ([`Storage::seal_carried`]) where finding them costs a listing of every object
+    /// under the base: on S3, whose part files are multipart uploads, this lists the uploads
+    /// only. A writer restore uses it when its sink has no merge policy and its state carries
+    /// no files. The default lists everything.
+    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
+        self.list_leftovers().await
+    }
 
     /// Removes one hidden part file. Refuses any path that is not a part name of the exact
     /// shape filesink writes ([`PartName`]). Removing a file that is already gone succeeds.
@@ -230,8 +260,9 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// in-progress name of the exact shape filesink writes
     /// ([`crate::protocol::validate_hidden_path`]), or that is in a hidden directory, with
     /// [`crate::Error::InvalidInput`]. A file
-    /// that does not exist is [`crate::Error::DataLost`]. On S3 only staged objects have such
-    /// a name: a multipart upload in progress cannot be read back.
+    /// that does not exist is [`crate::Error::DataLost`]. On S3 only carried objects
+    /// ([`Storage::seal_carried`]) have such a name: a multipart upload in progress cannot be
+    /// read back.
     async fn read_hidden(&self, path: &str) -> Result<Bytes>;
 
     /// Lists the visible data files under the base (every name readers see: no component
@@ -398,6 +429,13 @@ pub trait PartWriter: Send + Debug {
     /// [`Storage::seal`] or [`Storage::persist`], the only callers of this method).
     /// Idempotent: a second call without writes in between changes nothing.
     async fn sync(&mut self) -> Result<()>;
+
+    /// Whether [`Storage::seal_carried`] can seal this part as a carried file, one that can be
+    /// read back: true unless bytes of it are already out where they cannot be read (an S3
+    /// part uploaded: the file reached the part size). Default: true.
+    fn can_carry(&self) -> bool {
+        true
+    }
 
     /// Closes the part and returns its handle. Only [`Storage::seal`] calls it, after `sync`.
     async fn close(self: Box<Self>) -> Result<PendingHandle>;

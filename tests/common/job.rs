@@ -71,7 +71,7 @@ pub async fn run(storage: Arc<dyn Storage>, seed: u64, acked: &mut i64) -> files
 /// The merge policy of the seeded job with a pre-commit merge: every file is small; the
 /// target is reached after one to four checkpoints' files of a bucket, and a third of the
 /// seeds have no visibility delay (every carried file is due at the next vote: lone files
-/// committed as they are, several merged).
+/// committed as they are on local disk and re-uploaded on object stores, several merged).
 pub fn merge_policy_of(seed: u64) -> MergePolicy {
     let delay = if seed % 3 == 0 {
         std::time::Duration::ZERO
@@ -83,7 +83,7 @@ pub fn merge_policy_of(seed: u64) -> MergePolicy {
         .with_max_visibility_delay(delay)
 }
 
-/// [`run`] with a pre-commit merge ([`merge_policy_of`]): Parquet, local disk only.
+/// [`run`] with a pre-commit merge ([`merge_policy_of`]): Parquet, on any backend.
 pub async fn run_merge(
     storage: Arc<dyn Storage>,
     seed: u64,

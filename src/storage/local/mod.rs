@@ -488,6 +488,11 @@ impl Storage for LocalStorage {
         Ok(handles)
     }
 
+    fn commits_carried_in_place(&self) -> bool {
+        // A carried file is a sealed in-progress file: its commit is the usual rename.
+        true
+    }
+
     async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
         self.flush_group(parts.iter_mut().map(|p| p.as_mut())).await
     }

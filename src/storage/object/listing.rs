@@ -22,7 +22,11 @@ impl Inner {
             .map_err(|e| self.store_error("list", "", e))
     }
 
-    pub(super) async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+    /// The leftovers under the prefix: on S3 the incomplete multipart uploads, and with
+    /// `hidden_objects` the hidden objects too (the carried files of a pre-commit merge, the
+    /// only hidden objects a sink writes there), which costs a listing of every object; on
+    /// other stores the hidden (staged) objects, always.
+    pub(super) async fn list_leftovers(&self, hidden_objects: bool) -> Result<Vec<Leftover>> {
         let inner = self;
         let mut out = Vec::new();
         if let Some(bucket) = &inner.bucket {
@@ -52,37 +56,48 @@ impl Inner {
                     modified_ms: u.initiated_ms,
                 });
             }
-        } else {
-            let all = inner.list_all().await?;
-            let nested = nested_bases(inner, &all);
-            for meta in &all {
-                let Some(rel) = inner
-                    .rel(meta.location.as_ref())
-                    .or_else(|| inner.prefix.is_empty().then_some(meta.location.as_ref()))
-                else {
-                    continue;
-                };
-                if inside_any(rel, &nested) {
-                    continue;
-                }
-                let (dir, name) = split_rel(rel);
-                let parsed = PartName::parse_in_progress(name);
-                if parsed.is_none() && !looks_in_progress(name) {
-                    continue;
-                }
-                let final_name = parsed.as_ref().map_or(name, |p| p.final_name.as_str());
-                out.push(Leftover {
-                    final_path: if dir.is_empty() {
-                        final_name.to_string()
-                    } else {
-                        format!("{dir}/{final_name}")
-                    },
-                    name: parsed,
-                    path: rel.to_string(),
-                    size_bytes: meta.size,
-                    modified_ms: meta.last_modified.timestamp_millis(),
-                });
+            if hidden_objects {
+                out.extend(inner.list_hidden_objects().await?);
             }
+        } else {
+            out.extend(inner.list_hidden_objects().await?);
+        }
+        Ok(out)
+    }
+
+    /// The hidden objects under the prefix that are, or look like, part files in progress.
+    async fn list_hidden_objects(&self) -> Result<Vec<Leftover>> {
+        let inner = self;
+        let mut out = Vec::new();
+        let all = inner.list_all().await?;
+        let nested = nested_bases(inner, &all);
+        for meta in &all {
+            let Some(rel) = inner
+                .rel(meta.location.as_ref())
+                .or_else(|| inner.prefix.is_empty().then_some(meta.location.as_ref()))
+            else {
+                continue;
+            };
+            if inside_any(rel, &nested) {
+                continue;
+            }
+            let (dir, name) = split_rel(rel);
+            let parsed = PartName::parse_in_progress(name);
+            if parsed.is_none() && !looks_in_progress(name) {
+                continue;
+            }
+            let final_name = parsed.as_ref().map_or(name, |p| p.final_name.as_str());
+            out.push(Leftover {
+                final_path: if dir.is_empty() {
+                    final_name.to_string()
+                } else {
+                    format!("{dir}/{final_name}")
+                },
+                name: parsed,
+                path: rel.to_string(),
+                size_bytes: meta.size,
+                modified_ms: meta.last_modified.timestamp_millis(),
+            });
         }
         Ok(out)
     }

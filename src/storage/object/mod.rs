@@ -231,6 +231,25 @@ impl Inner {
         Error::object_store(op, self.where_(rel), e)
     }
 
+    /// Deletes the hidden object `path` (a staged or carried part file), if it is an
+    /// in-progress part name of the shape filesink writes; one that is gone counts as deleted.
+    async fn remove_hidden(&self, path: &str) -> Result<()> {
+        validate_rel_path(path).map_err(Error::InvalidInput)?;
+        if parse_hidden_name(split_rel(path).1).is_none() {
+            return Err(Error::InvalidInput(format!(
+                "`{path}` is not an in-progress part name of the shape filesink writes; filesink \
+                 only removes its own hidden objects"
+            )));
+        }
+        match self.store.delete(&self.key(path)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                tracing::debug!(file = %path, "hidden object removed");
+                Ok(())
+            }
+            Err(e) => Err(self.store_error("delete", path, e)),
+        }
+    }
+
     /// A whole object read under `rel`; one that does not exist is [`Error::DataLost`] (`what`
     /// names it in the message).
     async fn read_whole(&self, rel: &str, what: &str) -> Result<Bytes> {
@@ -322,6 +341,22 @@ impl Storage for ObjectStorage {
         .await
     }
 
+    async fn seal_carried(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
+        // As `seal`: independent files, a bounded number at a time.
+        super::bounded::try_map(parts, SEAL_IN_FLIGHT_MAX, |part| async move {
+            let part = match part.into_any().downcast::<ObjectPart>() {
+                Ok(part) => part,
+                Err(_) => {
+                    return Err(Error::InvalidInput(
+                        "an object store seals only its own parts".into(),
+                    ))
+                }
+            };
+            part.seal_carried().await
+        })
+        .await
+    }
+
     async fn persist(&self, _parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
         Err(Error::NotSupported(format!(
             "`{}` cannot keep part files open across checkpoints",
@@ -337,7 +372,7 @@ impl Storage for ObjectStorage {
             IN_FLIGHT_MAX,
             |c| async move {
                 c.validate()?;
-                match &c.pending {
+                let outcome = match &c.pending {
                     PendingHandle::Multipart { upload_id, parts } => {
                         self.inner.commit_multipart(c, upload_id, parts).await
                     }
@@ -347,14 +382,28 @@ impl Storage for ObjectStorage {
                     other => Err(Error::NotSupported(format!(
                         "an object store cannot commit a {other:?} handle"
                     ))),
+                }?;
+                // Only now, with the file committed, the hidden objects it supersedes go: the
+                // carried files of a pre-commit merge. As on local disk, a failed delete
+                // fails nothing: the object is no longer referenced once a later checkpoint
+                // is complete, and the next restore removes it as a leftover.
+                for old in &c.supersedes {
+                    if let Err(e) = self.inner.remove_hidden(old).await {
+                        tracing::warn!(file = %old, error = %e, "superseded object not removed");
+                    }
                 }
+                Ok(outcome)
             },
         )
         .await
     }
 
     async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
-        self.inner.list_leftovers().await
+        self.inner.list_leftovers(true).await
+    }
+
+    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
+        self.inner.list_leftovers(false).await
     }
 
     async fn remove_leftover(&self, path: &str) -> Result<()> {
@@ -362,20 +411,7 @@ impl Storage for ObjectStorage {
         if let Some((final_path, upload_id)) = path.rsplit_once('#') {
             return inner.abort_upload(final_path, upload_id).await;
         }
-        validate_rel_path(path).map_err(Error::InvalidInput)?;
-        if parse_hidden_name(split_rel(path).1).is_none() {
-            return Err(Error::InvalidInput(format!(
-                "`{path}` is not an in-progress part name of the shape filesink writes; filesink \
-                 only removes its own hidden objects"
-            )));
-        }
-        match inner.store.delete(&inner.key(path)?).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
-                tracing::debug!(file = %path, "hidden object removed");
-                Ok(())
-            }
-            Err(e) => Err(inner.store_error("delete", path, e)),
-        }
+        inner.remove_hidden(path).await
     }
 
     async fn acquire_job(

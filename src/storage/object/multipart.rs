@@ -167,7 +167,11 @@ impl Inner {
                         .any(|u| u.key == key.as_ref() && u.upload_id == upload_id),
                     None => {
                         let id = upload_leftover_id(&c.final_path, upload_id);
-                        inner.list_leftovers().await?.iter().any(|l| l.path == id)
+                        inner
+                            .list_leftovers(false)
+                            .await?
+                            .iter()
+                            .any(|l| l.path == id)
                     }
                 };
                 Ok(if pending {

@@ -83,6 +83,32 @@ impl ObjectPart {
         Ok(())
     }
 
+    /// Seals this part as a carried file ([`crate::storage::Storage::seal_carried`]): its
+    /// whole content, still in the buffer, as one hidden object written by a plain PUT under
+    /// its in-progress name (a staged object's own write), then its multipart upload aborted,
+    /// if it has one. The PUT first: a crash between the two leaves an upload and an object,
+    /// both unreferenced until the vote returns, which a restore removes.
+    pub(super) async fn seal_carried(mut self) -> Result<PendingHandle> {
+        if self.next_part > 0 {
+            return Err(Error::InvalidInput(format!(
+                "`{}` has uploaded parts: it cannot be carried (a multipart upload in progress \
+                 cannot be read back)",
+                self.location.final_path
+            )));
+        }
+        let upload_id = self.upload_id.take();
+        // Without an upload, `sync` is the staged object's PUT of the whole buffer.
+        self.sync().await?;
+        if let Some(id) = upload_id {
+            self.inner
+                .abort_upload(&self.location.final_path, &id)
+                .await?;
+        }
+        Ok(PendingHandle::Staged {
+            staging_path: self.location.in_progress_path.clone(),
+        })
+    }
+
     async fn join_one(&mut self) -> Result<()> {
         if let Some(joined) = self.in_flight.join_next().await {
             match joined {
@@ -106,6 +132,11 @@ impl PartWriter for ObjectPart {
 
     fn memory_bytes(&self) -> u64 {
         (self.buffer.len() + self.in_flight.len() * self.inner.part_size_bytes) as u64
+    }
+
+    fn can_carry(&self) -> bool {
+        // The whole file is still in the buffer: no part of it went out.
+        self.next_part == 0
     }
 
     async fn write(&mut self, mut data: &[u8]) -> Result<()> {
