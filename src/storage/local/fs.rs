@@ -90,14 +90,6 @@ pub trait FsFile: Send + Sync + Debug {
     fn write_all(&self, data: &[u8]) -> io::Result<()>;
     /// Flushes the file's data (the group form is [`Fs::sync_files`]).
     fn sync_data(&self) -> io::Result<()>;
-    /// Starts writing the file's dirty pages to the disk without waiting for them
-    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)` on Linux; nothing elsewhere). Promises no
-    /// durability: it only spreads a large file's writeback over its writing, so that the
-    /// fsync at its end, and any other writer's fsync in the meantime, does not inherit
-    /// megabytes of dirty data at once (RocksDB's `bytes_per_sync`).
-    fn start_writeback(&self) -> io::Result<()> {
-        Ok(())
-    }
     /// Whether `path` still names this file (another process may have removed or replaced
     /// the name while this handle kept writing).
     fn is_named(&self, path: &Path) -> io::Result<bool>;
@@ -354,19 +346,6 @@ impl FsFile for RealFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
-    }
-
-    #[cfg(target_os = "linux")]
-    fn start_writeback(&self) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a plain system call on a file descriptor this `File` owns and keeps open.
-        let rc =
-            unsafe { libc::sync_file_range(self.0.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
     }
 
     fn is_named(&self, path: &Path) -> io::Result<bool> {

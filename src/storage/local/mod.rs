@@ -790,7 +790,6 @@ impl Inner {
             file,
             len: 0,
             buffer: Vec::new(),
-            written_back: 0,
         })
     }
 
@@ -873,16 +872,8 @@ impl Inner {
                 .fs
                 .create_new(&tmp)
                 .map_err(|e| Error::io("create", &tmp, e))?;
-            // A large object (a log checkpoint) starts its writeback every MiB, so that its
-            // fsync below, and other writers' fsyncs meanwhile, find little dirty data.
-            for chunk in bytes.chunks(WRITEBACK_BYTES) {
-                f.write_all(chunk)
-                    .map_err(|e| Error::io("write", &tmp, e))?;
-                if bytes.len() > WRITEBACK_BYTES {
-                    // Only a hint: the fsync below is the promise.
-                    let _ = f.start_writeback();
-                }
-            }
+            f.write_all(bytes)
+                .map_err(|e| Error::io("write", &tmp, e))?;
             self.sync_parts(&[(tmp.clone(), f)])?;
             let renamed = match mode {
                 Put::NoReplace => self.fs.rename_noreplace(&tmp, &dst),
@@ -919,17 +910,10 @@ struct LocalPart {
     len: u64,
     /// Appended bytes not written to the file yet.
     buffer: Vec<u8>,
-    /// The file's length when its writeback was last started: a large file starts it every
-    /// [`WRITEBACK_BYTES`], so the fsync of the vote finds little dirty data.
-    written_back: u64,
 }
 
 /// How many appended bytes a [`LocalPart`] collects before writing them.
 const WRITE_BUFFER_BYTES: usize = 64 << 10;
-
-/// Bytes of a large metadata object written between two starts of its writeback
-/// ([`fs::FsFile::start_writeback`]).
-const WRITEBACK_BYTES: usize = 1 << 20;
 
 /// Writes a part's buffered bytes to its file (on a blocking thread).
 fn write_buffered(file: &dyn FsFile, path: &Path, buffer: &[u8]) -> Result<()> {
@@ -1038,21 +1022,7 @@ impl PartWriter for LocalPart {
             let mut bytes = std::mem::take(&mut self.buffer);
             bytes.extend_from_slice(data);
             let (file, path) = (self.file.clone(), self.path.clone());
-            // Everything appended is in the file after this write.
-            let end = self.len + data.len() as u64;
-            let writeback = end - self.written_back >= WRITEBACK_BYTES as u64;
-            blocking(move || {
-                write_buffered(file.as_ref(), &path, &bytes)?;
-                if writeback {
-                    // Only a hint: the vote's fsync is the promise.
-                    let _ = file.start_writeback();
-                }
-                Ok(())
-            })
-            .await?;
-            if writeback {
-                self.written_back = end;
-            }
+            blocking(move || write_buffered(file.as_ref(), &path, &bytes)).await?;
         }
         self.len += data.len() as u64;
         Ok(())
