@@ -211,9 +211,11 @@ def read_dir(path, repeat, sent):
 class Compactor(threading.Thread):
     """`filesink compact` rounds one after another, `sleep` s apart, until stopped."""
 
-    def __init__(self, bin_, lake, target, sleep, log_path, t0):
+    def __init__(self, bin_, lake, target, sleep, log_path, t0, nice=0):
         super().__init__(daemon=True)
         self.bin, self.lake, self.target, self.sleep = bin_, lake, target, sleep
+        # Background work at a lower CPU priority: `nice -n N` (0: the ingest's priority).
+        self.prefix = ["nice", "-n", str(nice)] if nice else []
         self.log_path, self.t0 = log_path, t0
         self.stop = threading.Event()
         self.rounds = []
@@ -221,7 +223,7 @@ class Compactor(threading.Thread):
     def one(self):
         started = time.monotonic()
         with open(self.log_path, "a") as err:
-            p = subprocess.run([self.bin, "--log-format", "json", "-v", "compact", self.lake,
+            p = subprocess.run(self.prefix + [self.bin, "--log-format", "json", "-v", "compact", self.lake,
                                 "--target-size", str(self.target), "--json"],
                                stdout=subprocess.PIPE, stderr=err, text=True)
         r = {"t": started - self.t0, "seconds": time.monotonic() - started, "rc": p.returncode}
@@ -254,7 +256,7 @@ def run_case(a, case, work, target, sent_expected):
             os.remove(p)
     delta = case == "delta"
     print(f"bench-delta-freshness: case {case}: {a.rate} records/s for {a.duration} s into {lake}"
-          + (f", compaction every {a.compact_sleep} s (target {fmt_size(target)})" if delta else ""),
+          + (f", compaction every {a.compact_sleep} s at nice {a.compact_nice} (target {fmt_size(target)})" if delta else ""),
           file=sys.stderr, flush=True)
     env = dict(os.environ, RUST_LOG="warn,filesink=info,filesink::sink::committer=debug")
     cmd = [a.bin, "--log-format", "json", "ingest", "-", "--job", "fresh", "--to", lake,
@@ -270,7 +272,7 @@ def run_case(a, case, work, target, sent_expected):
     g.stdout.close()
     comp = None
     if delta:
-        comp = Compactor(a.bin, lake, target, a.compact_sleep, compact_log, t0)
+        comp = Compactor(a.bin, lake, target, a.compact_sleep, compact_log, t0, a.compact_nice)
         # The first round once the table exists (the first checkpoint creates it).
         while not os.path.exists(os.path.join(lake, "_delta_log")) and time.monotonic() - t0 < 30:
             time.sleep(0.2)
@@ -356,7 +358,7 @@ def run_case(a, case, work, target, sent_expected):
                                        "share_large": share_large(sizes, target),
                                        "load_ms": load_s * 1000,
                                        "read": read_table(lake, a.read_repeat, sent)}
-        final = Compactor(a.bin, lake, target, 0, compact_log, t0).one()
+        final = Compactor(a.bin, lake, target, 0, compact_log, t0, a.compact_nice).one()
         n, sizes, v, load_s = table_files(lake)
         end["final_compact"] = final
         end["after_final_compact"] = {"table_files": n, "table_bytes": sum(sizes), "version": v,
@@ -381,7 +383,7 @@ def summarize(r, target):
     w = L.append
     w(f"bench-delta-freshness  commit {r['commit']}  {r['started']}  rate {r['rate']} records/s  "
       f"duration {r['duration']} s  partitions {PARTITIONS}  target {fmt_size(target)}  "
-      f"compaction sleep {r['compact_sleep']} s")
+      f"compaction sleep {r['compact_sleep']} s, nice {r.get('compact_nice', 0)}")
     w(f"load average before {r['load_before']:.2f}, after {r['load_after']:.2f}")
     w("")
     cases = r["cases"]
@@ -493,7 +495,8 @@ def run(a):
     res = {"commit": a.commit, "started": datetime.utcnow().isoformat(timespec="seconds") + "Z",
            "rate": a.rate, "duration": a.duration, "partitions": PARTITIONS,
            "target_bytes": a.target, "target_size_arg": a.target_size,
-           "compact_sleep": a.compact_sleep, "sample_every": a.sample_every,
+           "compact_sleep": a.compact_sleep, "compact_nice": a.compact_nice,
+           "sample_every": a.sample_every,
            "read_repeat": a.read_repeat, "nproc": os.cpu_count(), "load_before": loadavg(),
            "uname": " ".join(os.uname()), "cases": []}
     for case in a.cases.split(","):
@@ -529,6 +532,7 @@ def main():
     r.add_argument("--duration", type=int, default=600)
     r.add_argument("--target-size", default="auto")
     r.add_argument("--compact-sleep", type=float, default=10)
+    r.add_argument("--compact-nice", type=int, default=19)
     r.add_argument("--sample-every", type=float, default=10)
     r.add_argument("--read-repeat", type=int, default=3)
     r.add_argument("--cases", default="delta,plain")
