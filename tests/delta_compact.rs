@@ -199,12 +199,9 @@ async fn crash_during_compaction_at_every_point_leaves_rows_exactly_once_in_memo
     crash_during_compaction(Backend::memory).await;
 }
 
-#[tokio::test]
-async fn a_round_whose_input_was_removed_meanwhile_is_abandoned_and_its_output_deleted() {
-    let b = Backend::local();
-    let checkpoints = 4;
-    appends(b.storage.clone(), false, 0, checkpoints).await;
-    // The round dies after its manifest and file commit, before its log entry.
+/// A round of the `compact` job that dies after its manifest and file commit, before its log
+/// entry; returns its manifest.
+async fn round_crashed_before_its_entry(b: &Backend) -> filesink::checkpoint::manifest::Manifest {
     let faulty = FaultyStorage::new(
         b.storage.clone(),
         Some(FaultPlan {
@@ -213,16 +210,40 @@ async fn a_round_whose_input_was_removed_meanwhile_is_abandoned_and_its_output_d
             mode: FaultMode::Before,
         }),
     );
-    assert!(compact(Arc::new(faulty.clone()), &options(&b))
+    assert!(compact(Arc::new(faulty.clone()), &options(b))
         .await
         .is_err());
     drop(faulty);
     filesink::storage::ownership::settle_releases().await;
-    let round =
-        filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
-            .await
-            .unwrap()
-            .expect("the round's manifest");
+    filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+        .await
+        .unwrap()
+        .expect("the round's manifest")
+}
+
+/// Another engine's entry at the table's next version (`text`: its actions, one per line).
+async fn put_next_entry(storage: &dyn Storage, text: &str) {
+    let next = read_log(storage).await.versions.len();
+    storage
+        .put_metadata(&format!("_delta_log/{next:020}.json"), text.as_bytes())
+        .await
+        .unwrap();
+}
+
+/// Another engine's DELETE of the file `path` (as the log has it).
+fn remove_action(path: &str) -> String {
+    format!(
+        "{{\"remove\":{{\"path\":{},\"deletionTimestamp\":1,\"dataChange\":true}}}}\n",
+        serde_json::to_string(path).unwrap()
+    )
+}
+
+#[tokio::test]
+async fn a_round_whose_input_was_removed_meanwhile_is_abandoned_and_its_output_deleted() {
+    let b = Backend::local();
+    let checkpoints = 4;
+    appends(b.storage.clone(), false, 0, checkpoints).await;
+    let round = round_crashed_before_its_entry(&b).await;
     let outputs: Vec<String> = round
         .committables
         .iter()
@@ -231,16 +252,7 @@ async fn a_round_whose_input_was_removed_meanwhile_is_abandoned_and_its_output_d
     let removed = round.table.as_ref().unwrap().removes[0].clone();
 
     // Meanwhile another engine deletes one of the round's inputs.
-    let log = read_log(b.storage.as_ref()).await;
-    let next = log.versions.len();
-    let entry = format!(
-        "{{\"remove\":{{\"path\":{},\"deletionTimestamp\":1,\"dataChange\":true}}}}\n",
-        serde_json::to_string(&removed.path).unwrap()
-    );
-    b.storage
-        .put_metadata(&format!("_delta_log/{next:020}.json"), entry.as_bytes())
-        .await
-        .unwrap();
+    put_next_entry(b.storage.as_ref(), &remove_action(&removed.path)).await;
     let gone: Vec<i64> = common::ids_in_bytes(
         b.storage
             .read_data_file(&decode(&removed.path))
@@ -422,41 +434,10 @@ async fn an_abandoned_round_stays_abandoned_when_another_engine_restores_its_inp
     let b = Backend::local();
     let checkpoints = 4;
     appends(b.storage.clone(), false, 0, checkpoints).await;
-    let faulty = FaultyStorage::new(
-        b.storage.clone(),
-        Some(FaultPlan {
-            point: FaultPoint::PutLogEntry,
-            occurrence: 1,
-            mode: FaultMode::Before,
-        }),
-    );
-    assert!(compact(Arc::new(faulty.clone()), &options(&b))
-        .await
-        .is_err());
-    drop(faulty);
-    filesink::storage::ownership::settle_releases().await;
-    let round =
-        filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
-            .await
-            .unwrap()
-            .expect("the round's manifest");
+    let round = round_crashed_before_its_entry(&b).await;
     let removed = round.table.as_ref().unwrap().removes[0].clone();
-    let put_entry = |text: String| {
-        let storage = b.storage.clone();
-        async move {
-            let next = read_log(storage.as_ref()).await.versions.len();
-            storage
-                .put_metadata(&format!("_delta_log/{next:020}.json"), text.as_bytes())
-                .await
-                .unwrap();
-        }
-    };
     // Another engine deletes one of the round's inputs.
-    put_entry(format!(
-        "{{\"remove\":{{\"path\":{},\"deletionTimestamp\":1,\"dataChange\":true}}}}\n",
-        serde_json::to_string(&removed.path).unwrap()
-    ))
-    .await;
+    put_next_entry(b.storage.as_ref(), &remove_action(&removed.path)).await;
     // The next run abandons the round and records it; it plans nothing new (min_files).
     let report = compact(b.storage.clone(), &options(&b).min_files(1000))
         .await
@@ -485,14 +466,14 @@ async fn an_abandoned_round_stays_abandoned_when_another_engine_restores_its_inp
 
     // Another engine restores the table to before the delete: the input is live again, and
     // so are all of the abandoned round's inputs.
-    put_entry(format!(
+    let add = format!(
         "{{\"add\":{{\"path\":{},\"partitionValues\":{},\"size\":{},\"modificationTime\":1,\
          \"dataChange\":true}}}}\n",
         serde_json::to_string(&removed.path).unwrap(),
         serde_json::to_string(&removed.partition_values).unwrap(),
         removed.size
-    ))
-    .await;
+    );
+    put_next_entry(b.storage.as_ref(), &add).await;
     let n = checkpoints * PER_CHECKPOINT;
     assert_table_exactly_once(b.storage.as_ref(), n, "after the restore").await;
     // The compaction job goes on: a new round on what is live, each row once.
