@@ -269,6 +269,14 @@ macro_rules! guarded {
     }};
 }
 
+/// The backend's part inside a part of a [`FaultyStorage`].
+fn into_inner(part: Box<dyn PartWriter>) -> Box<dyn PartWriter> {
+    let any: Box<dyn std::any::Any> = part.into_any();
+    any.downcast::<FaultyPart>()
+        .expect("parts of a FaultyStorage")
+        .inner
+}
+
 fn unwrap_part(part: &mut Box<dyn PartWriter>) -> &mut Box<dyn PartWriter> {
     &mut part
         .as_any_mut()
@@ -329,11 +337,7 @@ impl Storage for FaultyStorage {
     async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
         let mut unwrapped = Vec::with_capacity(parts.len());
         for part in parts {
-            let any: Box<dyn std::any::Any> = part.into_any();
-            let faulty = any
-                .downcast::<FaultyPart>()
-                .expect("parts of a FaultyStorage");
-            let mut inner = faulty.inner;
+            let mut inner = into_inner(part);
             // The file fsyncs of the vote, one visit per file.
             guarded!(self.state, FaultPoint::SyncFile, inner.sync().await)?;
             unwrapped.push(inner);
@@ -348,14 +352,11 @@ impl Storage for FaultyStorage {
     async fn seal_carried(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
         let mut unwrapped = Vec::with_capacity(parts.len());
         for part in parts {
-            let any: Box<dyn std::any::Any> = part.into_any();
-            let faulty = any
-                .downcast::<FaultyPart>()
-                .expect("parts of a FaultyStorage");
+            let inner = into_inner(part);
             // One visit per file, as at `seal`; the durable write itself is the backend's
             // (a synced S3 part would be an uploaded part, which cannot be carried).
             guarded!(self.state, FaultPoint::SyncFile, Ok::<(), Error>(()))?;
-            unwrapped.push(faulty.inner);
+            unwrapped.push(inner);
         }
         guarded!(
             self.state,
