@@ -25,9 +25,6 @@ use crate::{Error, Result};
 /// hundred files is sealed as one group, in `prepare_commit`.
 const ROLLED_OPEN_MAX: usize = 256;
 
-/// Part files one write opens at the same time at most ([`SinkWriter::write`] opens the files
-/// of all the buckets it touches together).
-const FILES_OPENED_AT_ONCE_MAX: usize = 32;
 
 /// Under memory pressure, an encoder buffer at least this large is flushed as a row group of
 /// its own and its file stays open. A smaller buffer would make a poor row group: its file
@@ -588,10 +585,10 @@ impl SinkWriter {
         }
     }
 
-    /// Opens a part file for each of `buckets` that has none, all at once (bounded): the first
-    /// batch after a checkpoint opens a file in every bucket it touches, and on an object
-    /// store each is a round trip (CreateMultipartUpload). Every call is awaited before this
-    /// returns.
+    /// Opens a part file for each of `buckets` that has none, together
+    /// ([`Storage::create_all`](crate::storage::Storage::create_all)): the first batch after a
+    /// checkpoint opens a file in every bucket it touches, and on an object store each is a
+    /// round trip (CreateMultipartUpload). Every call is awaited before this returns.
     async fn open_files_of(
         &mut self,
         buckets: impl Iterator<Item = &BucketId>,
@@ -607,21 +604,12 @@ impl SinkWriter {
         if wanted.is_empty() {
             return Ok(());
         }
-        let storage = self.config.storage.clone();
-        let storage = &storage;
-        let opened = crate::storage::bounded::try_map(
-            wanted,
-            FILES_OPENED_AT_ONCE_MAX,
-            |(bucket, location)| async move {
-                let file = storage.create(&location).await?;
-                Ok::<_, Error>((bucket, location, file))
-            },
-        )
-        .await?;
-        for (bucket, location, file) in opened {
+        let (buckets, locations): (Vec<BucketId>, Vec<PartLocation>) = wanted.into_iter().unzip();
+        let files = self.config.storage.create_all(locations).await?;
+        for (bucket, file) in buckets.into_iter().zip(files) {
             tracing::debug!(
                 writer = %self.config.writer_id,
-                file = %location.final_path,
+                file = %file.location().final_path,
                 "opened part file"
             );
             self.open
