@@ -172,8 +172,9 @@ pub struct IngestArgs {
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub statistics: Option<StatisticsArg>,
 
-    /// Dictionary encoding of Parquet columns: `on` (the default) or `off`. Parquet output
-    /// only.
+    /// Dictionary encoding of Parquet columns: `on` (the default: where values repeat; a
+    /// column whose first values in a file are mostly distinct is written plain) or `off`.
+    /// Parquet output only.
     #[arg(long, value_enum, value_name = "on|off")]
     pub dictionary: Option<Switch>,
 

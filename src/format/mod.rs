@@ -46,6 +46,10 @@ impl Default for CsvOptions {
 pub enum FileFormat {
     /// Apache Parquet, with the given writer properties (compression, row-group size,
     /// statistics...). Rolls at every checkpoint.
+    ///
+    /// Where the properties enable dictionary encoding of a top-level column, a file whose
+    /// first values of that column are mostly distinct writes it plain: the fallback
+    /// parquet-rs makes once a dictionary passes its page size limit, made early.
     Parquet(WriterProperties),
     /// Newline-delimited JSON, one object per record.
     JsonLines,
@@ -134,4 +138,11 @@ pub(crate) trait Encoder: Send + std::fmt::Debug {
 
     /// Bytes held in memory that are not yet in `out`.
     fn buffered_bytes(&self) -> usize;
+
+    /// Copies what `write` kept by reference (rows of the batches it was given, which keep
+    /// those whole batches alive) into buffers of its own. The writer calls it every few
+    /// batches, so that an encoder never keeps more than those batches alive.
+    fn compact(&mut self) -> Result<()> {
+        Ok(())
+    }
 }

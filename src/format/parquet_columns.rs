@@ -236,7 +236,7 @@ fn close(writers: Vec<ArrowColumnWriter>, threads: usize) -> Result<Vec<ArrowCol
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
 
     use arrow::array::{ArrayRef, Float64Array, Int64Array, ListArray, StringArray, StructArray};
@@ -247,7 +247,7 @@ mod tests {
     use super::*;
 
     /// Flat, nested and repeated columns (every kind of leaf mapping), some nulls.
-    fn batch(from: i64, n: i64) -> RecordBatch {
+    pub(in crate::format) fn batch(from: i64, n: i64) -> RecordBatch {
         let ids: Vec<i64> = (from..from + n).collect();
         let id = Arc::new(Int64Array::from(ids.clone())) as ArrayRef;
         let name = Arc::new(StringArray::from_iter(ids.iter().map(|i| {
@@ -282,7 +282,7 @@ mod tests {
         RecordBatch::try_new(schema, vec![id, name, point, list]).unwrap()
     }
 
-    fn read(bytes: Vec<u8>) -> (Vec<usize>, RecordBatch) {
+    pub(in crate::format) fn read(bytes: Vec<u8>) -> (Vec<usize>, RecordBatch) {
         let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes)).unwrap();
         let groups = reader
             .metadata()

@@ -25,6 +25,10 @@ use crate::{Error, Result};
 /// hundred files is sealed as one group, in `prepare_commit`.
 const ROLLED_OPEN_MAX: usize = 256;
 
+/// The most that batches which encoders keep by reference (slices of them:
+/// [`Encoder::compact`]) may hold alive outside the budget's count before the encoders copy
+/// their slices: this, or a sixteenth of the budget if that is smaller.
+const LOOSE_BYTES_MAX: u64 = 16 << 20;
 
 /// Under memory pressure, an encoder buffer at least this large is flushed as a row group of
 /// its own and its file stays open. A smaller buffer would make a poor row group: its file
@@ -67,6 +71,9 @@ pub struct SinkWriter {
     carried: Vec<CarriedFile>,
     /// [`SinkWriter::end_of_input`] was called: the next vote merges every carried file.
     input_ended: bool,
+    /// The size of the batches written since the encoders last copied the slices they keep
+    /// ([`SinkWriter::compact_encoders`]): what those slices may keep alive.
+    loose_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -181,6 +188,7 @@ impl SinkWriter {
             rolled_held_bytes: 0,
             carried: Vec::new(),
             input_ended: false,
+            loose_bytes: 0,
         }
     }
 
@@ -632,6 +640,11 @@ impl SinkWriter {
         }
         self.open_files_of(buckets.iter().map(|(b, _)| b), now)
             .await?;
+        // The buckets' batches are slices of one batch (or the whole of it): any of them
+        // reports the size of all its buffers.
+        self.loose_bytes += buckets
+            .first()
+            .map_or(0, |(_, b)| b.get_array_memory_size() as u64);
         for (bucket, batch) in buckets {
             // Rolled since by the memory bound (a file it had written to in an earlier call).
             self.open_files_of(std::iter::once(&bucket), now).await?;
@@ -658,9 +671,25 @@ impl SinkWriter {
             // must not raise the peak by all of them at once.
             self.bound_memory().await?;
         }
+        if self.loose_bytes >= LOOSE_BYTES_MAX.min(self.config.buffer_bytes_max / 16) {
+            self.compact_encoders()?;
+        }
         if self.rolled.len() > ROLLED_OPEN_MAX {
             self.seal_rolled().await?;
         }
+        Ok(())
+    }
+
+    /// Has every open file's encoder copy the slices it keeps into buffers of its own
+    /// ([`Encoder::compact`]), so that the batches they were cut from can go.
+    fn compact_encoders(&mut self) -> Result<()> {
+        for part in self.open.values_mut() {
+            if let Some(encoder) = part.encoder.as_mut() {
+                encoder.compact()?;
+                part.account(&mut self.buffered_bytes_total);
+            }
+        }
+        self.loose_bytes = 0;
         Ok(())
     }
 
