@@ -1327,7 +1327,7 @@ impl Source {
             schema: self.schema.clone(),
             strict: self.strict,
             row_check: self.row_check.clone(),
-            reused: std::sync::Mutex::new(None),
+            reused: Reused::default(),
         }
     }
 
@@ -1694,6 +1694,7 @@ impl Source {
 /// Turns framed records into Arrow records: typed by the schema, checked by the row check,
 /// malformed ones an error (strict) or set aside. Any number of threads may decode successive
 /// chunks of one source at once.
+#[derive(Clone)]
 pub struct Decoder {
     format: InputFormat,
     schema: SchemaRef,
@@ -1703,19 +1704,16 @@ pub struct Decoder {
     /// (about 2 MB for a chunk of eight fields) and its pages are faulted in and zeroed again
     /// for every chunk, 10% of a decoding thread's time. Taken out while in use; dropped
     /// after an error, whatever state that left it in.
-    reused: std::sync::Mutex<Option<ArrowDecoder>>,
+    reused: Reused,
 }
 
-/// A clone starts without a reused Arrow decoder.
-impl Clone for Decoder {
+/// The Arrow decoder a [`Decoder`] keeps for its next chunk; a clone starts without one.
+#[derive(Default)]
+struct Reused(std::sync::Mutex<Option<ArrowDecoder>>);
+
+impl Clone for Reused {
     fn clone(&self) -> Self {
-        Decoder {
-            format: self.format,
-            schema: self.schema.clone(),
-            strict: self.strict,
-            row_check: self.row_check.clone(),
-            reused: std::sync::Mutex::new(None),
-        }
+        Reused::default()
     }
 }
 
@@ -1838,13 +1836,18 @@ impl Decoder {
 
     /// Decodes `buf`, which must hold exactly `n` records.
     fn decode_all(&self, buf: &[u8], n: usize) -> Result<RecordBatch, ArrowError> {
-        let kept = self.reused.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let kept = self
+            .reused
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let decoder = match kept {
             Some(d) if n < REUSED_BATCH_ROWS => d,
             _ => self.arrow_decoder(n.max(REUSED_BATCH_ROWS - 1) + 1)?,
         };
         let (batch, decoder) = Self::decode_with(decoder, buf)?;
-        *self.reused.lock().unwrap_or_else(|e| e.into_inner()) = Some(decoder);
+        *self.reused.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(decoder);
         let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(self.schema.clone()));
         if batch.num_rows() != n {
             return Err(ArrowError::JsonError(if n == 1 {
@@ -2132,7 +2135,7 @@ mod tests {
                 schema: schema.clone(),
                 strict: true,
                 row_check: None,
-                reused: std::sync::Mutex::new(None),
+                reused: Reused::default(),
             };
             let values = |b: RecordBatch| -> Vec<i64> {
                 b.column(0).as_primitive::<Int64Type>().values().to_vec()

