@@ -183,7 +183,7 @@ fn refine(path: &str, dt: &DataType, vals: &[&Value]) -> Result<DataType, String
     })
 }
 
-fn parse_int<T: FromStr>(s: &str, dt: &DataType) -> Result<T, String> {
+pub(super) fn parse_int<T: FromStr>(s: &str, dt: &DataType) -> Result<T, String> {
     s.parse().map_err(|_| {
         if s.contains(['.', 'e', 'E']) {
             format!("{s} is not an integer, and column type {dt} takes integers only")
@@ -193,14 +193,14 @@ fn parse_int<T: FromStr>(s: &str, dt: &DataType) -> Result<T, String> {
     })
 }
 
-fn parse_f64(s: &str, dt: &DataType) -> Result<f64, String> {
+pub(super) fn parse_f64(s: &str, dt: &DataType) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
         _ => Err(format!("{s} is out of range for {dt}")),
     }
 }
 
-fn parse_f32(s: &str, dt: &DataType) -> Result<f32, String> {
+pub(super) fn parse_f32(s: &str, dt: &DataType) -> Result<f32, String> {
     match s.parse::<f32>() {
         Ok(v) if v.is_finite() => Ok(v),
         _ => Err(format!("{s} is out of range for {dt}")),
@@ -249,27 +249,28 @@ fn mismatch(tape: &Tape<'_>, p: u32, dt: &DataType) -> ArrowError {
     tape.error(p, &dt.to_string())
 }
 
+/// The days since the epoch of a string `YYYY-MM-DD`: a `Date32` value.
+pub(super) fn date32_from_str(s: &str) -> Result<i32, String> {
+    let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date");
+    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .ok()
+        .filter(|_| s.len() >= 10)
+        .and_then(|d| i32::try_from((d - epoch).num_days()).ok())
+        .ok_or_else(|| format!("\"{s}\" is not a date YYYY-MM-DD (column type Date32)"))
+}
+
 /// `Date32` from strings `YYYY-MM-DD`.
 struct Date32Decoder;
 
 impl ArrayDecoder for Date32Decoder {
     fn decode(&mut self, tape: &Tape<'_>, pos: &[u32]) -> Result<ArrayRef, ArrowError> {
-        let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date");
         let mut b = PrimitiveBuilder::<Date32Type>::with_capacity(pos.len());
         for &p in pos {
             match tape.get(p) {
                 TapeElement::Null => b.append_null(),
                 TapeElement::String(idx) => {
-                    let s = tape.get_string(idx);
-                    let days = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
-                        .ok()
-                        .filter(|_| s.len() >= 10)
-                        .and_then(|d| i32::try_from((d - epoch).num_days()).ok())
-                        .ok_or_else(|| {
-                            ArrowError::JsonError(format!(
-                                "\"{s}\" is not a date YYYY-MM-DD (column type Date32)"
-                            ))
-                        })?;
+                    let days =
+                        date32_from_str(tape.get_string(idx)).map_err(ArrowError::JsonError)?;
                     b.append_value(days);
                 }
                 _ => return Err(mismatch(tape, p, &DataType::Date32)),
@@ -297,27 +298,37 @@ impl<T: ArrowTimestampType> Timestamp<T> {
     }
 
     fn parse_string(&self, s: &str) -> Result<i64, String> {
-        let dt = &self.data_type;
-        let t = string_to_datetime(&self.tz, s)
-            .map_err(|_| format!("\"{s}\" is not a timestamp (column type {dt})"))?;
-        let per_second: i64 = match T::UNIT {
-            TimeUnit::Second => 1,
-            TimeUnit::Millisecond => 1_000,
-            TimeUnit::Microsecond => 1_000_000,
-            TimeUnit::Nanosecond => 1_000_000_000,
-        };
-        let step = 1_000_000_000 / per_second;
-        let nanos = i64::from(t.timestamp_subsec_nanos());
-        if nanos % step != 0 {
-            return Err(format!(
-                "\"{s}\" is more precise than column type {dt}, and would be truncated"
-            ));
-        }
-        t.timestamp()
-            .checked_mul(per_second)
-            .and_then(|v| v.checked_add(nanos / step))
-            .ok_or_else(|| format!("\"{s}\" is out of range for {dt}"))
+        timestamp_from_str(&self.tz, T::UNIT, &self.data_type, s)
     }
+}
+
+/// The count of `unit`s since the epoch of a timestamp string, as arrow parses it (in `tz`
+/// where it names no offset), exact in the unit: a value of column type `dt`.
+pub(super) fn timestamp_from_str(
+    tz: &Tz,
+    unit: TimeUnit,
+    dt: &DataType,
+    s: &str,
+) -> Result<i64, String> {
+    let t = string_to_datetime(tz, s)
+        .map_err(|_| format!("\"{s}\" is not a timestamp (column type {dt})"))?;
+    let per_second: i64 = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    let step = 1_000_000_000 / per_second;
+    let nanos = i64::from(t.timestamp_subsec_nanos());
+    if nanos % step != 0 {
+        return Err(format!(
+            "\"{s}\" is more precise than column type {dt}, and would be truncated"
+        ));
+    }
+    t.timestamp()
+        .checked_mul(per_second)
+        .and_then(|v| v.checked_add(nanos / step))
+        .ok_or_else(|| format!("\"{s}\" is out of range for {dt}"))
 }
 
 impl<T: ArrowTimestampType> ArrayDecoder for Timestamp<T> {

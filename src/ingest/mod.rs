@@ -103,6 +103,7 @@
 
 mod bad_records;
 mod compaction;
+mod flat_json;
 pub mod json_types;
 mod object_input;
 mod rules;

@@ -31,8 +31,9 @@
 //! [`Decoder::decode`] turns a [`RawChunk`] into Arrow records, and any number of threads may
 //! run it on successive chunks at once, as long as their results are taken back in the order
 //! the chunks were read (the ingest pipeline does; see `ingest`'s module doc). Records are
-//! decoded in batches with arrow's JSON and CSV decoders; only when a batch fails is it
-//! decoded again record by record, to name the bad line.
+//! decoded in batches: flat JSON records in one pass by `flat_json`, anything it declines and
+//! CSV with arrow's JSON and CSV decoders; only when a batch fails is it decoded again record
+//! by record, to name the bad line.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -48,6 +49,7 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
+use super::flat_json::FlatJson;
 use super::json_types::{refine_inferred, StrictJson};
 use crate::error::{Error, Result};
 
@@ -1221,6 +1223,8 @@ pub struct Source {
     row_check: Option<RowCheck>,
     /// The input names, shared with the chunks.
     displays: Vec<Arc<str>>,
+    /// As [`Decoder::flat`], shared by the decoders.
+    flat: Option<Arc<FlatJson>>,
 }
 
 impl Source {
@@ -1258,7 +1262,6 @@ impl Source {
             displays,
             inputs,
             format,
-            schema,
             strict,
             cursor,
             read,
@@ -1270,6 +1273,11 @@ impl Source {
             linger,
             bytes_read: 0,
             row_check: None,
+            flat: match format {
+                InputFormat::Jsonl => FlatJson::new(&schema).map(Arc::new),
+                InputFormat::Csv => None,
+            },
+            schema,
         }
     }
 
@@ -1328,6 +1336,7 @@ impl Source {
             strict: self.strict,
             row_check: self.row_check.clone(),
             reused: Reused::default(),
+            flat: self.flat.clone(),
         }
     }
 
@@ -1705,6 +1714,9 @@ pub struct Decoder {
     /// for every chunk, 10% of a decoding thread's time. Taken out while in use; dropped
     /// after an error, whatever state that left it in.
     reused: Reused,
+    /// The one-pass decoder of flat JSON records, if the schema is flat: tried first on every
+    /// chunk, arrow's decoder decodes what it declines.
+    flat: Option<Arc<FlatJson>>,
 }
 
 /// The Arrow decoder a [`Decoder`] keeps for its next chunk; a clone starts without one.
@@ -1750,6 +1762,13 @@ impl Decoder {
 
     /// The records of `raw`: all at once, and only if that fails record by record.
     fn decode_records(&self, raw: &RawChunk) -> Result<(Option<RecordBatch>, Vec<BadRecord>)> {
+        if let Some(batch) = self
+            .flat
+            .as_ref()
+            .and_then(|f| f.decode(&raw.buf, &raw.spans))
+        {
+            return self.check_rows(raw, Some(batch), None, Vec::new());
+        }
         let n = raw.spans.len();
         if let Ok(batch) = self.decode_all(&raw.buf, n) {
             return self.check_rows(raw, Some(batch), None, Vec::new());
@@ -2136,6 +2155,7 @@ mod tests {
                 strict: true,
                 row_check: None,
                 reused: Reused::default(),
+                flat: None,
             };
             let values = |b: RecordBatch| -> Vec<i64> {
                 b.column(0).as_primitive::<Int64Type>().values().to_vec()
@@ -2269,5 +2289,290 @@ mod tests {
         assert_eq!(v["version"], 2);
         v.as_object_mut().unwrap().remove("partition_by_time");
         assert_eq!(SourcePosition::from_json("j", &v).unwrap(), old);
+    }
+
+    /// The one-pass decoder of flat records gives what arrow's decoder gives, on every kind of
+    /// value, good and bad, of every column type it serves: a chunk decodes to the same
+    /// records, the same bad records and the same error with it as without it. And it answers
+    /// itself (does not hand the chunk on) for the records it is there for.
+    #[test]
+    fn the_flat_json_decoder_agrees_with_arrows() {
+        use arrow::datatypes::{DataType, Field, TimeUnit};
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("i8", DataType::Int8, true),
+            Field::new("i64", DataType::Int64, true),
+            Field::new("u64", DataType::UInt64, true),
+            Field::new("f32", DataType::Float32, true),
+            Field::new("f64", DataType::Float64, true),
+            Field::new("b", DataType::Boolean, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("ls", DataType::LargeUtf8, true),
+            Field::new("d", DataType::Date32, true),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+            Field::new(
+                "tsz",
+                DataType::Timestamp(TimeUnit::Second, Some("+02:00".into())),
+                true,
+            ),
+            Field::new("nn", DataType::Int64, false),
+        ]));
+        let flat = FlatJson::new(&schema).map(Arc::new);
+        assert!(flat.is_some());
+        // Values the fast decoder takes (first of each pair) and values it must leave to
+        // arrow's decoder or decode the same (second), per column.
+        let ints = [
+            "0",
+            "7",
+            "-0",
+            "-128",
+            "127",
+            "128",
+            "-129",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "18446744073709551615",
+            "18446744073709551616",
+            "1.0",
+            "1e3",
+            "1E+2",
+            "01",
+            "-",
+            "1.",
+            ".5",
+            "+1",
+            "\"5\"",
+            "true",
+            "null",
+            "[1]",
+            "{}",
+            "0x10",
+            "1_0",
+            "NaN",
+        ];
+        let floats = [
+            "1.5",
+            "-0.0",
+            "0",
+            "1e308",
+            "1e309",
+            "-1e309",
+            "3.4e38",
+            "3.5e38",
+            "1E-5",
+            "2.5e-400",
+            "123456789012345678901234567890",
+            "0.1000000000000000055511151231257827",
+            "1.",
+            ".5",
+            "+1",
+            "-01",
+            "1e",
+            "1e+",
+            "\"1.5\"",
+            "null",
+            "Infinity",
+            "false",
+        ];
+        let bools = [
+            "true", "false", "null", "True", "1", "\"true\"", "tru", "nul",
+        ];
+        let strings = [
+            "\"abc\"",
+            "\"\"",
+            "\"é日本😀\"",
+            "\"a\\\"b\\\\c\\/d\"",
+            "\"\\b\\f\\n\\r\\t\"",
+            "\"\\u00e9\\u65E5\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\\u0000\"",
+            "\"\\ud83d\"",
+            "\"\\ud83dx\"",
+            "\"\\udc00\"",
+            "\"\\ud83d\\u0041\"",
+            "\"\\x\"",
+            "\"\\u00g0\"",
+            "\"\\u00\"",
+            "\"tab\there\"",
+            "\"bell\u{7}\"",
+            "\"unterminated",
+            "5",
+            "null",
+            "true",
+            "[\"a\"]",
+            "{\"a\":1}",
+            "\"\\\\\"",
+            "\"x\\\"",
+        ];
+        let dates = [
+            "\"2026-11-30\"",
+            "\"1970-01-01\"",
+            "\"1969-12-31\"",
+            "\"2026-02-30\"",
+            "\"2026-11-30T01:00:00\"",
+            "\"20261130\"",
+            "\"2026-1-3\"",
+            "19000",
+            "null",
+        ];
+        let stamps = [
+            "\"2026-11-30T01:02:03Z\"",
+            "\"2026-11-30 01:02:03+05:00\"",
+            "\"2026-11-30T01:02:03.123Z\"",
+            "\"2026-11-30T01:02:03.1234Z\"",
+            "\"2026-11-30T01:02:03\"",
+            "\"2026-11-30\"",
+            "1700000000000",
+            "-1",
+            "1.5",
+            "1e3",
+            "\"garbage\"",
+            "null",
+            "\"9999999-01-01T00:00:00Z\"",
+            "true",
+        ];
+        let columns: [(&str, &[&str]); 12] = [
+            ("i8", &ints),
+            ("i64", &ints),
+            ("u64", &ints),
+            ("f32", &floats),
+            ("f64", &floats),
+            ("b", &bools),
+            ("s", &strings),
+            ("ls", &strings),
+            ("d", &dates),
+            ("ts", &stamps),
+            ("tsz", &stamps),
+            ("nn", &ints),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let spaces = ["", " ", "\t", "  ", "\r"];
+        // One record: mostly the first few values of each column, in schema order.
+        let record =
+            |clean: bool, mostly_clean: bool, rand: &mut dyn FnMut(usize) -> usize| -> Vec<u8> {
+                let mut order: Vec<usize> = (0..columns.len()).collect();
+                if !clean && rand(4) == 0 {
+                    order.swap(rand(columns.len()), rand(columns.len()));
+                }
+                let mut fields = Vec::new();
+                for c in order {
+                    if c != 11 && rand(5) == 0 {
+                        continue; // a missing field
+                    }
+                    let (name, values) = columns[c];
+                    // Not clean: a chunk of mostly good values, or a chunk of any values.
+                    let any = !clean && (!mostly_clean || rand(10) == 0);
+                    let v = if any {
+                        values[rand(values.len())]
+                    } else {
+                        values[rand(2)]
+                    };
+                    fields.push(format!(
+                        "\"{name}\"{}:{}{v}",
+                        spaces[rand(2)],
+                        spaces[rand(2)]
+                    ));
+                }
+                if !clean && !mostly_clean {
+                    match rand(12) {
+                        0 => fields.push("\"extra\":1".into()),
+                        1 => fields.push(format!("\"i64\":{}", rand(9))),
+                        2 => fields.push("\"i\\u0036\\u0034\":3".into()),
+                        _ => {}
+                    }
+                }
+                let ws = spaces[rand(spaces.len())];
+                let mut text = format!("{ws}{{{ws}{}{ws}}}{ws}", fields.join(&format!("{ws},")));
+                if !clean && !mostly_clean {
+                    match rand(20) {
+                        0 => text.push_str("{}"),
+                        1 => text.push_str(" x"),
+                        2 => text = format!("[{text}]"),
+                        3 => {
+                            let cut = (0..=text.len() / 2)
+                                .rev()
+                                .find(|&i| text.is_char_boundary(i));
+                            text.truncate(cut.unwrap_or(0))
+                        }
+                        4 => text = "null".into(),
+                        _ => {}
+                    }
+                }
+                let mut bytes = text.into_bytes();
+                if !clean && !mostly_clean && rand(40) == 0 {
+                    let at = rand(bytes.len());
+                    bytes[at] = 0xff; // not UTF-8
+                }
+                bytes.push(b'\n');
+                bytes
+            };
+        let chunk = |records: &[Vec<u8>]| {
+            let mut buf = Vec::new();
+            let mut spans = Vec::new();
+            for (i, r) in records.iter().enumerate() {
+                let start = buf.len();
+                buf.extend_from_slice(r);
+                spans.push((i as u64 + 1, start, buf.len()));
+            }
+            RawChunk {
+                display: Arc::from("in.jsonl"),
+                buf,
+                spans,
+                cursor: Cursor::START,
+                read: Vec::new(),
+            }
+        };
+        let decoder = |strict: bool, flat: Option<Arc<FlatJson>>| Decoder {
+            format: InputFormat::Jsonl,
+            schema: schema.clone(),
+            strict,
+            row_check: None,
+            reused: Reused::default(),
+            flat,
+        };
+        let outcome = |d: &Decoder, raw: &RawChunk| match d.decode_records(raw) {
+            Ok((batch, bad)) => Ok((batch, bad)),
+            Err(e) => Err(e.to_string()),
+        };
+        let (mut answered, mut clean_chunks) = (0, 0);
+        for round in 0..3_000 {
+            let clean = round % 3 == 0;
+            let size = 1 + rand(if round % 2 == 0 { 1 } else { 8 });
+            let records: Vec<Vec<u8>> = (0..size)
+                .map(|_| record(clean, round % 3 == 1, &mut rand))
+                .collect();
+            let raw = chunk(&records);
+            for strict in [true, false] {
+                let fast = outcome(&decoder(strict, flat.clone()), &raw);
+                let arrow = outcome(&decoder(strict, None), &raw);
+                assert_eq!(
+                    fast,
+                    arrow,
+                    "strict {strict}, records:\n{}",
+                    String::from_utf8_lossy(&raw.buf)
+                );
+            }
+            let took = flat
+                .as_ref()
+                .unwrap()
+                .decode(&raw.buf, &raw.spans)
+                .is_some();
+            answered += usize::from(took);
+            if clean {
+                clean_chunks += 1;
+                assert!(took, "declined:\n{}", String::from_utf8_lossy(&raw.buf));
+            }
+        }
+        // Some of the generated chunks that are not clean are good too.
+        assert!(
+            answered > clean_chunks + 100,
+            "{answered} of {clean_chunks}"
+        );
     }
 }
