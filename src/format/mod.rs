@@ -18,6 +18,7 @@ mod csv;
 mod jsonl;
 mod parquet_columns;
 mod parquet_format;
+mod parquet_gather;
 pub(crate) mod stats;
 
 /// Options of the CSV row format.

@@ -9,12 +9,16 @@
 //! only a few hundred rows. Gathered, a file that stays small never opens a row group until
 //! it is finished or flushed.
 //!
-//! A batch is first kept as it came, *loose*: usually a zero-copy slice of the chunk the
-//! bucket assigner split, so it keeps that whole chunk alive. The writer calls
+//! Rows of flat columns (the types JSON and CSV give) are appended on arrival to growing
+//! columns ([`super::parquet_gather`]): one copy per row into buffers that grow by doubling,
+//! and the chunk the bucket assigner sliced them from is free once the write returns.
+//!
+//! A batch with nested columns is first kept as it came, *loose*: usually a zero-copy slice of
+//! the chunk the bucket assigner split, so it keeps that whole chunk alive. The writer calls
 //! [`Encoder::compact`] every few chunks, which copies each file's loose slices into one
 //! batch of its own: one copy (and one set of allocations) for several slices. Copying every
-//! slice on arrival instead cost a third of the CPU at 1,000 partitions, where a chunk brings
-//! each bucket a handful of rows: eight columns' allocations for every handful.
+//! slice on arrival into arrays of its own cost a third of the CPU at 1,000 partitions, where
+//! a chunk brings each bucket a handful of rows: eight columns' allocations for every handful.
 
 use std::collections::HashSet;
 
@@ -26,6 +30,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::parquet_columns::ColumnsWriter;
+use super::parquet_gather::Gathered;
 use super::Encoder;
 use crate::Result;
 
@@ -187,9 +192,13 @@ pub(crate) struct ParquetEncoder {
     /// Batches not handed to the writer yet as they were written (slices of larger batches,
     /// kept alive by them), after `gathered` in row order.
     loose: Vec<RecordBatch>,
-    /// Rows in `gathered` and `loose`.
+    /// Rows not handed to the writer yet, appended as they were written (after `gathered`
+    /// and `loose` in row order): for a flat schema, instead of `loose`.
+    growing: Option<Gathered>,
+    /// Rows in `gathered`, `loose` and `growing`.
     gathered_rows: usize,
-    /// Bytes of `gathered`, and of `loose` (their share of the buffers they point into).
+    /// Bytes of `gathered`, of `loose` (their share of the buffers they point into) and of
+    /// `growing` (the bytes of the rows appended; its buffers grow by doubling).
     gathered_bytes: usize,
 }
 
@@ -212,6 +221,7 @@ impl ParquetEncoder {
             .with_coerce_types(props.coerce_types())
             .convert(&schema)?;
         Ok(ParquetEncoder {
+            growing: Gathered::new(&schema),
             writer: None,
             props,
             schema,
@@ -244,6 +254,9 @@ impl ParquetEncoder {
     fn encode_gathered(&mut self) -> Result<()> {
         let mut batches = std::mem::take(&mut self.gathered);
         batches.append(&mut self.loose);
+        if let Some(g) = self.growing.as_mut().filter(|g| g.rows() > 0) {
+            batches.push(g.take()?);
+        }
         match batches.len() {
             0 => return Ok(()),
             1 => self.writer_for(&batches[0])?.write(&batches[0])?,
@@ -281,14 +294,17 @@ impl Encoder for ParquetEncoder {
         if rows == 0 {
             return Ok(());
         }
-        if self.gathered.is_empty() && self.loose.is_empty() && rows >= ENCODE_ROWS {
+        if self.gathered_rows == 0 && rows >= ENCODE_ROWS {
             self.writer_for(batch)?.write(batch)?;
             self.drain(out);
             return Ok(());
         }
+        match self.growing.as_mut() {
+            Some(g) => g.append(batch)?,
+            None => self.loose.push(batch.clone()),
+        }
         self.gathered_rows += rows;
         self.gathered_bytes += slice_bytes(batch);
-        self.loose.push(batch.clone());
         if self.gathered_rows >= ENCODE_ROWS || self.gathered_bytes >= ENCODE_BYTES {
             self.encode_gathered()?;
             self.drain(out);
@@ -488,6 +504,46 @@ mod tests {
                 }
                 _ => {}
             }
+        }
+        let footer = Box::new(encoder).finish(&mut out).unwrap().unwrap();
+        assert_eq!(footer.file_metadata().num_rows(), 18_000);
+        let (_, got) = read(out);
+        let written: Vec<RecordBatch> = written
+            .into_iter()
+            .map(|(i, offset, len)| parents[i].slice(offset, len))
+            .collect();
+        assert_eq!(
+            got,
+            arrow::compute::concat_batches(&schema, &written).unwrap()
+        );
+    }
+
+    /// Flat rows written a few at a time, with a flush and the threshold encoding between
+    /// them, are appended on arrival: no batch they were cut from stays alive after the write,
+    /// compaction has nothing to do, and the file holds every row once, in order.
+    #[test]
+    fn flat_rows_are_appended_on_arrival_and_keep_no_batch_alive() {
+        let parents: Vec<RecordBatch> = (0..6)
+            .map(|i| batch(i * 3000, 3000).project(&[0, 1]).unwrap())
+            .collect();
+        let schema = parents[0].schema();
+        let mut encoder =
+            ParquetEncoder::new(schema.clone(), WriterProperties::builder().build()).unwrap();
+        assert!(encoder.growing.is_some());
+        let (mut out, mut written) = (Vec::new(), Vec::new());
+        for (i, parent) in parents.iter().enumerate() {
+            let before = buffer_refs(parent);
+            for (offset, len) in [(0, 7), (7, 1), (8, 992), (1000, 2000)] {
+                encoder.write(&parent.slice(offset, len), &mut out).unwrap();
+                assert_eq!(buffer_refs(parent), before, "parent {i} kept alive");
+                assert!(encoder.loose.is_empty());
+                written.push((i, offset, len));
+            }
+            if i == 1 {
+                encoder.flush(&mut out).unwrap();
+            }
+            Encoder::compact(&mut encoder).unwrap();
+            assert!(encoder.gathered.is_empty());
         }
         let footer = Box::new(encoder).finish(&mut out).unwrap().unwrap();
         assert_eq!(footer.file_metadata().num_rows(), 18_000);
