@@ -2403,6 +2403,15 @@ mod tests {
             "{\"a\":1}",
             "\"\\\\\"",
             "\"x\\\"",
+            // Longer than a word: escapes, stops and ends at every place in one.
+            "\"a longer string, with é and 日本 in it and more\"",
+            "\"0123456\\n89abcdef0123456789\"",
+            "\"01234567\\\"9abcdef\\u00e9\"",
+            "\"0123456789abcdef\"",
+            "\"012345678\tbcdef\"",
+            "\"0123456789ab\u{7f}def\"",
+            "\"0123456789abcdefghij",
+            "\"0123456789abcdef\\ud83d\\ude00\"",
         ];
         let dates = [
             "\"2026-11-30\"",
