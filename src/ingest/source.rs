@@ -57,6 +57,8 @@ use crate::error::{Error, Result};
 pub const INFER_RECORDS: usize = 1000;
 /// A chunk closes once its records take this many bytes (it holds at least one record).
 pub const CHUNK_BYTES_MAX: usize = 1 << 20;
+/// Room a chunk's buffer keeps beyond its size for the record that crosses it.
+const RECORD_TYPICAL_SLACK: usize = 64 << 10;
 /// The longest record accepted.
 pub const RECORD_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Read buffer per input.
@@ -1383,7 +1385,9 @@ impl Source {
             let input = &self.inputs[self.cursor.input];
             let reader = self.reader.as_mut().expect("opened above");
             let offset_before = reader.offset;
-            let mut buf = Vec::new();
+            // Sized once: grown record by record it was copied at every doubling, and the last
+            // doubling left it twice the chunk.
+            let mut buf = Vec::with_capacity(bytes_max + RECORD_TYPICAL_SLACK);
             let mut spans = Vec::new();
             let mut eof = false;
             while spans.len() < records_max && buf.len() < bytes_max {
