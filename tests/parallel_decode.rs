@@ -207,7 +207,7 @@ impl Observer for Chunks {
     }
 }
 
-/// With 800 partitions open, the reader's chunks grow to four times the smallest (a file
+/// With 800 partitions open, the reader's chunks grow to three times the smallest (a file
 /// gets its rows in fewer, larger pieces): a run writes fewer chunks than 8,192-record
 /// chunks would make, whatever the reader had read ahead before the writers had files
 /// open; and a run stopped in the middle of it resumes exactly once, the resumed run
@@ -239,7 +239,7 @@ async fn chunks_grow_with_many_open_files_and_a_stopped_run_resumes_exactly_once
     assert_eq!(done.status, IngestStatus::Finished);
     assert_eq!(visible_parquet_ids(&lake), (0..n).collect::<Vec<_>>());
     assert_eq!(hidden_files(&lake), Vec::<std::path::PathBuf>::new());
-    // 150,000 records: 19 chunks of 8,192 at least. Grown: at most 9 small ones read before
-    // the first write, the rest in chunks of 32,768 or cut at the checkpoint at 200,000.
+    // 150,000 records: 19 chunks of 8,192 at least. Grown: at most 8 small ones read before
+    // the first write, the rest in chunks of 24,576 or cut at the checkpoint at 200,000.
     assert!(chunks.0 <= 14, "{} chunks", chunks.0);
 }

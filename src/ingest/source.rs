@@ -1750,7 +1750,9 @@ enum ArrowDecoder {
 }
 
 /// Rows a reused Arrow decoder takes at once: every chunk's records (a chunk has at most
-/// [`crate::ingest::CHUNK_RECORDS_MAX`]) and one more, which tells that a buffer held more.
+/// [`crate::ingest::CHUNK_RECORDS_MAX`] until chunks grow with many open files; a larger one
+/// gets a decoder of its own size, kept in turn) and one more, which tells that a buffer held
+/// more.
 const REUSED_BATCH_ROWS: usize = crate::ingest::CHUNK_RECORDS_MAX + 1;
 
 impl std::fmt::Debug for Decoder {
