@@ -42,6 +42,9 @@ impl Gathered {
             .iter()
             .map(|f| column_for(f.data_type()))
             .collect::<Option<Vec<_>>>()?;
+        if columns.is_empty() {
+            return None; // rows without columns: kept as batches, which know their count
+        }
         Some(Gathered {
             schema: schema.clone(),
             columns,
@@ -251,5 +254,6 @@ mod tests {
             true,
         )]);
         assert!(Gathered::new(&Arc::new(nested)).is_none());
+        assert!(Gathered::new(&Arc::new(Schema::empty())).is_none());
     }
 }

@@ -19,7 +19,7 @@
 //!
 //! Schemas it serves: every column one of `Int8`…`Int64`, `UInt8`…`UInt64`, `Float32`,
 //! `Float64`, `Boolean`, `Utf8`, `LargeUtf8`, `Date32`, `Timestamp`. A schema with a nested or
-//! `Null` column, or with no column, is decoded by arrow's decoder only.
+//! `Null` column, with no column or with a name twice, is decoded by arrow's decoder only.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -119,11 +119,16 @@ impl FlatJson {
         if columns.is_empty() {
             return None;
         }
-        let by_name = columns
+        let by_name: HashMap<Box<[u8]>, usize> = columns
             .iter()
             .enumerate()
             .map(|(i, c)| (c.name.clone(), i))
             .collect();
+        if by_name.len() != columns.len() {
+            // A name twice: arrow's decoder puts a key in the first such column; this one
+            // would not always.
+            return None;
+        }
         Some(FlatJson {
             schema: schema.clone(),
             columns,
@@ -684,6 +689,11 @@ mod tests {
             assert!(FlatJson::new(&Arc::new(schema)).is_none());
         }
         assert!(FlatJson::new(&Arc::new(Schema::empty())).is_none());
+        let twice = Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("a", DataType::Int64, true),
+        ]);
+        assert!(FlatJson::new(&Arc::new(twice)).is_none());
     }
 
     /// The word scan finds the first byte that may end a plain string, at every place, for

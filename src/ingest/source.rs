@@ -1359,7 +1359,8 @@ impl Source {
     }
 
     /// [`Source::next_raw`], with a chunk of a file closing at about `bytes_max` bytes (a
-    /// chunk of standard input at [`CHUNK_BYTES_MAX`]).
+    /// chunk of standard input keeps [`CHUNK_BYTES_MAX`] and at most
+    /// [`crate::ingest::CHUNK_RECORDS_MAX`] records: it waits for them).
     pub fn next_raw_within(
         &mut self,
         records_max: usize,
@@ -1372,6 +1373,8 @@ impl Source {
             }
             if self.inputs[self.cursor.input].is_stdin() {
                 if !self.stdin_done {
+                    // Not grown: a chunk of a stream waits for its records.
+                    let records_max = records_max.min(crate::ingest::CHUNK_RECORDS_MAX);
                     if let Some(chunk) = self.next_stdin_chunk(records_max)? {
                         return Ok(Some(chunk));
                     }
