@@ -468,6 +468,28 @@ mod tests {
         b.column(0).to_data().buffers()[0].strong_count()
     }
 
+    /// Finishes `encoder` into `out` and checks that the file holds the slices `written`
+    /// (parent, offset, length) of `parents`, in order, 18,000 rows in all.
+    fn assert_file_holds(
+        encoder: ParquetEncoder,
+        mut out: Vec<u8>,
+        parents: &[RecordBatch],
+        written: Vec<(usize, usize, usize)>,
+    ) {
+        let schema = parents[0].schema();
+        let footer = Box::new(encoder).finish(&mut out).unwrap().unwrap();
+        assert_eq!(footer.file_metadata().num_rows(), 18_000);
+        let (_, got) = read(out);
+        let written: Vec<RecordBatch> = written
+            .into_iter()
+            .map(|(i, offset, len)| parents[i].slice(offset, len))
+            .collect();
+        assert_eq!(
+            got,
+            arrow::compute::concat_batches(&schema, &written).unwrap()
+        );
+    }
+
     /// Slices of larger batches (flat, nested and repeated columns) written a few rows at a
     /// time, with compactions, a flush and the threshold encoding between them: the file
     /// holds every row once, in order; the encoder counts a slice by its share, and once it
@@ -505,17 +527,7 @@ mod tests {
                 _ => {}
             }
         }
-        let footer = Box::new(encoder).finish(&mut out).unwrap().unwrap();
-        assert_eq!(footer.file_metadata().num_rows(), 18_000);
-        let (_, got) = read(out);
-        let written: Vec<RecordBatch> = written
-            .into_iter()
-            .map(|(i, offset, len)| parents[i].slice(offset, len))
-            .collect();
-        assert_eq!(
-            got,
-            arrow::compute::concat_batches(&schema, &written).unwrap()
-        );
+        assert_file_holds(encoder, out, &parents, written);
     }
 
     /// Flat rows written a few at a time, with a flush and the threshold encoding between
@@ -545,16 +557,6 @@ mod tests {
             Encoder::compact(&mut encoder).unwrap();
             assert!(encoder.gathered.is_empty());
         }
-        let footer = Box::new(encoder).finish(&mut out).unwrap().unwrap();
-        assert_eq!(footer.file_metadata().num_rows(), 18_000);
-        let (_, got) = read(out);
-        let written: Vec<RecordBatch> = written
-            .into_iter()
-            .map(|(i, offset, len)| parents[i].slice(offset, len))
-            .collect();
-        assert_eq!(
-            got,
-            arrow::compute::concat_batches(&schema, &written).unwrap()
-        );
+        assert_file_holds(encoder, out, &parents, written);
     }
 }
