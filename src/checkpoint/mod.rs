@@ -593,6 +593,28 @@ impl Coordinator {
             .config
             .bucket_assigner
             .assign(batch, chrono::Utc::now())?;
+        self.write_shares(buckets).await
+    }
+
+    /// Writes records already split by the sink's bucket assigner (as [`Coordinator::write`]
+    /// does after splitting them): the ingest splits its chunks on its decoding threads. The
+    /// buckets must come from this sink's assigner; their schemas are checked as in `write`.
+    pub(crate) async fn write_assigned(
+        &mut self,
+        buckets: Vec<(BucketId, RecordBatch)>,
+    ) -> Result<()> {
+        if self.writers.len() == 1 {
+            return self.writer().inner.write_assigned(buckets).await;
+        }
+        self.write_shares(buckets).await
+    }
+
+    /// Hands each writer its buckets (see [`Coordinator::write`]) and waits for all of them.
+    async fn write_shares(&mut self, buckets: Vec<(BucketId, RecordBatch)>) -> Result<()> {
+        let n = self.writers.len();
+        if buckets.is_empty() {
+            return Ok(());
+        }
         let mut shares: Vec<Vec<(BucketId, RecordBatch)>> = (0..n).map(|_| Vec::new()).collect();
         if buckets.iter().all(|(b, _)| b.is_root()) {
             let w = self.rotation % n;

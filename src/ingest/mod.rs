@@ -1103,7 +1103,11 @@ impl Ingest {
             linger,
         );
         if let Some(p) = &partitioner {
-            source = source.with_row_check(partition_check(p.clone()));
+            // The decoding threads check the partition values and split each chunk by them,
+            // with the sink's own assigner.
+            source = source
+                .with_row_check(partition_check(p.clone()))
+                .with_assigner(Arc::new(p.clone()));
         }
         let mut threads = Vec::with_capacity(decoders + 1);
         let mut to_decoders = Vec::with_capacity(decoders);
@@ -1197,6 +1201,7 @@ impl Ingest {
                         () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {
                             Some(Msg::Chunk(Chunk {
                                 batch: None,
+                                buckets: Vec::new(),
                                 bad: Vec::new(),
                                 cursor: position.cursor,
                                 read: Vec::new(),
@@ -1213,22 +1218,25 @@ impl Ingest {
                 match msg {
                     Some(Msg::Chunk(chunk)) => {
                         let writing = Instant::now();
+                        let records = chunk.records() as u64;
                         if !chunk.bad.is_empty() {
                             let n = chunk.bad.len() as u64;
                             bad_file.write(chunk.bad, position.bad_records + 1).await?;
                             summary.bad_records += n;
                             position.bad_records += n;
                         }
-                        if let Some(batch) = &chunk.batch {
+                        if records > 0 {
                             *step = Step::Write(chunk.cursor);
-                            coordinator.write(batch).await?;
+                            match chunk.batch {
+                                Some(batch) => coordinator.write(&batch).await?,
+                                None => coordinator.write_assigned(chunk.buckets).await?,
+                            }
                             *step = Step::Prepare;
                             scale
                                 .store(chunk_scale(&mut coordinator, scale_max), Ordering::Relaxed);
-                            let n = batch.num_rows() as u64;
-                            summary.records += n;
-                            position.records += n;
-                            since_checkpoint += n;
+                            summary.records += records;
+                            position.records += records;
+                            since_checkpoint += records;
                         }
                         position.cursor = chunk.cursor;
                         for (i, p) in chunk.read {

@@ -51,6 +51,7 @@ use serde::{Deserialize, Serialize};
 
 use super::flat_json::FlatJson;
 use super::json_types::{refine_inferred, StrictJson};
+use crate::bucket::{BucketAssigner, BucketId};
 use crate::error::{Error, Result};
 
 /// Records read to infer a schema.
@@ -623,8 +624,12 @@ impl RawChunk {
 /// Decoded records and the position right after them.
 #[derive(Debug)]
 pub struct Chunk {
-    /// The good records; `None` if there were none.
+    /// The good records; `None` if there were none, or if they are in [`Chunk::buckets`].
     pub batch: Option<RecordBatch>,
+    /// The good records split by the bucket assigner the source was given
+    /// ([`Source::with_assigner`]): each bucket's records in input order. Empty without an
+    /// assigner.
+    pub buckets: Vec<(BucketId, RecordBatch)>,
     /// Records set aside (only when bad records are collected).
     pub bad: Vec<BadRecord>,
     /// The next unread record after this chunk.
@@ -632,6 +637,18 @@ pub struct Chunk {
     /// What is read of each input whose [`Prefix`] moved since the previous chunk (this
     /// chunk's input, and inputs passed over without records).
     pub read: Vec<(usize, Prefix)>,
+}
+
+impl Chunk {
+    /// How many good records the chunk holds, whole or in buckets.
+    pub fn records(&self) -> usize {
+        self.batch.as_ref().map_or(0, RecordBatch::num_rows)
+            + self
+                .buckets
+                .iter()
+                .map(|(_, b)| b.num_rows())
+                .sum::<usize>()
+    }
 }
 
 /// Reads whole records (a line; for CSV, lines until the quotes balance) and keeps the
@@ -1227,6 +1244,8 @@ pub struct Source {
     displays: Vec<Arc<str>>,
     /// As [`Decoder::flat`], shared by the decoders.
     flat: Option<Arc<FlatJson>>,
+    /// As [`Decoder::assigner`].
+    assigner: Option<Arc<dyn BucketAssigner>>,
 }
 
 impl Source {
@@ -1275,6 +1294,7 @@ impl Source {
             linger,
             bytes_read: 0,
             row_check: None,
+            assigner: None,
             flat: match format {
                 InputFormat::Jsonl => FlatJson::new(&schema).map(Arc::new),
                 InputFormat::Csv => None,
@@ -1286,6 +1306,15 @@ impl Source {
     /// Also rejects the decoded records that `check` rejects.
     pub fn with_row_check(mut self, check: RowCheck) -> Source {
         self.row_check = Some(check);
+        self
+    }
+
+    /// Also splits each chunk's good records into buckets with `assigner` ([`Chunk::buckets`]),
+    /// on the decoding threads: the ingest's writers then take their buckets as they are,
+    /// instead of the one thread that hands the chunks to them splitting every chunk. The
+    /// assigner must be the sink's.
+    pub fn with_assigner(mut self, assigner: Arc<dyn BucketAssigner>) -> Source {
+        self.assigner = Some(assigner);
         self
     }
 
@@ -1339,6 +1368,7 @@ impl Source {
             row_check: self.row_check.clone(),
             reused: Reused::default(),
             flat: self.flat.clone(),
+            assigner: self.assigner.clone(),
         }
     }
 
@@ -1734,6 +1764,8 @@ pub struct Decoder {
     /// The one-pass decoder of flat JSON records, if the schema is flat: tried first on every
     /// chunk, arrow's decoder decodes what it declines.
     flat: Option<Arc<FlatJson>>,
+    /// The sink's bucket assigner, if the chunks are split here ([`Source::with_assigner`]).
+    assigner: Option<Arc<dyn BucketAssigner>>,
 }
 
 /// The Arrow decoder a [`Decoder`] keeps for its next chunk; a clone starts without one.
@@ -1769,10 +1801,18 @@ impl std::fmt::Debug for Decoder {
 
 impl Decoder {
     /// Decodes `raw`: its records all at once, and only if that fails record by record.
+    /// With an assigner, the good records are split into buckets (after the row check, which
+    /// sets aside what the assigner would refuse).
     pub fn decode(&self, raw: RawChunk) -> Result<Chunk> {
-        let (batch, bad) = self.decode_records(&raw)?;
+        let (mut batch, bad) = self.decode_records(&raw)?;
+        let mut buckets = Vec::new();
+        if let (Some(assigner), Some(b)) = (&self.assigner, &batch) {
+            buckets = assigner.assign(b, chrono::Utc::now())?;
+            batch = None;
+        }
         Ok(Chunk {
             batch,
+            buckets,
             bad,
             cursor: raw.cursor,
             read: raw.read,
@@ -2144,6 +2184,99 @@ mod tests {
         }
     }
 
+    /// With the sink's assigner, the decoding thread splits a chunk's good records by bucket,
+    /// exactly as the assigner splits them (each bucket's records in input order, the
+    /// partition column gone); a record whose partition value the row check refuses is set
+    /// aside first (or fails a strict run naming its line), never assigned. Both JSON
+    /// decoders, and a chunk without a good record.
+    #[test]
+    fn a_decoder_with_the_sinks_assigner_splits_the_good_records_by_bucket() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{DataType, Field, Int64Type};
+
+        use crate::bucket::HivePartitioner;
+
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("key", DataType::Utf8, true),
+        ]));
+        let long = "x".repeat(300); // too long for a directory name
+        let keys = ["a", "../b", &long, "a", "", "/", "../b", "a\\u0000b", "a"];
+        let raw = |keys: &[&str]| {
+            let mut buf = Vec::new();
+            let mut spans = Vec::new();
+            for (i, k) in keys.iter().enumerate() {
+                let start = buf.len();
+                let record = match *k {
+                    "" => format!("{{\"id\":{i},\"key\":null}}\n"),
+                    k => format!("{{\"id\":{i},\"key\":\"{k}\"}}\n"),
+                };
+                buf.extend_from_slice(record.as_bytes());
+                spans.push((i as u64 + 1, start, buf.len()));
+            }
+            RawChunk {
+                display: Arc::from("in.jsonl"),
+                buf,
+                spans,
+                cursor: Cursor::START,
+                read: Vec::new(),
+            }
+        };
+        let partitioner = HivePartitioner::new(vec!["key".to_string()]).unwrap();
+        let decoder = |strict: bool, flat: Option<Arc<FlatJson>>, assign: bool| Decoder {
+            format: InputFormat::Jsonl,
+            schema: schema.clone(),
+            strict,
+            row_check: Some(super::super::rules::partition_check(partitioner.clone())),
+            reused: Reused::default(),
+            flat,
+            assigner: assign.then(|| Arc::new(partitioner.clone()) as Arc<dyn BucketAssigner>),
+        };
+        let ids_by_bucket = |buckets: &[(BucketId, RecordBatch)]| -> Vec<(String, Vec<i64>)> {
+            let mut out: Vec<(String, Vec<i64>)> = buckets
+                .iter()
+                .map(|(id, b)| {
+                    assert_eq!(b.schema().fields().len(), 1, "the partition column is gone");
+                    let ids = b.column(0).as_primitive::<Int64Type>().values().to_vec();
+                    (id.to_string(), ids)
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        for flat in [FlatJson::new(&schema).map(Arc::new), None] {
+            let plain = decoder(false, flat.clone(), false)
+                .decode(raw(&keys))
+                .unwrap();
+            let expected = ids_by_bucket(
+                &partitioner
+                    .assign(plain.batch.as_ref().unwrap(), chrono::Utc::now())
+                    .unwrap(),
+            );
+            let split = decoder(false, flat.clone(), true)
+                .decode(raw(&keys))
+                .unwrap();
+            assert!(split.batch.is_none() && plain.buckets.is_empty());
+            assert_eq!(split.records(), keys.len() - 1);
+            assert_eq!(plain.records(), keys.len() - 1);
+            assert_eq!(split.bad.len(), 1);
+            assert_eq!(split.bad[0].source, "in.jsonl:3");
+            let got = ids_by_bucket(&split.buckets);
+            assert_eq!(got, expected);
+            assert_eq!(got.len(), 5, "{got:?}");
+            for (_, ids) in &got {
+                assert!(ids.windows(2).all(|w| w[0] < w[1]), "input order: {ids:?}");
+            }
+            let err = decoder(true, flat.clone(), true)
+                .decode(raw(&keys))
+                .unwrap_err();
+            assert!(err.to_string().contains("in.jsonl:3"), "{err}");
+            let none = decoder(false, flat, true).decode(raw(&[&long])).unwrap();
+            assert!(none.batch.is_none() && none.buckets.is_empty() && none.records() == 0);
+            assert_eq!(none.bad.len(), 1);
+        }
+    }
+
     /// One decoder, kept from chunk to chunk: a chunk that fails (a malformed record, a
     /// record cut short, a line too many) leaves nothing behind for the next one, in JSON
     /// and in CSV.
@@ -2175,6 +2308,7 @@ mod tests {
                 row_check: None,
                 reused: Reused::default(),
                 flat: None,
+                assigner: None,
             };
             let values = |b: RecordBatch| -> Vec<i64> {
                 b.column(0).as_primitive::<Int64Type>().values().to_vec()
@@ -2563,6 +2697,7 @@ mod tests {
             row_check: None,
             reused: Reused::default(),
             flat,
+            assigner: None,
         };
         let outcome = |d: &Decoder, raw: &RawChunk| match d.decode_records(raw) {
             Ok((batch, bad)) => Ok((batch, bad)),
