@@ -1061,7 +1061,9 @@ impl PartWriter for LocalPart {
         // Sealed after a flush that wrote the buffer; a part closed otherwise still gets its
         // bytes.
         let (file, path, buffer) = (self.file.clone(), self.path.clone(), self.buffer);
-        blocking(move || write_buffered(file.as_ref(), &path, &buffer)).await?;
+        if !buffer.is_empty() {
+            blocking(move || write_buffered(file.as_ref(), &path, &buffer)).await?;
+        }
         Ok(PendingHandle::LocalFile {
             in_progress_path: self.location.in_progress_path.clone(),
         })
