@@ -284,6 +284,133 @@ async fn a_round_whose_input_was_removed_meanwhile_is_abandoned_and_its_output_d
     }
 }
 
+/// A crash at every fault point of the run that abandons a round (every occurrence, the call
+/// applied or not): its restore finds an input of the round removed by another engine,
+/// abandons the round, records that with checkpoint N+1 and deletes the round's output.
+/// Whatever step it dies at, the table holds every live row once; the next run abandons the
+/// round again (from N) or deletes the recorded output again (from N+1); and the round stays
+/// abandoned when another engine then restores its input.
+async fn crash_while_abandoning_a_round(make: fn() -> Backend) {
+    let checkpoints = 4;
+    let n = checkpoints * PER_CHECKPOINT;
+    let no_new_rounds = |b: &Backend| options(b).min_files(1000);
+    // The table with a round dead before its entry and one of its inputs deleted since;
+    // returns the round's outputs, the deleted input's ids, and the entry that restores it.
+    async fn abandonable(b: &Backend) -> (Vec<String>, Vec<i64>, String) {
+        appends(b.storage.clone(), false, 0, 4).await;
+        let round = round_crashed_before_its_entry(b).await;
+        let outputs = round
+            .committables
+            .iter()
+            .map(|c| c.final_path.clone())
+            .collect();
+        let removed = round.table.as_ref().unwrap().removes[0].clone();
+        let gone = common::ids_in_bytes(
+            b.storage
+                .read_data_file(&decode(&removed.path))
+                .await
+                .unwrap()
+                .to_vec(),
+            &FileFormat::parquet(),
+        );
+        put_next_entry(b.storage.as_ref(), &remove_action(&removed.path)).await;
+        let restore = format!(
+            "{{\"add\":{{\"path\":{},\"partitionValues\":{},\"size\":{},\"modificationTime\":1,\
+             \"dataChange\":true}}}}\n",
+            serde_json::to_string(&removed.path).unwrap(),
+            serde_json::to_string(&removed.partition_values).unwrap(),
+            removed.size
+        );
+        (outputs, gone, restore)
+    }
+    async fn assert_live_rows_once(storage: &dyn Storage, n: i64, gone: &[i64], ctx: &str) {
+        let counts = table_id_counts(storage).await;
+        for id in 0..n {
+            let expected = usize::from(!gone.contains(&id));
+            assert_eq!(
+                counts.get(&id).copied().unwrap_or(0),
+                expected,
+                "{ctx}: id {id}"
+            );
+        }
+    }
+    let counting = {
+        let b = make();
+        abandonable(&b).await;
+        let counter = FaultyStorage::new(b.storage.clone(), None);
+        let report = compact(Arc::new(counter.clone()), &no_new_rounds(&b))
+            .await
+            .unwrap();
+        assert!(report.restored && report.bins.is_empty(), "{report:?}");
+        counter.counts()
+    };
+    assert!(
+        counting.contains_key(&FaultPoint::PutManifest)
+            && counting.contains_key(&FaultPoint::RemoveDataFile),
+        "the run records the abandonment and deletes the output: {counting:?}"
+    );
+    let mut cases = 0;
+    for (&point, &reached) in &counting {
+        for occurrence in 1..=reached {
+            for mode in [FaultMode::Before, FaultMode::AfterApplied] {
+                let b = make();
+                let (outputs, gone, restore) = abandonable(&b).await;
+                let ctx = format!("[{}] crash at {point:?} #{occurrence} ({mode:?})", b.name);
+                let faulty = FaultyStorage::new(
+                    b.storage.clone(),
+                    Some(FaultPlan {
+                        point,
+                        occurrence,
+                        mode,
+                    }),
+                );
+                let result = compact(Arc::new(faulty.clone()), &no_new_rounds(&b)).await;
+                assert!(faulty.fired() && result.is_err(), "{ctx}: {result:?}");
+                drop(faulty);
+                filesink::storage::ownership::settle_releases().await;
+                assert_live_rows_once(b.storage.as_ref(), n, &gone, &ctx).await;
+
+                compact(b.storage.clone(), &no_new_rounds(&b))
+                    .await
+                    .unwrap_or_else(|e| panic!("{ctx}: the next run failed: {e}"));
+                assert_live_rows_once(b.storage.as_ref(), n, &gone, &ctx).await;
+                for path in &outputs {
+                    let err = b.storage.read_data_file(path).await.unwrap_err();
+                    assert!(
+                        matches!(err, filesink::Error::DataLost { .. }),
+                        "{ctx}: {path}: {err}"
+                    );
+                }
+                let left = b.storage.list_leftovers().await.unwrap();
+                assert!(left.is_empty(), "{ctx}: leftovers: {left:?}");
+
+                // The round stays abandoned: its input live again, the job goes on with a new
+                // round, every row once.
+                put_next_entry(b.storage.as_ref(), &restore).await;
+                assert_table_exactly_once(b.storage.as_ref(), n, &ctx).await;
+                let report = compact(b.storage.clone(), &options(&b))
+                    .await
+                    .unwrap_or_else(|e| panic!("{ctx}: the round after failed: {e}"));
+                assert!(!report.abandoned, "{ctx}: {report:?}");
+                assert_table_exactly_once(b.storage.as_ref(), n, &ctx).await;
+                cases += 1;
+            }
+        }
+    }
+    eprintln!("crashes while abandoning: {cases} cases");
+    assert!(cases >= 4);
+}
+
+#[tokio::test]
+async fn crash_while_abandoning_a_round_at_every_point_leaves_live_rows_once_local() {
+    crash_while_abandoning_a_round(Backend::local).await;
+}
+
+#[tokio::test]
+async fn crash_while_abandoning_a_round_at_every_point_leaves_live_rows_once_in_memory() {
+    crash_while_abandoning_a_round(Backend::memory).await;
+}
+
 #[tokio::test]
 async fn orphaned_compaction_output_is_a_leftover_abort_removes() {
     let b = Backend::local();

@@ -1768,9 +1768,10 @@ pub struct Decoder {
     assigner: Option<Arc<dyn BucketAssigner>>,
 }
 
-/// The Arrow decoder a [`Decoder`] keeps for its next chunk; a clone starts without one.
+/// The Arrow decoder a [`Decoder`] keeps for its next chunk, with the rows it takes at once;
+/// a clone starts without one.
 #[derive(Default)]
-struct Reused(std::sync::Mutex<Option<ArrowDecoder>>);
+struct Reused(std::sync::Mutex<Option<(ArrowDecoder, usize)>>);
 
 impl Clone for Reused {
     fn clone(&self) -> Self {
@@ -1784,10 +1785,10 @@ enum ArrowDecoder {
     Csv(Box<arrow::csv::reader::Decoder>),
 }
 
-/// Rows a reused Arrow decoder takes at once: every chunk's records (a chunk has at most
-/// [`crate::ingest::CHUNK_RECORDS_MAX`] until chunks grow with many open files; a larger one
-/// gets a decoder of its own size, kept in turn) and one more, which tells that a buffer held
-/// more.
+/// Rows a reused Arrow decoder takes at once, at least: every chunk's records (a chunk has at
+/// most [`crate::ingest::CHUNK_RECORDS_MAX`] until chunks grow with many open files; a larger
+/// one gets a decoder of its own size, kept in turn and reused for chunks up to that size)
+/// and one more, which tells that a buffer held more.
 const REUSED_BATCH_ROWS: usize = crate::ingest::CHUNK_RECORDS_MAX + 1;
 
 impl std::fmt::Debug for Decoder {
@@ -1920,12 +1921,15 @@ impl Decoder {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let decoder = match kept {
-            Some(d) if n < REUSED_BATCH_ROWS => d,
-            _ => self.arrow_decoder(n.max(REUSED_BATCH_ROWS - 1) + 1)?,
+        let (decoder, rows) = match kept {
+            Some((d, rows)) if n < rows => (d, rows),
+            _ => {
+                let rows = n.max(REUSED_BATCH_ROWS - 1) + 1;
+                (self.arrow_decoder(rows)?, rows)
+            }
         };
         let (batch, decoder) = Self::decode_with(decoder, buf)?;
-        *self.reused.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(decoder);
+        *self.reused.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((decoder, rows));
         let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(self.schema.clone()));
         if batch.num_rows() != n {
             return Err(ArrowError::JsonError(if n == 1 {
@@ -2329,6 +2333,42 @@ mod tests {
                     [3]
                 );
             }
+            // A chunk larger than the default gets a decoder of its size, kept for the next
+            // chunks up to that size (not rebuilt for each), which still tell a record too
+            // many from the right count.
+            let big = REUSED_BATCH_ROWS * 2;
+            let records = |n: usize| -> String {
+                (0..n)
+                    .map(|i| match format {
+                        InputFormat::Jsonl => format!("{{\"a\":{i}}}\n"),
+                        InputFormat::Csv => format!("{i}\n"),
+                    })
+                    .collect()
+            };
+            let kept_rows = |d: &Decoder| d.reused.0.lock().unwrap().as_ref().map(|(_, r)| *r);
+            assert_eq!(
+                decoder
+                    .decode_all(records(big).as_bytes(), big)
+                    .unwrap()
+                    .num_rows(),
+                big
+            );
+            assert_eq!(kept_rows(&decoder), Some(big + 1));
+            assert_eq!(
+                decoder
+                    .decode_all(records(big - 5).as_bytes(), big - 5)
+                    .unwrap()
+                    .num_rows(),
+                big - 5
+            );
+            assert_eq!(kept_rows(&decoder), Some(big + 1), "reused, not rebuilt");
+            assert!(decoder
+                .decode_all(records(big - 4).as_bytes(), big - 5)
+                .is_err());
+            assert_eq!(
+                values(decoder.decode_all(good[1].as_bytes(), 1).unwrap()),
+                [3]
+            );
         }
     }
 

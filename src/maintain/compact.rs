@@ -37,6 +37,11 @@
 //! | after the recording checkpoint N+1 | from N+1: its `abandoned` files are deleted (again); round N is never looked at |
 //! | entry written, answer lost | `txn ≥ N`: nothing to do |
 //!
+//! `tests/delta_compact.rs` walks every fault point of a round
+//! (`crash_during_compaction_at_every_point_…`) and of the run that abandons one, records it
+//! and deletes its output (`crash_while_abandoning_a_round_at_every_point_…`), on local disk
+//! and in memory.
+//!
 //! Appends never conflict with a round: they only add files, and a round only removes files
 //! that were live at L and are still live when it commits.
 
