@@ -296,8 +296,8 @@ async fn crash_while_abandoning_a_round(make: fn() -> Backend) {
     let no_new_rounds = |b: &Backend| options(b).min_files(1000);
     // The table with a round dead before its entry and one of its inputs deleted since;
     // returns the round's outputs, the deleted input's ids, and the entry that restores it.
-    async fn abandonable(b: &Backend) -> (Vec<String>, Vec<i64>, String) {
-        appends(b.storage.clone(), false, 0, 4).await;
+    async fn abandonable(b: &Backend, checkpoints: i64) -> (Vec<String>, Vec<i64>, String) {
+        appends(b.storage.clone(), false, 0, checkpoints).await;
         let round = round_crashed_before_its_entry(b).await;
         let outputs = round
             .committables
@@ -336,12 +336,23 @@ async fn crash_while_abandoning_a_round(make: fn() -> Backend) {
     }
     let counting = {
         let b = make();
-        abandonable(&b).await;
+        let (outputs, _, _) = abandonable(&b, checkpoints).await;
         let counter = FaultyStorage::new(b.storage.clone(), None);
         let report = compact(Arc::new(counter.clone()), &no_new_rounds(&b))
             .await
             .unwrap();
         assert!(report.restored && report.bins.is_empty(), "{report:?}");
+        // The run abandoned the round: its output is gone, and the job's latest checkpoint
+        // records it.
+        for path in &outputs {
+            assert!(b.storage.read_data_file(path).await.is_err(), "{path}");
+        }
+        let recorded =
+            filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+                .await
+                .unwrap()
+                .unwrap();
+        assert_eq!(recorded.table.as_ref().unwrap().abandoned, outputs);
         counter.counts()
     };
     assert!(
@@ -354,7 +365,7 @@ async fn crash_while_abandoning_a_round(make: fn() -> Backend) {
         for occurrence in 1..=reached {
             for mode in [FaultMode::Before, FaultMode::AfterApplied] {
                 let b = make();
-                let (outputs, gone, restore) = abandonable(&b).await;
+                let (outputs, gone, restore) = abandonable(&b, checkpoints).await;
                 let ctx = format!("[{}] crash at {point:?} #{occurrence} ({mode:?})", b.name);
                 let faulty = FaultyStorage::new(
                     b.storage.clone(),
@@ -391,14 +402,24 @@ async fn crash_while_abandoning_a_round(make: fn() -> Backend) {
                 let report = compact(b.storage.clone(), &options(&b))
                     .await
                     .unwrap_or_else(|e| panic!("{ctx}: the round after failed: {e}"));
-                assert!(!report.abandoned, "{ctx}: {report:?}");
+                assert!(
+                    !report.abandoned && report.version.is_some() && !report.bins.is_empty(),
+                    "{ctx}: {report:?}"
+                );
                 assert_table_exactly_once(b.storage.as_ref(), n, &ctx).await;
+                let per = files_per_partition(b.storage.as_ref()).await;
+                assert!(
+                    per.values().all(|f| *f == 1),
+                    "{ctx}: not compacted: {per:?}"
+                );
                 cases += 1;
             }
         }
     }
     eprintln!("crashes while abandoning: {cases} cases");
-    assert!(cases >= 4);
+    // Each occurrence of each point the run reaches, before and after the call.
+    assert_eq!(cases, 2 * counting.values().sum::<usize>());
+    assert!(cases >= 10, "{counting:?}");
 }
 
 #[tokio::test]

@@ -8,22 +8,24 @@
 //!
 //! ```text
 //!  reader thread        decoding threads (N)     writing loop          writer subtasks (N)
-//!  Source::next_raw ─▶  Decoder::decode ─┐ in    Coordinator::write ─▶ encode, roll
-//!  frame records,   ─▶  Decoder::decode ─┼─────▶ checkpoint when due    (by bucket)
-//!  position, CRC    ─▶  … round-robin   ─┘ order
+//!  Source::next_raw ─▶  Decoder::decode ─┐ in    Coordinator::     ─▶ encode, roll
+//!  frame records,   ─▶  decode, check,  ─┼─────▶  write_assigned       (by bucket)
+//!  position, CRC    ─▶  split by bucket ─┘ order checkpoint when due
 //! ```
 //!
 //! The reader thread ([`Source`]) frames the inputs into chunks of whole records, each tagged
 //! with the position after it; it hands them round-robin to `N` decoding threads
 //! ([`Decoder`], `N` = [`Ingest::parallelism`]), and the writing loop takes the decoded chunks
-//! back in the same round, so in input order whatever order the decoders finish in. The loop
-//! writes each chunk through the [`Coordinator`] (whose writer subtasks encode at once) and,
-//! on the checkpoint schedule ([`CheckpointEvery`]), checkpoints with the position of the last
-//! chunk written ([`SourcePosition`], stored in the checkpoint's manifest): a checkpoint cuts
-//! the input at one position however many chunks are in flight behind it, and those are read
-//! again by a resumed run. Every queue between the stages is bounded (one chunk per decoder
-//! each way), so a slow stage holds the others back and memory stays within the budget
-//! ([`Ingest::memory_bytes_max`]).
+//! back in the same round, so in input order whatever order the decoders finish in. With
+//! partition columns the decoding threads also split each chunk by bucket, with the sink's own
+//! assigner ([`Source::with_assigner`]), so that the one writing loop only hands the buckets
+//! on. The loop writes each chunk through the [`Coordinator`] (whose writer subtasks encode
+//! at once) and, on the checkpoint schedule ([`CheckpointEvery`]), checkpoints with the
+//! position of the last chunk written ([`SourcePosition`], stored in the checkpoint's
+//! manifest): a checkpoint cuts the input at one position however many chunks are in flight
+//! behind it, and those are read again by a resumed run. Every queue between the stages is
+//! bounded (one chunk per decoder each way), so a slow stage holds the others back and memory
+//! stays within the budget ([`Ingest::memory_bytes_max`]).
 //!
 //! A run that is killed at any moment and started again with the same inputs restores from
 //! the last complete checkpoint (the coordinator removes what came after it) and reads on
@@ -1227,9 +1229,11 @@ impl Ingest {
                         }
                         if records > 0 {
                             *step = Step::Write(chunk.cursor);
-                            match chunk.batch {
-                                Some(batch) => coordinator.write(&batch).await?,
-                                None => coordinator.write_assigned(chunk.buckets).await?,
+                            if let Some(batch) = &chunk.batch {
+                                coordinator.write(batch).await?;
+                            }
+                            if !chunk.buckets.is_empty() {
+                                coordinator.write_assigned(chunk.buckets).await?;
                             }
                             *step = Step::Prepare;
                             scale

@@ -320,7 +320,7 @@ fn column_check(partitioner: HivePartitioner) -> RowCheck {
             .map(|c| schema.index_of(c))
             .collect::<std::result::Result<Vec<_>, _>>()
         else {
-            return Vec::new(); // the writer reports a missing column
+            return Vec::new(); // the writer's split reports it
         };
         let Ok(part) = batch.project(&cols) else {
             return Vec::new();

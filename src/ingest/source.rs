@@ -623,12 +623,13 @@ impl RawChunk {
 
 /// Decoded records and the position right after them.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Chunk {
     /// The good records; `None` if there were none, or if they are in [`Chunk::buckets`].
     pub batch: Option<RecordBatch>,
     /// The good records split by the bucket assigner the source was given
     /// ([`Source::with_assigner`]): each bucket's records in input order. Empty without an
-    /// assigner.
+    /// assigner (and if the assigner refused the batch, which then stays whole in `batch`).
     pub buckets: Vec<(BucketId, RecordBatch)>,
     /// Records set aside (only when bad records are collected).
     pub bad: Vec<BadRecord>,
@@ -1804,19 +1805,27 @@ impl Decoder {
     /// Decodes `raw`: its records all at once, and only if that fails record by record.
     /// With an assigner, the good records are split into buckets (after the row check, which
     /// sets aside what the assigner would refuse).
+    ///
+    /// A batch the assigner refuses (which the row check lets through only in cases it
+    /// cannot tell, such as a batch of more than `u32::MAX` rows) stays whole: the writer's own
+    /// split refuses it again, as a write error of this chunk, as without an assigner.
     pub fn decode(&self, raw: RawChunk) -> Result<Chunk> {
         let (mut batch, bad) = self.decode_records(&raw)?;
+        // The framed bytes go before the split makes its copy of the records.
+        let RawChunk { cursor, read, .. } = raw;
         let mut buckets = Vec::new();
         if let (Some(assigner), Some(b)) = (&self.assigner, &batch) {
-            buckets = assigner.assign(b, chrono::Utc::now())?;
-            batch = None;
+            if let Ok(split) = assigner.assign(b, chrono::Utc::now()) {
+                buckets = split;
+                batch = None;
+            }
         }
         Ok(Chunk {
             batch,
             buckets,
             bad,
-            cursor: raw.cursor,
-            read: raw.read,
+            cursor,
+            read,
         })
     }
 
@@ -2275,9 +2284,35 @@ mod tests {
                 .decode(raw(&keys))
                 .unwrap_err();
             assert!(err.to_string().contains("in.jsonl:3"), "{err}");
-            let none = decoder(false, flat, true).decode(raw(&[&long])).unwrap();
+            let none = decoder(false, flat.clone(), true)
+                .decode(raw(&[&long]))
+                .unwrap();
             assert!(none.batch.is_none() && none.buckets.is_empty() && none.records() == 0);
             assert_eq!(none.bad.len(), 1);
+            // A batch the assigner refuses stays whole, for the writer to refuse as a write.
+            let refusing = Decoder {
+                assigner: Some(Arc::new(Refusing)),
+                ..decoder(false, flat, false)
+            };
+            let whole = refusing.decode(raw(&keys)).unwrap();
+            assert!(whole.buckets.is_empty());
+            assert_eq!(
+                whole.batch.as_ref().map(|b| b.num_rows()),
+                Some(keys.len() - 1)
+            );
+            assert_eq!(whole.records(), keys.len() - 1);
+        }
+
+        #[derive(Debug)]
+        struct Refusing;
+        impl BucketAssigner for Refusing {
+            fn assign(
+                &self,
+                _: &RecordBatch,
+                _: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Vec<(BucketId, RecordBatch)>> {
+                Err(Error::InvalidInput("refused".into()))
+            }
         }
     }
 
