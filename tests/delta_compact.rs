@@ -132,6 +132,16 @@ async fn compaction_swaps_small_files_for_one_per_partition_ceph() {
     }
 }
 
+/// A compaction run through a store that dies at `plan` (the process gone with it: its memory
+/// dropped, its lease given up); asserts that the fault fired and the run failed.
+async fn compact_crashing(b: &Backend, plan: FaultPlan, options: &CompactOptions, ctx: &str) {
+    let faulty = FaultyStorage::new(b.storage.clone(), Some(plan));
+    let result = compact(Arc::new(faulty.clone()), options).await;
+    assert!(faulty.fired() && result.is_err(), "{ctx}: {result:?}");
+    drop(faulty);
+    filesink::storage::ownership::settle_releases().await;
+}
+
 /// A crash at every fault point a compaction round reaches (every occurrence, the call
 /// applied or not): after the crash the table still holds every row once; the next run
 /// finishes the round (or starts a new one), and the table is compacted, every row once, no
@@ -155,19 +165,12 @@ async fn crash_during_compaction(make: fn() -> Backend) {
                 let b = make();
                 appends(b.storage.clone(), false, 0, checkpoints).await;
                 let ctx = format!("[{}] crash at {point:?} #{occurrence} ({mode:?})", b.name);
-                let faulty = FaultyStorage::new(
-                    b.storage.clone(),
-                    Some(FaultPlan {
-                        point,
-                        occurrence,
-                        mode,
-                    }),
-                );
-                let result = compact(Arc::new(faulty.clone()), &options(&b)).await;
-                assert!(faulty.fired() && result.is_err(), "{ctx}: {result:?}");
-                // Drop what the dead process left in memory; its lease is given up.
-                drop(faulty);
-                filesink::storage::ownership::settle_releases().await;
+                let plan = FaultPlan {
+                    point,
+                    occurrence,
+                    mode,
+                };
+                compact_crashing(&b, plan, &options(&b), &ctx).await;
                 assert_table_exactly_once(b.storage.as_ref(), n, &ctx).await;
 
                 compact(b.storage.clone(), &options(&b))
@@ -202,19 +205,12 @@ async fn crash_during_compaction_at_every_point_leaves_rows_exactly_once_in_memo
 /// A round of the `compact` job that dies after its manifest and file commit, before its log
 /// entry; returns its manifest.
 async fn round_crashed_before_its_entry(b: &Backend) -> filesink::checkpoint::manifest::Manifest {
-    let faulty = FaultyStorage::new(
-        b.storage.clone(),
-        Some(FaultPlan {
-            point: FaultPoint::PutLogEntry,
-            occurrence: 1,
-            mode: FaultMode::Before,
-        }),
-    );
-    assert!(compact(Arc::new(faulty.clone()), &options(b))
-        .await
-        .is_err());
-    drop(faulty);
-    filesink::storage::ownership::settle_releases().await;
+    let plan = FaultPlan {
+        point: FaultPoint::PutLogEntry,
+        occurrence: 1,
+        mode: FaultMode::Before,
+    };
+    compact_crashing(b, plan, &options(b), "a round dead before its entry").await;
     filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
         .await
         .unwrap()
@@ -367,18 +363,12 @@ async fn crash_while_abandoning_a_round(make: fn() -> Backend) {
                 let b = make();
                 let (outputs, gone, restore) = abandonable(&b, checkpoints).await;
                 let ctx = format!("[{}] crash at {point:?} #{occurrence} ({mode:?})", b.name);
-                let faulty = FaultyStorage::new(
-                    b.storage.clone(),
-                    Some(FaultPlan {
-                        point,
-                        occurrence,
-                        mode,
-                    }),
-                );
-                let result = compact(Arc::new(faulty.clone()), &no_new_rounds(&b)).await;
-                assert!(faulty.fired() && result.is_err(), "{ctx}: {result:?}");
-                drop(faulty);
-                filesink::storage::ownership::settle_releases().await;
+                let plan = FaultPlan {
+                    point,
+                    occurrence,
+                    mode,
+                };
+                compact_crashing(&b, plan, &no_new_rounds(&b), &ctx).await;
                 assert_live_rows_once(b.storage.as_ref(), n, &gone, &ctx).await;
 
                 compact(b.storage.clone(), &no_new_rounds(&b))

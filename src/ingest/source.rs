@@ -2187,6 +2187,24 @@ pub fn schema_ref(schema: &Schema) -> SchemaRef {
 mod tests {
     use super::*;
 
+    /// A chunk of `in.jsonl` holding `records` (each ending with `\n`), from line 1.
+    fn raw_of(records: &[Vec<u8>]) -> RawChunk {
+        let mut buf = Vec::new();
+        let mut spans = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let start = buf.len();
+            buf.extend_from_slice(r);
+            spans.push((i as u64 + 1, start, buf.len()));
+        }
+        RawChunk {
+            display: Arc::from("in.jsonl"),
+            buf,
+            spans,
+            cursor: Cursor::START,
+            read: Vec::new(),
+        }
+    }
+
     fn reader(data: &str, csv: bool) -> RecordReader {
         RecordReader {
             reader: Box::new(IoCursor::new(data.as_bytes().to_vec())),
@@ -2216,24 +2234,15 @@ mod tests {
         let long = "x".repeat(300); // too long for a directory name
         let keys = ["a", "../b", &long, "a", "", "/", "../b", "a\\u0000b", "a"];
         let raw = |keys: &[&str]| {
-            let mut buf = Vec::new();
-            let mut spans = Vec::new();
-            for (i, k) in keys.iter().enumerate() {
-                let start = buf.len();
-                let record = match *k {
-                    "" => format!("{{\"id\":{i},\"key\":null}}\n"),
-                    k => format!("{{\"id\":{i},\"key\":\"{k}\"}}\n"),
-                };
-                buf.extend_from_slice(record.as_bytes());
-                spans.push((i as u64 + 1, start, buf.len()));
-            }
-            RawChunk {
-                display: Arc::from("in.jsonl"),
-                buf,
-                spans,
-                cursor: Cursor::START,
-                read: Vec::new(),
-            }
+            let records: Vec<Vec<u8>> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| match *k {
+                    "" => format!("{{\"id\":{i},\"key\":null}}\n").into_bytes(),
+                    k => format!("{{\"id\":{i},\"key\":\"{k}\"}}\n").into_bytes(),
+                })
+                .collect();
+            raw_of(&records)
         };
         let partitioner = HivePartitioner::new(vec!["key".to_string()]).unwrap();
         let decoder = |strict: bool, flat: Option<Arc<FlatJson>>, assign: bool| Decoder {
@@ -2749,22 +2758,6 @@ mod tests {
                 bytes.push(b'\n');
                 bytes
             };
-        let chunk = |records: &[Vec<u8>]| {
-            let mut buf = Vec::new();
-            let mut spans = Vec::new();
-            for (i, r) in records.iter().enumerate() {
-                let start = buf.len();
-                buf.extend_from_slice(r);
-                spans.push((i as u64 + 1, start, buf.len()));
-            }
-            RawChunk {
-                display: Arc::from("in.jsonl"),
-                buf,
-                spans,
-                cursor: Cursor::START,
-                read: Vec::new(),
-            }
-        };
         let decoder = |strict: bool, flat: Option<Arc<FlatJson>>| Decoder {
             format: InputFormat::Jsonl,
             schema: schema.clone(),
@@ -2785,7 +2778,7 @@ mod tests {
             let records: Vec<Vec<u8>> = (0..size)
                 .map(|_| record(clean, round % 3 == 1, &mut rand))
                 .collect();
-            let raw = chunk(&records);
+            let raw = raw_of(&records);
             for strict in [true, false] {
                 let fast = outcome(&decoder(strict, flat.clone()), &raw);
                 let arrow = outcome(&decoder(strict, None), &raw);
