@@ -5,12 +5,18 @@
 //!    `prepare_commit` returned (the handle left the writer);
 //! 2. it was renamed with `RENAME_NOREPLACE` only after that;
 //! 3. its directory was fsynced after the rename, once per directory per commit call.
+//!
+//! A job of more partitions than `RealFs::SYNCFS_GROUP_MIN` on a disk whose `syncfs` answers
+//! as exactly as `fsync` (ext4, XFS, btrfs on Linux 5.8+) flushes its groups with one
+//! `syncfs` instead: there a `syncfs` after the file's last write, followed by the file's own
+//! `sync_file_range` check, stands for the file's fsync, and a `syncfs` for a directory's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 const MARKER: &str = "/filesink-durability-marker-prepare-commit-returned";
 const CHILD_ENV: &str = "FILESINK_DURABILITY_CHILD";
+const PARTITIONS_ENV: &str = "FILESINK_DURABILITY_PARTITIONS";
 
 /// The traced job. Run only by `durability_order_is_file_fsync_then_rename_then_dir_fsync`.
 #[tokio::test]
@@ -25,24 +31,28 @@ async fn traced_child_job() {
         .build()
         .unwrap();
     let mut writer = sink.create_writer();
-    writer.write(&batch()).await.unwrap();
+    let partitions = std::env::var(PARTITIONS_ENV)
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3);
+    writer.write(&batch(partitions)).await.unwrap();
     let committables = writer.prepare_commit(1).await.unwrap().committables;
     // A system call that marks the moment the handles left the writer.
     let _ = std::fs::metadata(MARKER);
     sink.committer().commit_all(&committables).await.unwrap();
 }
 
-fn batch() -> arrow::record_batch::RecordBatch {
+fn batch(partitions: i64) -> arrow::record_batch::RecordBatch {
     use arrow::array::{Int64Array, StringArray};
     use std::sync::Arc;
     let schema = Arc::new(arrow::datatypes::Schema::new(vec![
         arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
         arrow::datatypes::Field::new("day", arrow::datatypes::DataType::Utf8, false),
     ]));
-    let ids: Vec<i64> = (0..300).collect();
+    let ids: Vec<i64> = (0..100 * partitions).collect();
     let days: Vec<String> = ids
         .iter()
-        .map(|i| format!("2026-11-{:02}", 28 + i % 3))
+        .map(|i| format!("2026-11-{:03}", i % partitions))
         .collect();
     arrow::record_batch::RecordBatch::try_new(
         schema,
@@ -63,15 +73,49 @@ fn fd_path(line: &str) -> Option<&str> {
 
 #[test]
 fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    check_durability_order(dir.path(), 3, false);
+}
+
+/// The same order where the groups are flushed with one `syncfs`: 80 partitions, on the disk
+/// the project builds on (the system's temporary directory may be a tmpfs, where each member
+/// is flushed on its own, and this checks that instead).
+#[test]
+fn durability_order_holds_where_groups_are_flushed_with_syncfs() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let whole = takes_syncfs(dir.path());
+    eprintln!(
+        "{}: groups flushed with syncfs: {whole}",
+        dir.path().display()
+    );
+    check_durability_order(dir.path(), 80, whole);
+}
+
+/// Whether `RealFs` flushes a large group under `dir` with one `syncfs` (as it decides).
+fn takes_syncfs(dir: &std::path::Path) -> bool {
+    use std::os::unix::io::AsRawFd;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let file = std::fs::File::open(dir).unwrap();
+    // SAFETY: `statfs` is plain old data; the descriptor is open for the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) }, 0);
+    (major, minor) >= (5, 8) && matches!(st.f_type as i64, 0xEF53 | 0x5846_5342 | 0x9123_683E)
+}
+
+/// Runs the traced job with `partitions` partitions under `dir` and checks the order;
+/// `whole`: the groups are expected to be flushed with `syncfs`, otherwise member by member.
+fn check_durability_order(dir: &std::path::Path, partitions: usize, whole: bool) {
     let strace = Command::new("strace").arg("-V").output();
     assert!(
         strace.is_ok_and(|o| o.status.success()),
         "this test needs strace (`apt-get install strace`; ./scripts/test installs it)"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
+    let base = dir.canonicalize().unwrap();
     let trace = dir
-        .path()
         .parent()
         .unwrap()
         .join(format!("filesink-strace-{}.txt", std::process::id()));
@@ -81,7 +125,7 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
             "-y",
             "-qq",
             "-e",
-            "trace=fsync,fdatasync,renameat2,rename,link,statx,newfstatat,stat",
+            "trace=fsync,fdatasync,syncfs,sync_file_range,write,renameat2,rename,link,statx,newfstatat,stat",
         ])
         .arg("-o")
         .arg(&trace)
@@ -93,6 +137,7 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, &base)
+        .env(PARTITIONS_ENV, partitions.to_string())
         .status()
         .unwrap();
     assert!(status.success(), "the traced job failed");
@@ -105,6 +150,11 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
     let mut marker_seen = false;
     let mut renames: Vec<(usize, String, String)> = Vec::new();
     let mut dir_syncs_after: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    // Whole-file-system flushes (`syncfs`), before and after the marker; each file's last
+    // write, and its own checks (`sync_file_range`) before the marker.
+    let (mut syncfs_before, mut syncfs_after): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    let mut last_write: BTreeMap<String, usize> = BTreeMap::new();
+    let mut checked_before_marker: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     // Flushes of one group run on several threads: strace splits a call that another thread
     // interrupts into `call(args <unfinished ...>` and `<... call resumed>) = 0`. A call counts
     // at the line where it returned.
@@ -131,6 +181,28 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
         };
         if line.contains(MARKER) {
             marker_seen = true;
+        } else if line.starts_with("syncfs(") {
+            let Some(path) = fd_path(line) else { continue };
+            if !path.starts_with(base) || !line.ends_with("= 0") {
+                continue;
+            }
+            if marker_seen {
+                syncfs_after.push(i);
+            } else {
+                syncfs_before.push(i);
+            }
+        } else if line.starts_with("write(") {
+            if let Some(path) = fd_path(line).filter(|p| p.starts_with(base)) {
+                last_write.insert(path.to_string(), i);
+            }
+        } else if line.starts_with("sync_file_range(") {
+            let Some(path) = fd_path(line) else { continue };
+            if !marker_seen && line.ends_with("= 0") {
+                checked_before_marker
+                    .entry(path.to_string())
+                    .or_default()
+                    .push(i);
+            }
         } else if line.starts_with("fsync(") || line.starts_with("fdatasync(") {
             if !line.ends_with("= 0") {
                 continue;
@@ -155,7 +227,29 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
         }
     }
     assert!(marker_seen, "the marker is missing from the trace");
-    assert_eq!(renames.len(), 3, "one rename per day partition:\n{text}");
+    assert_eq!(renames.len(), partitions, "one rename per day partition");
+    if whole {
+        assert!(
+            !syncfs_before.is_empty() && !syncfs_after.is_empty(),
+            "a large group on this disk is flushed with syncfs, at the vote and the commit"
+        );
+    } else {
+        assert!(
+            syncfs_before.is_empty() && syncfs_after.is_empty(),
+            "groups are flushed member by member here"
+        );
+    }
+    // A syncfs after the file's last write, and the file's own check after that syncfs,
+    // both before the handle left the writer.
+    let flushed_whole = |file: &str| {
+        let written = last_write.get(file).copied().unwrap_or(0);
+        syncfs_before.iter().any(|&s| {
+            s > written
+                && checked_before_marker
+                    .get(file)
+                    .is_some_and(|c| c.iter().any(|&c| c > s))
+        })
+    };
     let dirs: BTreeSet<String> = renames
         .iter()
         .map(|(_, _, dst)| {
@@ -175,11 +269,12 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
             .unwrap();
         // 1. Data and directory entry durable before the handle left the writer.
         assert!(
-            synced_before_marker.contains(src),
+            synced_before_marker.contains(src) || flushed_whole(src),
             "{src} was not fsynced before prepare_commit returned"
         );
+        let written = last_write.get(src.as_str()).copied().unwrap_or(0);
         assert!(
-            synced_before_marker.contains(parent),
+            synced_before_marker.contains(parent) || syncfs_before.iter().any(|&s| s > written),
             "{parent} (holding the new in-progress file) was not fsynced before prepare_commit returned"
         );
         // 2 + 3. Renamed after the marker, and the directory fsynced after the rename.
@@ -188,22 +283,32 @@ fn durability_order_is_file_fsync_then_rename_then_dir_fsync() {
             .map(Vec::as_slice)
             .unwrap_or_default();
         assert!(
-            syncs.iter().any(|s| s > at),
+            syncs.iter().any(|s| s > at) || syncfs_after.iter().any(|s| s > at),
             "{parent} was not fsynced after renaming {dst}"
         );
     }
     // The new partition directories' own entries are durable too (the base was fsynced).
     assert!(
-        synced_before_marker.contains(base),
+        synced_before_marker.contains(base) || !syncfs_before.is_empty(),
         "the base directory was not fsynced"
     );
-    // Group commit: exactly one directory fsync per directory in the commit call.
-    for d in &dirs {
+    // Group commit: exactly one directory fsync per directory in the commit call, or one
+    // syncfs for all of them.
+    if whole {
         assert_eq!(
-            dir_syncs_after[d].len(),
+            syncfs_after.len(),
             1,
-            "{d} fsynced {} times in one commit",
-            dir_syncs_after[d].len()
+            "one syncfs for the commit's directories"
         );
+        assert!(dir_syncs_after.is_empty(), "{dir_syncs_after:?}");
+    } else {
+        for d in &dirs {
+            assert_eq!(
+                dir_syncs_after[d].len(),
+                1,
+                "{d} fsynced {} times in one commit",
+                dir_syncs_after[d].len()
+            );
+        }
     }
 }

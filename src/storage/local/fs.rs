@@ -21,10 +21,41 @@
 //!   (`Storage::replace_metadata`); part files and manifests never do.
 //! - [`Fs::sync_files`] and [`Fs::sync_dirs`] flush a whole group and answer for each member;
 //!   an implementation may flush the members concurrently (a journaling file system commits
-//!   concurrent flushes together), but returns only when every flush has finished.
+//!   concurrent flushes together), or flush more than the group (the whole file system), but
+//!   returns only when every member is durable, and answers `Ok` for a member only if nothing
+//!   reported a failure to write it.
 //! - [`Fs::try_lock`] takes an exclusive lock that lives as long as the returned guard, or as
 //!   long as the process: whoever holds it dies, the lock is released (the kernel does it for
 //!   [`RealFs`]). A lock is no file content: it says nothing about durability.
+//!
+//! # Large groups: one `syncfs`
+//!
+//! Every `fsync` ends with a flush of the device's write cache, even when the journal commit
+//! it asks for has already happened: a checkpoint of 1,000 partitions made 1,000 file and
+//! 1,000 directory flushes at its vote and 1,000 more at its commit, and on this project's
+//! test disk those took 0.2 s and 0.1 s of a 1.1 s ingest. `syncfs(2)` makes everything
+//! on one file system durable (every dirty page and inode written, the journal committed, one
+//! device flush) in one call: 10 ms for those 1,000 directories. [`RealFs`] uses it for a
+//! group of at least [`RealFs::SYNCFS_GROUP_MIN`] members where its answers are as exact as
+//! those of `fsync`, and otherwise flushes each member:
+//!
+//! - **Linux 5.8 or later**, where `syncfs` reports a failure of the journal and any
+//!   write-back error of the file system since the descriptor it is called on was opened
+//!   (before 5.8 it always succeeded);
+//! - **ext4, XFS or btrfs**, local file systems whose `syncfs` is the full write-back and
+//!   journal commit above (not NFS, FUSE or overlay file systems, whose `sync_fs` may do less);
+//! - **every member on the file system** the call flushes (same device number): a partition
+//!   directory that is a mount point of another disk is flushed by its own `fsync`.
+//!
+//! Each file still answers for itself: after the one `syncfs`, a `sync_file_range` that waits
+//! for the file's pages returns the write-back errors recorded for that file since its last
+//! check, the error an `fsync` would return, without a device flush. Directories are
+//! metadata, which these file systems write through their journal: a failure there is the
+//! journal's, which `syncfs` returns, and it fails every directory of the group.
+//!
+//! The cost: `syncfs` also writes back other programs' dirty data on the same file system,
+//! so a checkpoint on a disk another program fills with unflushed writes waits for them too
+//! (1,000 `fsync`s each commit the shared journal and flush the device as well).
 
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
@@ -93,6 +124,10 @@ pub trait FsFile: Send + Sync + Debug {
     /// Whether `path` still names this file (another process may have removed or replaced
     /// the name while this handle kept writing).
     fn is_named(&self, path: &Path) -> io::Result<bool>;
+    /// The operating system's open file, for [`RealFs`]'s group flush; `None` elsewhere.
+    fn os_file(&self) -> Option<&File> {
+        None
+    }
 }
 
 /// A file open for reading.
@@ -115,13 +150,17 @@ pub struct FsStat {
 }
 
 /// The operating system's file system. Group flushes run on up to
-/// [`RealFs::SYNC_THREADS_MAX`] threads at once.
+/// [`RealFs::SYNC_THREADS_MAX`] threads at once, or as one `syncfs` (see the
+/// [module documentation](self#large-groups-one-syncfs)).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RealFs;
 
 impl RealFs {
     /// How many flushes of one group are in flight at once.
     pub const SYNC_THREADS_MAX: usize = 16;
+    /// Groups of at least this many members are flushed with one `syncfs` where it answers
+    /// as exactly as `fsync` does.
+    pub const SYNCFS_GROUP_MIN: usize = 64;
 }
 
 impl Fs for RealFs {
@@ -197,10 +236,22 @@ impl Fs for RealFs {
     }
 
     fn sync_files(&self, files: &[Arc<dyn FsFile>]) -> Vec<io::Result<()>> {
+        #[cfg(target_os = "linux")]
+        if files.len() >= RealFs::SYNCFS_GROUP_MIN {
+            if let Some(done) = whole_fs::sync_files(files) {
+                return done;
+            }
+        }
         concurrently(files, |f| f.sync_data())
     }
 
     fn sync_dirs(&self, dirs: &[PathBuf]) -> Vec<io::Result<()>> {
+        #[cfg(target_os = "linux")]
+        if dirs.len() >= RealFs::SYNCFS_GROUP_MIN {
+            if let Some(done) = whole_fs::sync_dirs(dirs) {
+                return done;
+            }
+        }
         concurrently(dirs, |d| sync_dir(d))
     }
 
@@ -357,6 +408,130 @@ impl FsFile for RealFile {
             Err(e) => Err(e),
         }
     }
+
+    fn os_file(&self) -> Option<&File> {
+        Some(&self.0)
+    }
+}
+
+/// A group flushed with one `syncfs`, where that answers as exactly as `fsync` ([module
+/// documentation](self#large-groups-one-syncfs)); `None` where it does not, for the caller to
+/// flush each member.
+#[cfg(target_os = "linux")]
+mod whole_fs {
+    use std::fs::File;
+    use std::io;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    use std::path::PathBuf;
+    use std::sync::{Arc, OnceLock};
+
+    use super::FsFile;
+
+    /// `statfs` magic numbers of the file systems whose `syncfs` is a full write-back and
+    /// journal commit.
+    const EXT4: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683E;
+
+    /// Whether this kernel's `syncfs` reports write-back errors (Linux 5.8 and later).
+    pub(super) fn kernel_reports_errors() -> bool {
+        static REPORTS: OnceLock<bool> = OnceLock::new();
+        *REPORTS.get_or_init(|| {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            release_at_least(&release, (5, 8))
+        })
+    }
+
+    /// Whether kernel release `release` (`6.18.44-generic`) is `at_least` (major, minor); an
+    /// unreadable release is not.
+    pub(super) fn release_at_least(release: &str, at_least: (u32, u32)) -> bool {
+        let mut parts = release
+            .trim()
+            .split(['.', '-'])
+            .map(|p| p.parse::<u32>().ok());
+        matches!(
+            (parts.next().flatten(), parts.next().flatten()),
+            (Some(major), Some(minor)) if (major, minor) >= at_least
+        )
+    }
+
+    /// Whether `file` is on a file system whose `syncfs` is taken for groups.
+    pub(super) fn takes_syncfs(file: &File) -> bool {
+        // SAFETY: `statfs` is plain old data; zero is a valid value for every field.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: the descriptor is open for the duration of the call and `st` is valid.
+        if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+            return false;
+        }
+        matches!(st.f_type as i64, EXT4 | XFS | BTRFS)
+    }
+
+    fn syncfs(file: &File) -> io::Result<()> {
+        // SAFETY: the descriptor is open for the duration of the call.
+        if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The one file system of `files` if it takes `syncfs`, and its device.
+    fn one_fs<'a>(files: impl Iterator<Item = io::Result<(&'a File, u64)>>) -> Option<&'a File> {
+        let mut first: Option<(&File, u64)> = None;
+        for f in files {
+            let (file, dev) = f.ok()?;
+            match first {
+                None => first = Some((file, dev)),
+                Some((_, d)) if d != dev => return None,
+                Some(_) => {}
+            }
+        }
+        let (file, _) = first?;
+        (kernel_reports_errors() && takes_syncfs(file)).then_some(file)
+    }
+
+    fn copy(e: &io::Error) -> io::Error {
+        io::Error::new(e.kind(), e.to_string())
+    }
+
+    pub(super) fn sync_files(files: &[Arc<dyn FsFile>]) -> Option<Vec<io::Result<()>>> {
+        let os: Vec<&File> = files.iter().map(|f| f.os_file()).collect::<Option<_>>()?;
+        let fs = one_fs(os.iter().map(|f| Ok((*f, f.metadata()?.dev()))))?;
+        if let Err(e) = syncfs(fs) {
+            return Some(files.iter().map(|_| Err(copy(&e))).collect());
+        }
+        // Each file's own write-back errors, as `fsync` would report them; its pages are
+        // clean already, so this only waits and checks.
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        Some(
+            os.iter()
+                .map(|f| {
+                    // SAFETY: the descriptor is open for the duration of the call.
+                    if unsafe { libc::sync_file_range(f.as_raw_fd(), 0, 0, flags) } != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                })
+                .collect(),
+        )
+    }
+
+    pub(super) fn sync_dirs(dirs: &[PathBuf]) -> Option<Vec<io::Result<()>>> {
+        let opened: Vec<File> = dirs
+            .iter()
+            .map(File::open)
+            .collect::<io::Result<_>>()
+            .ok()?;
+        let fs = one_fs(opened.iter().map(|d| Ok((d, d.metadata()?.dev()))))?;
+        let synced = syncfs(fs);
+        Some(
+            dirs.iter()
+                .map(|_| synced.as_ref().map(|_| ()).map_err(copy))
+                .collect(),
+        )
+    }
 }
 
 impl FsRead for File {
@@ -423,4 +598,117 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 fn link_unlink(src: &Path, dst: &Path) -> io::Result<()> {
     fs::hard_link(src, dst)?;
     fs::remove_file(src)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A directory on the disk the project builds on (the system's temporary directory may be
+    /// a tmpfs, whose `syncfs` is not taken).
+    fn disk_dir() -> tempfile::TempDir {
+        tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target"))
+            .unwrap_or_else(|_| tempfile::tempdir().unwrap())
+    }
+
+    fn written_files(base: &Path, n: usize) -> (Vec<PathBuf>, Vec<Arc<dyn FsFile>>) {
+        let mut dirs = Vec::new();
+        let mut files = Vec::new();
+        for i in 0..n {
+            let dir = base.join(format!("k={i}"));
+            RealFs.create_dir(&dir).unwrap();
+            let f = RealFs.create_new(&dir.join("part")).unwrap();
+            f.write_all(&vec![i as u8; 10_000]).unwrap();
+            dirs.push(dir);
+            files.push(f);
+        }
+        (dirs, files)
+    }
+
+    /// A group of at least `SYNCFS_GROUP_MIN` files and directories on ext4, XFS or btrfs is
+    /// flushed as one `syncfs` (Linux 5.8 and later), every member answering `Ok`; a group
+    /// elsewhere (a tmpfs), a group across two file systems and a group of files that are not
+    /// the operating system's are not taken, and are flushed member by member.
+    #[test]
+    fn large_groups_are_one_syncfs_where_it_answers_exactly() {
+        let dir = disk_dir();
+        let (dirs, files) = written_files(dir.path(), RealFs::SYNCFS_GROUP_MIN);
+        let taken = whole_fs::kernel_reports_errors()
+            && whole_fs::takes_syncfs(&File::open(dir.path()).unwrap());
+        eprintln!("syncfs taken on {}: {taken}", dir.path().display());
+        let flushed = whole_fs::sync_files(&files);
+        assert_eq!(flushed.is_some(), taken);
+        assert!(flushed.into_iter().flatten().all(|r| r.is_ok()));
+        let flushed = whole_fs::sync_dirs(&dirs);
+        assert_eq!(flushed.is_some(), taken);
+        assert!(flushed.into_iter().flatten().all(|r| r.is_ok()));
+        assert!(RealFs.sync_files(&files).iter().all(|r| r.is_ok()));
+        assert!(RealFs.sync_dirs(&dirs).iter().all(|r| r.is_ok()));
+
+        // Another file system in the group: not one `syncfs`.
+        if let Ok(shm) = tempfile::tempdir_in("/dev/shm") {
+            let (shm_dirs, shm_files) = written_files(shm.path(), RealFs::SYNCFS_GROUP_MIN);
+            assert!(
+                whole_fs::sync_files(&shm_files).is_none(),
+                "a tmpfs is not taken"
+            );
+            assert!(whole_fs::sync_dirs(&shm_dirs).is_none());
+            let mixed: Vec<Arc<dyn FsFile>> =
+                files.iter().chain(&shm_files[..1]).cloned().collect();
+            assert!(whole_fs::sync_files(&mixed).is_none());
+            let mixed: Vec<PathBuf> = dirs.iter().chain(&shm_dirs[..1]).cloned().collect();
+            assert!(whole_fs::sync_dirs(&mixed).is_none());
+            assert!(RealFs
+                .sync_files(&mixed_files(&files, &shm_files))
+                .iter()
+                .all(|r| r.is_ok()));
+        }
+        // A directory that is gone: flushed one by one, where its own flush fails.
+        let mut gone = dirs.clone();
+        gone.push(dir.path().join("gone"));
+        assert!(whole_fs::sync_dirs(&gone).is_none());
+        let answers = RealFs.sync_dirs(&gone);
+        assert!(answers[..dirs.len()].iter().all(|r| r.is_ok()));
+        assert!(answers[dirs.len()].is_err());
+
+        #[derive(Debug)]
+        struct NotOs;
+        impl FsFile for NotOs {
+            fn write_all(&self, _: &[u8]) -> io::Result<()> {
+                Ok(())
+            }
+            fn sync_data(&self) -> io::Result<()> {
+                Ok(())
+            }
+            fn is_named(&self, _: &Path) -> io::Result<bool> {
+                Ok(true)
+            }
+        }
+        let mut foreign = files.clone();
+        foreign.push(Arc::new(NotOs));
+        assert!(whole_fs::sync_files(&foreign).is_none());
+    }
+
+    fn mixed_files(a: &[Arc<dyn FsFile>], b: &[Arc<dyn FsFile>]) -> Vec<Arc<dyn FsFile>> {
+        a.iter().chain(b).cloned().collect()
+    }
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        for (release, want) in [
+            ("6.18.44-fc-v1098\n", true),
+            ("5.8.0", true),
+            ("5.10.0-28-amd64", true),
+            ("5.7.19", false),
+            ("4.19.0-foo", false),
+            ("", false),
+            ("garbage", false),
+        ] {
+            assert_eq!(
+                whole_fs::release_at_least(release, (5, 8)),
+                want,
+                "{release}"
+            );
+        }
+    }
 }
