@@ -7,7 +7,7 @@
 //! 3. its directory was fsynced after the rename, once per directory per commit call.
 //!
 //! A job of more partitions than `RealFs::SYNCFS_GROUP_MIN` on a disk whose `syncfs` answers
-//! as exactly as `fsync` (ext4, XFS, btrfs on Linux 5.8+) flushes its groups with one
+//! as exactly as `fsync` (ext4, XFS, btrfs on Linux 5.17+) flushes its groups with one
 //! `syncfs` instead: there a `syncfs` after the file's last write, followed by the file's own
 //! `sync_file_range` check, stands for the file's fsync, and a `syncfs` for a directory's.
 
@@ -103,7 +103,7 @@ fn takes_syncfs(dir: &std::path::Path) -> bool {
     // SAFETY: `statfs` is plain old data; the descriptor is open for the call.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) }, 0);
-    (major, minor) >= (5, 8) && matches!(st.f_type as i64, 0xEF53 | 0x5846_5342 | 0x9123_683E)
+    (major, minor) >= (5, 17) && matches!(st.f_type as i64, 0xEF53 | 0x5846_5342 | 0x9123_683E)
 }
 
 /// Runs the traced job with `partitions` partitions under `dir` and checks the order;

@@ -38,6 +38,9 @@ use arrow::record_batch::RecordBatch;
 
 /// Rows the first round of a file reserves room for (arrow's default builder capacity).
 pub(crate) const FIRST_ROUND_ROWS: usize = 1024;
+/// The most rows a round reserves room for: what the Parquet encoder gathers before it
+/// encodes them.
+const ROUND_ROWS_MAX: usize = super::parquet_format::ENCODE_ROWS;
 /// The most value bytes a string column reserves at the start of a round from an estimate.
 const ESTIMATE_BYTES_MAX: usize = 1 << 20;
 
@@ -106,7 +109,9 @@ impl Gathered {
     pub(crate) fn take(&mut self) -> Result<RecordBatch, ArrowError> {
         let columns = self.columns.iter_mut().map(|c| c.finish()).collect();
         if self.rows > 0 {
-            self.last_rows = self.rows;
+            // A round that ended with a large batch (appended once the round had begun) must
+            // not make the next round of small slices reserve room for all of it.
+            self.last_rows = self.rows.min(ROUND_ROWS_MAX);
         }
         self.rows = 0;
         RecordBatch::try_new(self.schema.clone(), columns)

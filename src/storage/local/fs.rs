@@ -39,23 +39,31 @@
 //! group of at least [`RealFs::SYNCFS_GROUP_MIN`] members where its answers are as exact as
 //! those of `fsync`, and otherwise flushes each member:
 //!
-//! - **Linux 5.8 or later**, where `syncfs` reports a failure of the journal and any
-//!   write-back error of the file system since the descriptor it is called on was opened
-//!   (before 5.8 it always succeeded);
+//! - **Linux 5.17 or later**, where `syncfs` returns the file system's own failure (a journal
+//!   commit, an XFS log force, the device flush) and any write-back error of the file system
+//!   since the descriptor it is called on was opened. Before 5.8 it always succeeded; from
+//!   5.8 to 5.16 it reported write-back errors but dropped the file system's own;
 //! - **ext4, XFS or btrfs**, local file systems whose `syncfs` is the full write-back and
 //!   journal commit above (not NFS, FUSE or overlay file systems, whose `sync_fs` may do less);
-//! - **every member on the file system** the call flushes (same device number): a partition
-//!   directory that is a mount point of another disk is flushed by its own `fsync`.
+//! - **every member on that one file system**: the same `statfs` type and id and the same
+//!   device number for each (a partition directory that is a mount point of another disk, or
+//!   a file an overlay reports with its upper disk's device, is not);
+//! - **the call allowed**: where a sandbox refuses `syncfs` (`ENOSYS`, `EPERM`), each member is
+//!   flushed on its own.
 //!
 //! Each file still answers for itself: after the one `syncfs`, a `sync_file_range` that waits
 //! for the file's pages returns the write-back errors recorded for that file since its last
 //! check, the error an `fsync` would return, without a device flush. Directories are
-//! metadata, which these file systems write through their journal: a failure there is the
-//! journal's, which `syncfs` returns, and it fails every directory of the group.
+//! metadata, which these file systems write through their journal (an ext4 without one,
+//! through the device's buffers, whose write-back `syncfs` waits for and reports): a failure
+//! there is the file system's, which `syncfs` returns, and it fails every directory of the
+//! group. Not tested by injecting such failures (that needs a device that fails on demand).
 //!
 //! The cost: `syncfs` also writes back other programs' dirty data on the same file system,
 //! so a checkpoint on a disk another program fills with unflushed writes waits for them too
-//! (1,000 `fsync`s each commit the shared journal and flush the device as well).
+//! (1,000 `fsync`s each commit the shared journal and flush the device as well); and a
+//! write-back error of another program's file there since the group's first file was opened
+//! fails the checkpoint too (it fails closed).
 
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
@@ -419,27 +427,30 @@ impl FsFile for RealFile {
 /// flush each member.
 #[cfg(target_os = "linux")]
 mod whole_fs {
+    use std::ffi::CString;
     use std::fs::File;
     use std::io;
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::io::AsRawFd;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
     use std::sync::{Arc, OnceLock};
 
     use super::FsFile;
 
     /// `statfs` magic numbers of the file systems whose `syncfs` is a full write-back and
-    /// journal commit.
+    /// journal (or log, or transaction) commit.
     const EXT4: i64 = 0xEF53;
     const XFS: i64 = 0x5846_5342;
     const BTRFS: i64 = 0x9123_683E;
 
-    /// Whether this kernel's `syncfs` reports write-back errors (Linux 5.8 and later).
-    pub(super) fn kernel_reports_errors() -> bool {
+    /// Whether this kernel's `syncfs` reports every failure: write-back errors since 5.8, the
+    /// file system's own (journal commit, log force, device flush) since 5.17.
+    fn kernel_reports_errors() -> bool {
         static REPORTS: OnceLock<bool> = OnceLock::new();
         *REPORTS.get_or_init(|| {
             let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            release_at_least(&release, (5, 8))
+            release_at_least(&release, (5, 17))
         })
     }
 
@@ -456,38 +467,82 @@ mod whole_fs {
         )
     }
 
-    /// Whether `file` is on a file system whose `syncfs` is taken for groups.
-    pub(super) fn takes_syncfs(file: &File) -> bool {
+    /// What tells file systems apart here: the `statfs` type and id, and the device number
+    /// (an overlay can report its upper file system's device for its files).
+    #[derive(Debug, PartialEq, Eq)]
+    pub(super) struct FsId {
+        kind: i64,
+        fsid: [i32; 2],
+        dev: u64,
+    }
+
+    // `f_type` is an `i64` here and narrower on other targets.
+    #[allow(clippy::unnecessary_cast)]
+    fn id_of(st: &libc::statfs, dev: u64) -> FsId {
+        // SAFETY: `fsid_t` is two C ints (its field is private in the libc crate).
+        let fsid: [i32; 2] = unsafe { std::mem::transmute_copy(&st.f_fsid) };
+        FsId {
+            kind: st.f_type as i64,
+            fsid,
+            dev,
+        }
+    }
+
+    pub(super) fn id_of_file(file: &File) -> Option<FsId> {
         // SAFETY: `statfs` is plain old data; zero is a valid value for every field.
         let mut st: libc::statfs = unsafe { std::mem::zeroed() };
         // SAFETY: the descriptor is open for the duration of the call and `st` is valid.
         if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+            return None;
+        }
+        Some(id_of(&st, file.metadata().ok()?.dev()))
+    }
+
+    fn id_of_path(path: &Path) -> Option<FsId> {
+        let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+        // SAFETY: as above.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a valid NUL-terminated string and `st` is valid for the call.
+        if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        Some(id_of(&st, std::fs::metadata(path).ok()?.dev()))
+    }
+
+    /// Whether a file system of this kind is flushed whole.
+    pub(super) fn taken(id: &FsId) -> bool {
+        kernel_reports_errors() && matches!(id.kind, EXT4 | XFS | BTRFS)
+    }
+
+    /// Whether every member is on one file system that is flushed whole.
+    fn one_taken_fs(ids: impl Iterator<Item = Option<FsId>>) -> bool {
+        if !kernel_reports_errors() {
             return false;
         }
-        matches!(st.f_type as i64, EXT4 | XFS | BTRFS)
-    }
-
-    fn syncfs(file: &File) -> io::Result<()> {
-        // SAFETY: the descriptor is open for the duration of the call.
-        if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// The one file system of `files` if it takes `syncfs`, and its device.
-    fn one_fs<'a>(files: impl Iterator<Item = io::Result<(&'a File, u64)>>) -> Option<&'a File> {
-        let mut first: Option<(&File, u64)> = None;
-        for f in files {
-            let (file, dev) = f.ok()?;
-            match first {
-                None => first = Some((file, dev)),
-                Some((_, d)) if d != dev => return None,
+        let mut first: Option<FsId> = None;
+        for id in ids {
+            let Some(id) = id else { return false };
+            match &first {
+                None => first = Some(id),
+                Some(f) if *f != id => return false,
                 Some(_) => {}
             }
         }
-        let (file, _) = first?;
-        (kernel_reports_errors() && takes_syncfs(file)).then_some(file)
+        first.is_some_and(|f| taken(&f))
+    }
+
+    /// `syncfs` on `file`'s file system; `None` where the call itself is refused (a sandbox
+    /// without it), for the caller to flush member by member.
+    fn syncfs(file: &File) -> Option<io::Result<()>> {
+        // SAFETY: the descriptor is open for the duration of the call.
+        if unsafe { libc::syncfs(file.as_raw_fd()) } == 0 {
+            return Some(Ok(()));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOSYS | libc::EPERM | libc::EINVAL | libc::EOPNOTSUPP) => None,
+            _ => Some(Err(e)),
+        }
     }
 
     fn copy(e: &io::Error) -> io::Error {
@@ -496,8 +551,10 @@ mod whole_fs {
 
     pub(super) fn sync_files(files: &[Arc<dyn FsFile>]) -> Option<Vec<io::Result<()>>> {
         let os: Vec<&File> = files.iter().map(|f| f.os_file()).collect::<Option<_>>()?;
-        let fs = one_fs(os.iter().map(|f| Ok((*f, f.metadata()?.dev()))))?;
-        if let Err(e) = syncfs(fs) {
+        if !one_taken_fs(os.iter().map(|f| id_of_file(f))) {
+            return None;
+        }
+        if let Err(e) = syncfs(os.first()?)? {
             return Some(files.iter().map(|_| Err(copy(&e))).collect());
         }
         // Each file's own write-back errors, as `fsync` would report them; its pages are
@@ -518,14 +575,13 @@ mod whole_fs {
         )
     }
 
+    /// One directory is opened (for the call), not all of them: a thousand descriptors held
+    /// at once beside a thousand open part files could run the process out of them.
     pub(super) fn sync_dirs(dirs: &[PathBuf]) -> Option<Vec<io::Result<()>>> {
-        let opened: Vec<File> = dirs
-            .iter()
-            .map(File::open)
-            .collect::<io::Result<_>>()
-            .ok()?;
-        let fs = one_fs(opened.iter().map(|d| Ok((d, d.metadata()?.dev()))))?;
-        let synced = syncfs(fs);
+        if !one_taken_fs(dirs.iter().map(|d| id_of_path(d))) {
+            return None;
+        }
+        let synced = syncfs(&File::open(dirs.first()?).ok()?)?;
         Some(
             dirs.iter()
                 .map(|_| synced.as_ref().map(|_| ()).map_err(copy))
@@ -626,15 +682,15 @@ mod tests {
     }
 
     /// A group of at least `SYNCFS_GROUP_MIN` files and directories on ext4, XFS or btrfs is
-    /// flushed as one `syncfs` (Linux 5.8 and later), every member answering `Ok`; a group
+    /// flushed as one `syncfs` (Linux 5.17 and later), every member answering `Ok`; a group
     /// elsewhere (a tmpfs), a group across two file systems and a group of files that are not
     /// the operating system's are not taken, and are flushed member by member.
     #[test]
     fn large_groups_are_one_syncfs_where_it_answers_exactly() {
         let dir = disk_dir();
         let (dirs, files) = written_files(dir.path(), RealFs::SYNCFS_GROUP_MIN);
-        let taken = whole_fs::kernel_reports_errors()
-            && whole_fs::takes_syncfs(&File::open(dir.path()).unwrap());
+        let taken = whole_fs::id_of_file(&File::open(dir.path()).unwrap())
+            .is_some_and(|id| whole_fs::taken(&id));
         eprintln!("syncfs taken on {}: {taken}", dir.path().display());
         let flushed = whole_fs::sync_files(&files);
         assert_eq!(flushed.is_some(), taken);
@@ -697,15 +753,16 @@ mod tests {
     fn kernel_releases_compare_by_major_and_minor() {
         for (release, want) in [
             ("6.18.44-fc-v1098\n", true),
-            ("5.8.0", true),
-            ("5.10.0-28-amd64", true),
-            ("5.7.19", false),
+            ("5.17.0", true),
+            ("5.19.0-28-amd64", true),
+            ("5.16.20", false),
+            ("5.15.0-91-generic", false),
             ("4.19.0-foo", false),
             ("", false),
             ("garbage", false),
         ] {
             assert_eq!(
-                whole_fs::release_at_least(release, (5, 8)),
+                whole_fs::release_at_least(release, (5, 17)),
                 want,
                 "{release}"
             );

@@ -8,7 +8,7 @@
 //! once per call. The flushes of one group are issued together ([`Fs::sync_files`],
 //! [`Fs::sync_dirs`]) and the call fails if any of them fails, after all have finished. A
 //! group of at least [`RealFs::SYNCFS_GROUP_MIN`](fs::RealFs::SYNCFS_GROUP_MIN) members on
-//! ext4, XFS or btrfs (Linux 5.8 and later) is one `syncfs` ([`fs`], "Large groups"): at
+//! ext4, XFS or btrfs (Linux 5.17 and later) is one `syncfs` ([`fs`], "Large groups"): at
 //! 1,000 partitions the vote's and the commit's 3,000 device flushes were a quarter of an
 //! ingest's time.
 //!
