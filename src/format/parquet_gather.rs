@@ -369,6 +369,8 @@ mod tests {
             }
             let want = arrow::compute::concat_batches(&schema, round).unwrap();
             assert_eq!(g.take().unwrap(), want);
+            // The next round reserves for at most the encoder's round.
+            assert_eq!(g.last_rows, want.num_rows().min(ROUND_ROWS_MAX));
         }
     }
 }

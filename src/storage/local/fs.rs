@@ -39,25 +39,31 @@
 //! group of at least [`RealFs::SYNCFS_GROUP_MIN`] members where its answers are as exact as
 //! those of `fsync`, and otherwise flushes each member:
 //!
-//! - **Linux 5.17 or later**, where `syncfs` returns the file system's own failure (a journal
-//!   commit, an XFS log force, the device flush) and any write-back error of the file system
-//!   since the descriptor it is called on was opened. Before 5.8 it always succeeded; from
-//!   5.8 to 5.16 it reported write-back errors but dropped the file system's own;
+//! - **Linux 5.17 or later** (mainline; some stable kernels before it have the fix), where
+//!   `syncfs` returns the file system's own failure (a journal commit, an XFS log force, the
+//!   device flush) and any write-back error of the file system since the descriptor it is
+//!   called on was opened. Before 5.8 it always succeeded; from 5.8 to 5.16 it reported
+//!   write-back errors but dropped the file system's own;
 //! - **ext4, XFS or btrfs**, local file systems whose `syncfs` is the full write-back and
 //!   journal commit above (not NFS, FUSE or overlay file systems, whose `sync_fs` may do less);
 //! - **every member on that one file system**: the same `statfs` type and id and the same
 //!   device number for each (a partition directory that is a mount point of another disk, or
 //!   a file an overlay reports with its upper disk's device, is not);
-//! - **the call allowed**: where a sandbox refuses `syncfs` (`ENOSYS`, `EPERM`), each member is
-//!   flushed on its own.
+//! - **the call allowed**: where `syncfs` is refused (`ENOSYS`, `EPERM`, `EINVAL`,
+//!   `EOPNOTSUPP`: a sandbox), each member is flushed on its own.
 //!
 //! Each file still answers for itself: after the one `syncfs`, a `sync_file_range` that waits
 //! for the file's pages returns the write-back errors recorded for that file since its last
-//! check, the error an `fsync` would return, without a device flush. Directories are
-//! metadata, which these file systems write through their journal (an ext4 without one,
-//! through the device's buffers, whose write-back `syncfs` waits for and reports): a failure
-//! there is the file system's, which `syncfs` returns, and it fails every directory of the
-//! group. Not tested by injecting such failures (that needs a device that fails on demand).
+//! check, the error an `fsync` would return, without a device flush. And one member (the
+//! first file, or the first directory) is `fsync`ed after the `syncfs`: a file system that
+//! has failed (a journal abort that left it read-only, a shutdown) makes `syncfs` return 0
+//! without writing anything, where every `fsync` there returns `EROFS` or `EIO`. Directories
+//! are metadata, which these file systems write through their journal: a failure there is
+//! the file system's, which `syncfs` or that `fsync` returns, and it fails every directory of
+//! the group. (An ext4 without a journal writes directories through the device's buffers;
+//! an error there that an earlier write-back recorded and a later one cleared could go
+//! unreported.) Not tested by injecting such failures: that needs a device that fails on
+//! demand (dm-error, dm-flakey).
 //!
 //! The cost: `syncfs` also writes back other programs' dirty data on the same file system,
 //! so a checkpoint on a disk another program fills with unflushed writes waits for them too
@@ -482,7 +488,8 @@ mod whole_fs {
         // SAFETY: `fsid_t` is two C ints (its field is private in the libc crate).
         let fsid: [i32; 2] = unsafe { std::mem::transmute_copy(&st.f_fsid) };
         FsId {
-            kind: st.f_type as i64,
+            // Compared as the 32-bit magic it is (a 32-bit `long` would sign-extend btrfs's).
+            kind: st.f_type as u32 as i64,
             fsid,
             dev,
         }
@@ -512,6 +519,16 @@ mod whole_fs {
     /// Whether a file system of this kind is flushed whole.
     pub(super) fn taken(id: &FsId) -> bool {
         kernel_reports_errors() && matches!(id.kind, EXT4 | XFS | BTRFS)
+    }
+
+    /// Whether a group in directory `dir` would be flushed with one `syncfs`: its file system
+    /// is taken and the call is allowed (it is made, once).
+    #[cfg(test)]
+    pub(super) fn probe(dir: &Path) -> bool {
+        let Ok(file) = File::open(dir) else {
+            return false;
+        };
+        id_of_file(&file).is_some_and(|id| taken(&id)) && syncfs(&file).is_some()
     }
 
     /// Whether every member is on one file system that is flushed whole.
@@ -554,7 +571,11 @@ mod whole_fs {
         if !one_taken_fs(os.iter().map(|f| id_of_file(f))) {
             return None;
         }
-        if let Err(e) = syncfs(os.first()?)? {
+        let first = os.first()?;
+        // A file system that has failed (a journal abort left it read-only, a shutdown) makes
+        // `syncfs` return 0 without writing anything; the `fsync` of one member checks that
+        // state, as each member's own `fsync` would have (one device flush, not thousands).
+        if let Err(e) = syncfs(first)?.and_then(|()| first.sync_data()) {
             return Some(files.iter().map(|_| Err(copy(&e))).collect());
         }
         // Each file's own write-back errors, as `fsync` would report them; its pages are
@@ -581,7 +602,9 @@ mod whole_fs {
         if !one_taken_fs(dirs.iter().map(|d| id_of_path(d))) {
             return None;
         }
-        let synced = syncfs(&File::open(dirs.first()?).ok()?)?;
+        let dir = File::open(dirs.first()?).ok()?;
+        // As for files: the one directory's `fsync` checks that the file system still writes.
+        let synced = syncfs(&dir)?.and_then(|()| dir.sync_all());
         Some(
             dirs.iter()
                 .map(|_| synced.as_ref().map(|_| ()).map_err(copy))
@@ -689,8 +712,7 @@ mod tests {
     fn large_groups_are_one_syncfs_where_it_answers_exactly() {
         let dir = disk_dir();
         let (dirs, files) = written_files(dir.path(), RealFs::SYNCFS_GROUP_MIN);
-        let taken = whole_fs::id_of_file(&File::open(dir.path()).unwrap())
-            .is_some_and(|id| whole_fs::taken(&id));
+        let taken = whole_fs::probe(dir.path());
         eprintln!("syncfs taken on {}: {taken}", dir.path().display());
         let flushed = whole_fs::sync_files(&files);
         assert_eq!(flushed.is_some(), taken);
