@@ -6,8 +6,10 @@
 //! is assembled: each [`ArrowColumnWriter`] encodes (and, when its row group closes,
 //! compresses) its own leaf column, and the chunks are appended to the row group in schema
 //! order. A batch of at least [`PARALLEL_ROWS_MIN`] rows spreads its columns over up to
-//! [`std::thread::available_parallelism`] scoped threads; smaller batches are encoded on the
-//! calling thread, where a thread's start would cost more than it saves.
+//! [`std::thread::available_parallelism`] scoped threads, as many as the other helper threads
+//! of the process leave free ([`Helpers`]); smaller batches, and batches that find no helper
+//! free, are encoded on the calling thread, where a thread's start would cost more than it
+//! saves.
 //!
 //! The file is the one `ArrowWriter` would write: it starts as an `ArrowWriter` (which puts
 //! the Arrow schema into the key-value metadata) and is taken apart with
@@ -47,6 +49,51 @@ pub(crate) struct ColumnsWriter {
 fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Column threads running at once in this process, counted so that together they never exceed
+/// [`cores`]. Every writer of a job encodes on its own thread already: without the count, each
+/// of `cores` writers encoding a large batch at once would start `cores` more threads
+/// (4,096 threads at a 64-core vote), where a thread that finds the cores taken only adds
+/// switching.
+static HELPERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Helper threads taken from the count of [`HELPERS`]; given back when dropped.
+struct Helpers(usize);
+
+impl Helpers {
+    /// Up to `wanted` helpers: as many as the other helpers running leave of [`cores`],
+    /// possibly none.
+    fn take(wanted: usize) -> Helpers {
+        use std::sync::atomic::Ordering;
+        let mut running = HELPERS.load(Ordering::Relaxed);
+        loop {
+            let n = wanted.min(cores().saturating_sub(running));
+            if n == 0 {
+                return Helpers(0);
+            }
+            match HELPERS.compare_exchange_weak(
+                running,
+                running + n,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Helpers(n),
+                Err(now) => running = now,
+            }
+        }
+    }
+
+    /// How many were taken.
+    fn count(&self) -> usize {
+        self.0
+    }
+}
+
+impl Drop for Helpers {
+    fn drop(&mut self) {
+        HELPERS.fetch_sub(self.0, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl ColumnsWriter {
@@ -169,7 +216,8 @@ fn encode(
     leaves: &[ArrowLeafColumn],
     threads: usize,
 ) -> Result<()> {
-    let threads = threads.min(writers.len());
+    let helpers = Helpers::take(threads.min(writers.len()));
+    let threads = helpers.count();
     if threads <= 1 {
         for (w, leaf) in writers.iter_mut().zip(leaves) {
             w.write(leaf)?;
@@ -204,7 +252,8 @@ fn encode(
 /// come back in the writers' order.
 fn close(writers: Vec<ArrowColumnWriter>, threads: usize) -> Result<Vec<ArrowColumnChunk>> {
     let n = writers.len();
-    let threads = threads.min(n);
+    let helpers = Helpers::take(threads.min(n));
+    let threads = helpers.count();
     if threads <= 1 {
         return writers
             .into_iter()
@@ -343,5 +392,26 @@ pub(super) mod tests {
             let all = arrow::compute::concat_batches(&schema, &batches).unwrap();
             assert_eq!(got, all);
         }
+    }
+
+    /// However many helpers are asked for, at once, they never number more than the cores
+    /// (other tests may hold some: only the bound is asserted), and they are given back.
+    #[test]
+    fn helpers_never_outnumber_the_cores() {
+        for _ in 0..100 {
+            let a = super::Helpers::take(usize::MAX);
+            let b = super::Helpers::take(3);
+            assert!(a.count() + b.count() <= super::cores());
+        }
+        assert_eq!(super::Helpers::take(0).count(), 0);
+        // Given back: once other tests' encodings end, every core can be taken again.
+        let all = (0..5000).any(|_| {
+            let n = super::Helpers::take(usize::MAX).count();
+            n == super::cores() || {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                false
+            }
+        });
+        assert!(all, "helpers were not given back");
     }
 }
