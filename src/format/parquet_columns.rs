@@ -7,9 +7,9 @@
 //! compresses) its own leaf column, and the chunks are appended to the row group in schema
 //! order. A batch of at least [`PARALLEL_ROWS_MIN`] rows spreads its columns over up to
 //! [`std::thread::available_parallelism`] scoped threads, as many as the other helper threads
-//! of the process leave free ([`Helpers`]); smaller batches, and batches that find no helper
-//! free, are encoded on the calling thread, where a thread's start would cost more than it
-//! saves.
+//! of the process leave free ([`Helpers`]); smaller batches are encoded on the calling thread,
+//! where a thread's start would cost more than it saves, and so are batches that find fewer
+//! than two helpers free.
 //!
 //! The file is the one `ArrowWriter` would write: it starts as an `ArrowWriter` (which puts
 //! the Arrow schema into the key-value metadata) and is taken apart with
@@ -42,6 +42,10 @@ pub(crate) struct ColumnsWriter {
     max_rows: Option<usize>,
     max_bytes: Option<usize>,
     threads: usize,
+    /// Tests: `threads` threads whatever the count of [`HELPERS`] and the cores, so that the
+    /// parallel path runs on any machine.
+    #[cfg(test)]
+    uncounted: bool,
 }
 
 /// [`std::thread::available_parallelism`], asked once: it reads the cgroup's CPU quota
@@ -52,14 +56,20 @@ fn cores() -> usize {
 }
 
 /// Column threads running at once in this process, counted so that together they never exceed
-/// [`cores`]. Every writer of a job encodes on its own thread already: without the count, each
-/// of `cores` writers encoding a large batch at once would start `cores` more threads
-/// (4,096 threads at a 64-core vote), where a thread that finds the cores taken only adds
-/// switching.
+/// [`cores`]. The writers of a job encode on the caller's runtime threads (the CLI's: 2), each
+/// busy already: without the count, every writer closing a large row group at once started
+/// `min(cores, columns)` threads of its own (on a runtime of 64 workers, with 64+ columns,
+/// 4,096 threads at a vote), where a thread that finds the cores taken only adds switching.
+/// The writers themselves are not counted: a writer that finds no helper free encodes on its
+/// own thread, so runnable threads stay at most `cores` plus the writers busy.
 static HELPERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Helper threads taken from the count of [`HELPERS`]; given back when dropped.
-struct Helpers(usize);
+/// Helper threads taken from the count of [`HELPERS`] (given back when dropped), or, in tests,
+/// outside it.
+struct Helpers {
+    n: usize,
+    counted: bool,
+}
 
 impl Helpers {
     /// Up to `wanted` helpers: as many as the other helpers running leave of [`cores`], and
@@ -71,7 +81,7 @@ impl Helpers {
         loop {
             let n = wanted.min(cores().saturating_sub(running));
             if n < 2 {
-                return Helpers(0);
+                return Helpers::NONE;
             }
             match HELPERS.compare_exchange_weak(
                 running,
@@ -79,21 +89,44 @@ impl Helpers {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Helpers(n),
+                Ok(_) => return Helpers { n, counted: true },
                 Err(now) => running = now,
             }
         }
     }
 
+    const NONE: Helpers = Helpers {
+        n: 0,
+        counted: false,
+    };
+
+    /// The helpers a batch or row group of `rows` rows and `columns` leaf columns gets from
+    /// `writer`: none under [`PARALLEL_ROWS_MIN`] rows, else up to `writer.threads`.
+    fn for_rows(writer: &ColumnsWriter, rows: usize, columns: usize) -> Helpers {
+        if rows < PARALLEL_ROWS_MIN || writer.threads <= 1 {
+            return Helpers::NONE;
+        }
+        #[cfg(test)]
+        if writer.uncounted {
+            return Helpers {
+                n: writer.threads.min(columns),
+                counted: false,
+            };
+        }
+        Helpers::take(writer.threads.min(columns))
+    }
+
     /// How many were taken.
     fn count(&self) -> usize {
-        self.0
+        self.n
     }
 }
 
 impl Drop for Helpers {
     fn drop(&mut self) {
-        HELPERS.fetch_sub(self.0, std::sync::atomic::Ordering::AcqRel);
+        if self.counted {
+            HELPERS.fetch_sub(self.n, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 }
 
@@ -112,6 +145,8 @@ impl ColumnsWriter {
             max_rows,
             max_bytes,
             threads: cores(),
+            #[cfg(test)]
+            uncounted: false,
         })
     }
 
@@ -161,17 +196,15 @@ impl ColumnsWriter {
             }
             let now = remaining.slice(0, take);
             remaining = remaining.slice(take, remaining.num_rows() - take);
-            let threads = if now.num_rows() >= PARALLEL_ROWS_MIN {
-                self.threads
-            } else {
-                1
-            };
-            let writers = self.group.as_mut().expect("opened above");
-            let mut leaves = Vec::with_capacity(writers.len());
+            let mut leaves = Vec::new();
             for (field, column) in self.schema.fields().iter().zip(now.columns()) {
                 leaves.extend(compute_leaves(field, column)?);
             }
-            encode(writers, &leaves, threads)?;
+            // Held until the threads are joined, inside `encode`.
+            let helpers = Helpers::for_rows(self, now.num_rows(), leaves.len());
+            let writers = self.group.as_mut().expect("opened above");
+            encode(writers, &leaves, helpers.count())?;
+            drop(helpers);
             self.group_rows += now.num_rows();
             let full = self.max_rows.is_some_and(|m| self.group_rows >= m)
                 || self.max_bytes.is_some_and(|m| self.group_bytes() >= m);
@@ -188,12 +221,9 @@ impl ColumnsWriter {
         let Some(writers) = self.group.take() else {
             return Ok(());
         };
-        let threads = if self.group_rows >= PARALLEL_ROWS_MIN {
-            self.threads
-        } else {
-            1
-        };
-        let chunks = close(writers, threads)?;
+        let helpers = Helpers::for_rows(self, self.group_rows, writers.len());
+        let chunks = close(writers, helpers.count())?;
+        drop(helpers);
         let mut row_group = self.file.next_row_group()?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group)?;
@@ -217,8 +247,7 @@ fn encode(
     leaves: &[ArrowLeafColumn],
     threads: usize,
 ) -> Result<()> {
-    let helpers = Helpers::take(threads.min(writers.len()));
-    let threads = helpers.count();
+    let threads = threads.min(writers.len());
     if threads <= 1 {
         for (w, leaf) in writers.iter_mut().zip(leaves) {
             w.write(leaf)?;
@@ -253,8 +282,7 @@ fn encode(
 /// come back in the writers' order.
 fn close(writers: Vec<ArrowColumnWriter>, threads: usize) -> Result<Vec<ArrowColumnChunk>> {
     let n = writers.len();
-    let helpers = Helpers::take(threads.min(n));
-    let threads = helpers.count();
+    let threads = threads.min(n);
     if threads <= 1 {
         return writers
             .into_iter()
@@ -375,6 +403,7 @@ pub(super) mod tests {
                 ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props.clone())).unwrap();
             let mut ours = ColumnsWriter::new(schema.clone(), props.clone()).unwrap();
             ours.threads = 3;
+            ours.uncounted = true;
             for (i, b) in batches.iter().enumerate() {
                 expected.write(b).unwrap();
                 ours.write(b).unwrap();
@@ -395,9 +424,9 @@ pub(super) mod tests {
         }
     }
 
-    /// However many helpers are asked for, at once, they never number more than the cores
-    /// (other tests may hold some: only the bound is asserted), one is never taken alone, and
-    /// they are given back.
+    /// However many helpers are asked for, at once, they never number more than the cores,
+    /// and one is never taken alone (other tests may hold some: only bounds are asserted; that
+    /// they are given back is the lease's `Drop`).
     #[test]
     fn helpers_never_outnumber_the_cores() {
         for _ in 0..100 {
@@ -411,15 +440,5 @@ pub(super) mod tests {
         }
         assert_eq!(super::Helpers::take(0).count(), 0);
         assert_eq!(super::Helpers::take(1).count(), 0);
-        // Given back: once other tests' encodings end, every core can be taken again.
-        let all = super::cores() < 2
-            || (0..5000).any(|_| {
-                let n = super::Helpers::take(usize::MAX).count();
-                n == super::cores() || {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                    false
-                }
-            });
-        assert!(all, "helpers were not given back");
     }
 }
