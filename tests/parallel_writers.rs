@@ -10,7 +10,7 @@ use std::path::Path;
 
 use common::*;
 use filesink::bucket::HivePartitioner;
-use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
+use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input, Observer, Step};
 use filesink::{Coordinator, Error, FileFormat, Sink};
 
 fn sink(dir: &Path, partitioned: bool) -> Sink {
@@ -190,6 +190,80 @@ async fn an_ingest_killed_with_several_writers_resumes_exactly_once_and_keeps_it
             writers.len(),
             1,
             "partition {partition} written by {writers:?}"
+        );
+    }
+}
+
+/// Where a run failed.
+#[derive(Default)]
+struct FailedAt(Option<Step>);
+
+impl Observer for FailedAt {
+    fn failed(&mut self, step: Step, _: &Error) {
+        self.0 = Some(step);
+    }
+}
+
+/// An ingest with several writers queues each writer its share and goes on without waiting
+/// for the write. A queued write that fails (here the store dies as a file is created, at
+/// moments early and late in the run, and as bytes are appended) stops the run as a failed
+/// write, before any checkpoint could cover records it did not write; the rerun restores
+/// the last complete checkpoint and finishes exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_write_that_fails_stops_the_run_before_a_checkpoint_and_the_rerun_is_exactly_once()
+{
+    use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
+    use filesink::storage::LocalStorage;
+    use std::sync::Arc;
+    let plans = [
+        (FaultPoint::Create, 3, FaultMode::Before),
+        (FaultPoint::Create, 100, FaultMode::Before),
+        (FaultPoint::Create, 230, FaultMode::AfterApplied),
+        (FaultPoint::Create, 470, FaultMode::Before),
+        (FaultPoint::Write, 7, FaultMode::Before),
+        (FaultPoint::Write, 300, FaultMode::AfterApplied),
+    ];
+    for (point, occurrence, mode) in plans {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("events.jsonl");
+        let lake = dir.path().join("lake");
+        jsonl(&input, 20_000);
+        let faulty = FaultyStorage::new(
+            Arc::new(LocalStorage::new(&lake).unwrap()),
+            Some(FaultPlan {
+                point,
+                occurrence,
+                mode,
+            }),
+        );
+        let mut failed = FailedAt::default();
+        let plan = format!("{point:?} #{occurrence} {mode:?}");
+        let e = ingest(&input, &lake)
+            .to_storage(Arc::new(faulty.clone()))
+            .parallelism(2)
+            .run_with(&mut failed)
+            .await
+            .expect_err(&plan);
+        assert!(faulty.fired(), "{plan}: {e}");
+        if point == FaultPoint::Create {
+            // Files are created only by the writes: the run learns of it as a write's error.
+            assert!(
+                matches!(failed.0, Some(Step::Write(_))),
+                "{plan}: failed at {:?}: {e}",
+                failed.0
+            );
+        }
+        let s = ingest(&input, &lake).parallelism(2).run().await.unwrap();
+        assert_eq!(s.status, IngestStatus::Finished, "{plan}");
+        assert_eq!(
+            visible_parquet_ids(&lake),
+            (0..20_000).collect::<Vec<_>>(),
+            "{plan}"
+        );
+        assert_eq!(
+            hidden_files(&lake),
+            Vec::<std::path::PathBuf>::new(),
+            "{plan}"
         );
     }
 }

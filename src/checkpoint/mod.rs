@@ -32,6 +32,22 @@
 //! second, third or fourth row. A coordinator dropped with a commit running stops it (a crash
 //! would); the next run's restore commits the rest, idempotently.
 //!
+//! # Queued writes
+//!
+//! [`Coordinator::write`] waits for every writer it gave a share. The ingest instead hands
+//! its shares over without waiting (`Coordinator::write_queued`): each writer then runs on a
+//! task of its own and takes its shares, in the order they came, from a bounded queue, so a
+//! writer busy encoding holds back only its own queue while the caller decodes the next
+//! records. Nothing of the protocol changes: a queued write is a write not yet covered by any
+//! checkpoint, and every checkpoint (any vote, through `fan_out`) first waits until the
+//! queues are empty and the writers are back (`Coordinator::written`), so the files a vote
+//! makes pending hold every record handed over before it and none after it. A queued write
+//! that fails is reported by the next call, and the writers stay out from then on (the caller
+//! cannot tell which of its queued records were written): the job takes no checkpoint until
+//! it is reopened and restored. A crash, a dropped coordinator or
+//! `Coordinator::stop_writes` ends the queued writes where they are; like any writes after
+//! the last checkpoint, the next restore removes what they wrote.
+//!
 //! # One live run per job
 //!
 //! A coordinator owns its job from [`Coordinator::open`] until it is closed or dropped
@@ -236,6 +252,9 @@ pub struct Coordinator {
     restored_outcomes: Vec<CommitOutcome>,
     /// The writer the next unpartitioned batch goes to ([`Coordinator::write`]).
     rotation: usize,
+    /// The writers, while they write from queues ([`Coordinator::write_queued`]); `writers`
+    /// is empty meanwhile.
+    queues: Option<Queues>,
     /// The commit of the last complete checkpoint, running on a task of its own
     /// ([`Coordinator::checkpoint_then_commit`]).
     committing: Option<tokio::task::JoinHandle<CommitRun>>,
@@ -268,12 +287,30 @@ struct CommitRun {
     abandoned: Vec<String>,
 }
 
+/// The writers of a job while they write from queues of their own
+/// ([`Coordinator::write_queued`]): each on a task, taking its shares in order.
+#[derive(Debug)]
+struct Queues {
+    senders: Vec<tokio::sync::mpsc::Sender<Vec<(BucketId, RecordBatch)>>>,
+    tasks: Vec<tokio::task::JoinHandle<(JobWriter, Result<()>)>>,
+    /// Each writer's open files after its last write.
+    open_files: Arc<[std::sync::atomic::AtomicUsize]>,
+}
+
+/// Shares a writer's queue holds besides the one it writes ([`Coordinator::write_queued`]).
+pub(crate) const SHARES_QUEUED: usize = 2;
+
 impl Drop for Coordinator {
     /// A commit still running stops, as it would in a crash: the next run's restore commits
     /// the rest.
     fn drop(&mut self) {
         if let Some(task) = self.committing.take() {
             task.abort();
+        }
+        if let Some(queues) = self.queues.take() {
+            for task in queues.tasks {
+                task.abort();
+            }
         }
     }
 }
@@ -473,6 +510,7 @@ impl Coordinator {
             retention: Self::DEFAULT_RETENTION,
             restored_outcomes,
             rotation: 0,
+            queues: None,
             committing: None,
             writes_table: table.is_some(),
             table,
@@ -510,6 +548,9 @@ impl Coordinator {
     /// does the same (on object stores in the background); a crashed process gives it up when
     /// the kernel closes its lock (local disk) or when its claim expires (object stores).
     pub async fn close(mut self) -> Result<()> {
+        // Writes still queued are not checkpointed: stopped before the job is given up, so
+        // that none runs on once another run may hold the job.
+        self.stop_writes().await;
         self.committed().await?;
         if let Some(table) = self.table.as_mut() {
             // A log checkpoint still being written: optional, but a run that ends leaves it
@@ -581,7 +622,11 @@ impl Coordinator {
     /// If this call's future is dropped before it completes (a crash in a test), the writers
     /// are gone with it: reopen the job.
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.written().await?;
         let n = self.writers.len();
+        if n == 0 {
+            return Err(self.writers_gone());
+        }
         if n == 1 {
             return self.writer().write(batch).await;
         }
@@ -596,25 +641,12 @@ impl Coordinator {
         self.write_shares(buckets).await
     }
 
-    /// Writes records already split by the sink's bucket assigner (as [`Coordinator::write`]
-    /// does after splitting them): the ingest splits its chunks on its decoding threads. The
-    /// buckets must come from this sink's assigner; their schemas are checked as in `write`.
-    pub(crate) async fn write_assigned(
+    /// Splits `buckets` into the writers' shares (see [`Coordinator::write`]).
+    fn shares(
         &mut self,
         buckets: Vec<(BucketId, RecordBatch)>,
-    ) -> Result<()> {
-        if self.writers.len() == 1 {
-            return self.writer().inner.write_assigned(buckets).await;
-        }
-        self.write_shares(buckets).await
-    }
-
-    /// Hands each writer its buckets (see [`Coordinator::write`]) and waits for all of them.
-    async fn write_shares(&mut self, buckets: Vec<(BucketId, RecordBatch)>) -> Result<()> {
-        let n = self.writers.len();
-        if buckets.is_empty() {
-            return Ok(());
-        }
+    ) -> Vec<Vec<(BucketId, RecordBatch)>> {
+        let n = self.writer_count();
         let mut shares: Vec<Vec<(BucketId, RecordBatch)>> = (0..n).map(|_| Vec::new()).collect();
         if buckets.iter().all(|(b, _)| b.is_root()) {
             let w = self.rotation % n;
@@ -625,23 +657,205 @@ impl Coordinator {
                 shares[writer_of(&bucket, n)].push((bucket, b));
             }
         }
-        let ops = shares
+        shares
+    }
+
+    /// Hands each writer its buckets (see [`Coordinator::write`]) and waits for all of them.
+    async fn write_shares(&mut self, buckets: Vec<(BucketId, RecordBatch)>) -> Result<()> {
+        if buckets.is_empty() {
+            return Ok(());
+        }
+        let ops = self
+            .shares(buckets)
             .into_iter()
             .map(|s| (!s.is_empty()).then_some(Op::Write(s)))
             .collect();
         self.fan_out(ops).await.map(drop)
     }
 
+    /// The number of writers, whether they are in place or writing from their queues.
+    fn writer_count(&self) -> usize {
+        match &self.queues {
+            Some(q) => q.senders.len(),
+            None => self.writers.len(),
+        }
+    }
+
+    /// As [`Coordinator::write_assigned`] (and, for a `batch`, [`Coordinator::write`]), but
+    /// a job with several writers hands each writer its share through a queue of its own and
+    /// returns without waiting for the writes: a writer waits only for its own work, and the
+    /// caller goes on (decoding the next records) while the writers encode. A queue holds
+    /// [`SHARES_QUEUED`] shares; a full one makes the caller wait. An error of a queued write
+    /// is returned by a later call, by [`Coordinator::written`], or by the next checkpoint,
+    /// which waits for every queued write before its vote.
+    pub(crate) async fn write_queued(
+        &mut self,
+        batch: Option<&RecordBatch>,
+        buckets: Vec<(BucketId, RecordBatch)>,
+    ) -> Result<()> {
+        match self.writer_count() {
+            0 => return Err(self.writers_gone()),
+            1 => {}
+            _ => return self.write_queued_shares(batch, buckets).await,
+        }
+        if let Some(batch) = batch {
+            self.writer().write(batch).await?;
+        }
+        self.writer().inner.write_assigned(buckets).await
+    }
+
+    /// [`Coordinator::write_queued`] for a job with several writers.
+    async fn write_queued_shares(
+        &mut self,
+        batch: Option<&RecordBatch>,
+        buckets: Vec<(BucketId, RecordBatch)>,
+    ) -> Result<()> {
+        let mut all = Vec::new();
+        if let Some(batch) = batch.filter(|b| b.num_rows() > 0) {
+            all.push(
+                self.sink
+                    .config
+                    .bucket_assigner
+                    .assign(batch, chrono::Utc::now())?,
+            );
+        }
+        if !buckets.is_empty() {
+            all.push(buckets);
+        }
+        for buckets in all {
+            let shares = self.shares(buckets);
+            if self.queues.is_none() {
+                self.start_queues();
+            }
+            let queues = self.queues.as_mut().expect("started");
+            let mut stopped = false;
+            for (sender, share) in queues.senders.iter().zip(shares) {
+                if !share.is_empty() && sender.send(share).await.is_err() {
+                    stopped = true;
+                    break;
+                }
+            }
+            if stopped {
+                // A writer stopped on an error: it is the error to return.
+                self.written().await?;
+                return Err(Error::InvalidInput(format!(
+                    "a writer of job `{}` stopped without an error",
+                    self.job
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a task and a queue for every writer ([`Coordinator::write_queued`]).
+    fn start_queues(&mut self) {
+        let writers = std::mem::take(&mut self.writers);
+        let open_files: Arc<[std::sync::atomic::AtomicUsize]> = writers
+            .iter()
+            .map(|w| std::sync::atomic::AtomicUsize::new(w.open_files()))
+            .collect();
+        let mut senders = Vec::with_capacity(writers.len());
+        let mut tasks = Vec::with_capacity(writers.len());
+        for (i, mut writer) in writers.into_iter().enumerate() {
+            let (tx, mut rx) =
+                tokio::sync::mpsc::channel::<Vec<(BucketId, RecordBatch)>>(SHARES_QUEUED);
+            let open = open_files.clone();
+            let span = tracing::Span::current();
+            tasks.push(tokio::spawn(
+                async move {
+                    while let Some(share) = rx.recv().await {
+                        if let Err(e) = writer.inner.write_assigned(share).await {
+                            return (writer, Err(e));
+                        }
+                        open[i].store(writer.open_files(), std::sync::atomic::Ordering::Relaxed);
+                    }
+                    (writer, Ok(()))
+                }
+                .instrument(span),
+            ));
+            senders.push(tx);
+        }
+        self.queues = Some(Queues {
+            senders,
+            tasks,
+            open_files,
+        });
+    }
+
+    /// Waits until every write queued by [`Coordinator::write_queued`] is done and the
+    /// writers are back in place; returns the first error of a queued write. After an error
+    /// the writers are gone and the job takes no checkpoint: reopen it.
+    pub(crate) async fn written(&mut self) -> Result<()> {
+        let Some(queues) = self.queues.take() else {
+            return Ok(());
+        };
+        drop(queues.senders);
+        let count = queues.tasks.len();
+        let mut writers = Vec::with_capacity(count);
+        let mut first_error = None;
+        for task in queues.tasks {
+            match task.await {
+                Ok((writer, r)) => {
+                    writers.push(writer);
+                    if let Err(e) = r {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => {
+                    first_error.get_or_insert(Error::InvalidInput(format!(
+                        "a writer task of job `{}` was cancelled: {e}",
+                        self.job
+                    )));
+                }
+            }
+        }
+        // After an error the writers stay out: the caller cannot tell which of its queued
+        // records were written, so no checkpoint may follow (`writers_gone`).
+        if first_error.is_none() && writers.len() == count {
+            self.writers = writers;
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the writes queued by [`Coordinator::write_queued`], as a crash would, and waits
+    /// until none runs: what they wrote since the last checkpoint is removed by the job's
+    /// next restore. The writers are gone with them: reopen the job to write again.
+    pub(crate) async fn stop_writes(&mut self) {
+        if let Some(queues) = self.queues.take() {
+            drop(queues.senders);
+            for task in &queues.tasks {
+                task.abort();
+            }
+            for task in queues.tasks {
+                let _ = task.await;
+            }
+        }
+    }
+
+    /// In-progress files open across the job's writers (as of their last write, while they
+    /// write from queues).
+    pub(crate) fn open_files(&self) -> usize {
+        match &self.queues {
+            Some(q) => q
+                .open_files
+                .iter()
+                .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
+                .sum(),
+            None => self.writers.iter().map(|w| w.open_files()).sum(),
+        }
+    }
+
     /// Runs `ops[i]` on writer `i`, every writer with work on its own task, and waits for all
     /// of them: when it returns, no writer is busy, whatever the outcome. The first error is
     /// returned (every writer is back in place).
     async fn fan_out(&mut self, ops: Vec<Option<Op>>) -> Result<Vec<Option<Done>>> {
+        self.written().await?;
         if self.writers.len() != ops.len() {
-            return Err(Error::InvalidInput(format!(
-                "a write or checkpoint of job `{}` was interrupted and took its writers with it; \
-                 reopen the job",
-                self.job
-            )));
+            return Err(self.writers_gone());
         }
         let writers = std::mem::take(&mut self.writers);
         let busy = ops.iter().filter(|o| o.is_some()).count();
@@ -695,6 +909,16 @@ impl Coordinator {
             Some(e) => Err(e),
             None => Ok(results),
         }
+    }
+
+    /// What a write or checkpoint finds when an earlier one was interrupted (its future
+    /// dropped) or stopped ([`Coordinator::stop_writes`]) and took the writers with it.
+    fn writers_gone(&self) -> Error {
+        Error::InvalidInput(format!(
+            "a write or checkpoint of job `{}` was interrupted and took its writers with it; \
+             reopen the job",
+            self.job
+        ))
     }
 
     /// The job's writers; writer `i` has id `<job>_<i>`.

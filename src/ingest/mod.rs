@@ -8,8 +8,8 @@
 //!
 //! ```text
 //!  reader thread        decoding threads (N)     writing loop          writer subtasks (N)
-//!  Source::next_raw ─▶  Decoder::decode ─┐ in    Coordinator::     ─▶ encode, roll
-//!  frame records,   ─▶  decode, check,  ─┼─────▶  write_assigned       (by bucket)
+//!  Source::next_raw ─▶  Decoder::decode ─┐ in    Coordinator::     ─▶ queue ─▶ encode, roll
+//!  frame records,   ─▶  decode, check,  ─┼─────▶  write_queued       ─▶ queue ─▶ (by bucket)
 //!  position, CRC    ─▶  split by bucket ─┘ order checkpoint when due
 //! ```
 //!
@@ -19,13 +19,17 @@
 //! back in the same round, so in input order whatever order the decoders finish in. With
 //! partition columns the decoding threads also split each chunk by bucket, with the sink's own
 //! assigner ([`Source::with_assigner`]), so that the one writing loop only hands the buckets
-//! on. The loop writes each chunk through the [`Coordinator`] (whose writer subtasks encode
-//! at once) and, on the checkpoint schedule ([`CheckpointEvery`]), checkpoints with the
+//! on. The loop hands each chunk to the [`Coordinator`], which queues each writer subtask its
+//! share and returns without waiting for the writes: a writer that has much to encode (every
+//! file of its buckets reaching a round at once) holds back only its own queue, and the
+//! decoding threads go on meanwhile. On the checkpoint schedule ([`CheckpointEvery`]), checkpoints with the
 //! position of the last chunk written ([`SourcePosition`], stored in the checkpoint's
 //! manifest): a checkpoint cuts the input at one position however many chunks are in flight
-//! behind it, and those are read again by a resumed run. Every queue between the stages is
-//! bounded (one chunk per decoder each way), so a slow stage holds the others back and memory
-//! stays within the budget ([`Ingest::memory_bytes_max`]).
+//! behind it, and those are read again by a resumed run. Before it votes, a checkpoint waits
+//! for every queued write: the files it makes pending hold every record before its position,
+//! and none after it. Every queue between the stages is bounded (one chunk per decoder each
+//! way, two shares per writer), so a slow stage holds the others back and memory stays within
+//! the budget ([`Ingest::memory_bytes_max`]).
 //!
 //! A run that is killed at any moment and started again with the same inputs restores from
 //! the last complete checkpoint (the coordinator removes what came after it) and reads on
@@ -147,8 +151,10 @@ const CHUNK_SCALE_MAX: usize = 3;
 /// Rows per open file a chunk is sized for, up to [`CHUNK_SCALE_MAX`].
 const CHUNK_ROWS_PER_FILE: usize = 32;
 /// Chunks that wait, per decoding thread, for it (framed) and for the writing loop
-/// (decoded): with the one it decodes and the one the reader frames, at most
-/// `3 × decoders + 2` chunks are in flight.
+/// (decoded): with the one it decodes, the one the reader frames, the one the loop hands on,
+/// and per writer the shares its queue holds (`Coordinator::write_queued`) and the one it
+/// writes (each at most a whole chunk), at most `3 × decoders + 2 + writers × (SHARES_QUEUED +
+/// 1)` chunks are in flight.
 const CHUNKS_QUEUED: usize = 1;
 /// Longest a chunk of standard input waits for more records after its first (shorter with a
 /// shorter checkpoint interval).
@@ -184,7 +190,7 @@ pub trait Observer: Send {
     fn started(&mut self, inputs: &[Input], position: &SourcePosition) {
         let _ = (inputs, position);
     }
-    /// Records up to `position` are written (not yet checkpointed).
+    /// Records up to `position` are handed to the writers (not yet checkpointed).
     fn advanced(&mut self, position: &SourcePosition) {
         let _ = position;
     }
@@ -296,7 +302,8 @@ pub enum Step {
     FirstCheckpoint,
     /// Reading the inputs.
     Read,
-    /// Writing the records before this position.
+    /// Writing the records before this position. The writes are queued: the failed one may be
+    /// of any records before it not yet checkpointed.
     Write(Cursor),
     /// A checkpoint before the last.
     Checkpoint,
@@ -572,8 +579,9 @@ impl Ingest {
         self
     }
 
-    /// Number of writer subtasks that encode at the same time, each on its own task (see
-    /// [`Coordinator::write`] for how records are shared among them), and of threads that
+    /// Number of writer subtasks that encode at the same time, each on its own task from a
+    /// queue of its own (see [`Coordinator::write`] for how records are shared among them),
+    /// and of threads that
     /// decode the input records at the same time. Default: a new job gets
     /// as many as there are cores ([`std::thread::available_parallelism`]), a resumed job keeps
     /// the number it started with. Given explicitly, a resumed job must have been started with
@@ -585,7 +593,7 @@ impl Ingest {
 
     /// What the pipeline may hold in memory (default
     /// [`crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX`]): the chunks in flight between
-    /// reading, decoding and writing (at most `3 × parallelism + 2` chunks of about
+    /// reading, decoding and writing (at most `6 × parallelism + 2` chunks of about
     /// [`source::CHUNK_BYTES_MAX`] input bytes, counted twice: framed and decoded; up to three
     /// times larger while the writers hold many open files, as far as half the budget holds
     /// them) are set aside first, and the writers share the rest equally for their encoder
@@ -834,8 +842,12 @@ impl Ingest {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let decoders = writers;
-        // Chunks grow with the open files only as far as half the budget holds them in flight.
-        let per_scale = (3 * decoders as u64 + 2) * 2 * source::CHUNK_BYTES_MAX as u64;
+        // Chunks grow with the open files only as far as half the budget holds them in flight
+        // (see `CHUNKS_QUEUED`).
+        let chunks_in_flight = 3 * decoders as u64
+            + 2
+            + writers as u64 * (crate::checkpoint::SHARES_QUEUED as u64 + 1);
+        let per_scale = chunks_in_flight * 2 * source::CHUNK_BYTES_MAX as u64;
         let scale_max = (memory_bytes_max / 2 / per_scale).clamp(1, CHUNK_SCALE_MAX as u64);
         let in_flight = per_scale * scale_max;
         let for_writers = memory_bytes_max
@@ -1229,15 +1241,15 @@ impl Ingest {
                         }
                         if records > 0 {
                             *step = Step::Write(chunk.cursor);
-                            if let Some(batch) = &chunk.batch {
-                                coordinator.write(batch).await?;
-                            }
-                            if !chunk.buckets.is_empty() {
-                                coordinator.write_assigned(chunk.buckets).await?;
-                            }
+                            let buckets = chunk.buckets.len();
+                            coordinator
+                                .write_queued(chunk.batch.as_ref(), chunk.buckets)
+                                .await?;
                             *step = Step::Prepare;
-                            scale
-                                .store(chunk_scale(&mut coordinator, scale_max), Ordering::Relaxed);
+                            scale.store(
+                                chunk_scale(&coordinator, buckets, scale_max),
+                                Ordering::Relaxed,
+                            );
                             summary.records += records;
                             position.records += records;
                             since_checkpoint += records;
@@ -1257,6 +1269,11 @@ impl Ingest {
                             CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
                         };
                         if due && position.cursor != checkpointed_cursor {
+                            // The writes queued so far end first: an error of one is a write's.
+                            let draining = Instant::now();
+                            *step = Step::Write(position.cursor);
+                            coordinator.written().await?;
+                            summary.stage_times.write += draining.elapsed();
                             let checkpointing = Instant::now();
                             bad_file.sync(&mut position).await?;
                             *step = Step::Checkpoint;
@@ -1285,6 +1302,10 @@ impl Ingest {
                         position.cursor = cursor;
                         position.read = read;
                         summary.input_bytes = bytes_read;
+                        let draining = Instant::now();
+                        *step = Step::Write(position.cursor);
+                        coordinator.written().await?;
+                        summary.stage_times.write += draining.elapsed();
                         let checkpointing = Instant::now();
                         bad_file.sync(&mut position).await?;
                         *step = Step::LastCheckpoint;
@@ -1330,6 +1351,7 @@ impl Ingest {
         let stopped = match outcome {
             Ok(stopped) => stopped,
             Err(e) => {
+                coordinator.stop_writes().await;
                 let _ = coordinator.committed().await;
                 if let Some(c) = compacting {
                     c.abort();
@@ -1341,6 +1363,7 @@ impl Ingest {
             // As a crash would: no checkpoint for what was written since the last one; the
             // next run's restore removes it.
             drop(decoded);
+            coordinator.stop_writes().await;
             settle_commit(&mut coordinator, &mut summary, observer, None).await?;
             drop(coordinator);
             if let Some(c) = compacting {
@@ -1500,8 +1523,12 @@ mod tests {
 /// chunks made the ingest 30% faster (three times: about as fast, with 10 MB less in flight
 /// at the peak). With few files the chunks stay small, which keeps what
 /// is in flight (and the peak memory) small.
-fn chunk_scale(coordinator: &mut Coordinator, scale_max: u64) -> usize {
-    let open: usize = coordinator.writers().iter().map(|w| w.open_files()).sum();
+///
+/// The writers report their open files after each write they take from their queues, which
+/// may lag the chunks handed over; the buckets of the chunk just handed over (`buckets`) will
+/// each have a file open, whatever the writers have reported yet.
+fn chunk_scale(coordinator: &Coordinator, buckets: usize, scale_max: u64) -> usize {
+    let open = coordinator.open_files().max(buckets);
     (open * CHUNK_ROWS_PER_FILE)
         .div_ceil(CHUNK_RECORDS_MAX)
         .clamp(1, scale_max as usize)
