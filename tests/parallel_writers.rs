@@ -205,10 +205,11 @@ impl Observer for FailedAt {
 }
 
 /// An ingest with several writers queues each writer its share and goes on without waiting
-/// for the write. A queued write that fails (here the store dies as a file is created, at
-/// moments early and late in the run, and as bytes are appended) stops the run as a failed
-/// write, before any checkpoint could cover records it did not write; the rerun restores
-/// the last complete checkpoint and finishes exactly once.
+/// for the write. A queued write that fails (the store dies as a file is created, at moments
+/// early and late in the run, or as bytes are appended; or it fails one create and lives on,
+/// where a checkpoint taken after the failure would skip records and the rerun would miss
+/// them) stops the run as a failed write, before any checkpoint could cover records it did
+/// not write; the rerun restores the last complete checkpoint and finishes exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_write_that_fails_stops_the_run_before_a_checkpoint_and_the_rerun_is_exactly_once()
 {
@@ -219,7 +220,15 @@ async fn a_queued_write_that_fails_stops_the_run_before_a_checkpoint_and_the_rer
         (FaultPoint::Create, 3, FaultMode::Before),
         (FaultPoint::Create, 100, FaultMode::Before),
         (FaultPoint::Create, 230, FaultMode::AfterApplied),
-        (FaultPoint::Create, 470, FaultMode::Before),
+        (FaultPoint::Create, 400, FaultMode::Before),
+        (
+            FaultPoint::Create,
+            150,
+            FaultMode::Transient {
+                times: 1,
+                applied: false,
+            },
+        ),
         (FaultPoint::Write, 7, FaultMode::Before),
         (FaultPoint::Write, 300, FaultMode::AfterApplied),
     ];
@@ -245,6 +254,10 @@ async fn a_queued_write_that_fails_stops_the_run_before_a_checkpoint_and_the_rer
             .await
             .expect_err(&plan);
         assert!(faulty.fired(), "{plan}: {e}");
+        assert!(
+            !e.to_string().contains("reopen"),
+            "{plan}: not the write's own error: {e}"
+        );
         if point == FaultPoint::Create {
             // Files are created only by the writes: the run learns of it as a write's error.
             assert!(
@@ -266,6 +279,47 @@ async fn a_queued_write_that_fails_stops_the_run_before_a_checkpoint_and_the_rer
             "{plan}"
         );
     }
+}
+
+/// A write whose future is dropped halfway (a timeout around it) takes the writers with it:
+/// the job refuses every later write and checkpoint (a checkpoint then would skip records
+/// the writers may not have written) until it is reopened; reopened, it is exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_dropped_halfway_refuses_later_checkpoints_until_the_job_is_reopened() {
+    use filesink::storage::fault::FaultyStorage;
+    use filesink::storage::LocalStorage;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let local = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let slow =
+        FaultyStorage::new(local.clone(), None).with_create_latency(Duration::from_millis(500));
+    let sink = |storage: Arc<dyn filesink::storage::Storage>| {
+        Sink::builder_shared(storage)
+            .format(FileFormat::parquet())
+            .bucket_assigner(HivePartitioner::new(["day"]).unwrap())
+            .build()
+            .unwrap()
+    };
+    let mut c = Coordinator::open(&sink(Arc::new(slow)), "cut", 2)
+        .await
+        .unwrap();
+    c.write(&batch(0, 100)).await.unwrap();
+    c.checkpoint(&100u64).await.unwrap();
+    // The next write opens new files, each create taking 500 ms: cut off after 20 ms.
+    let cut = tokio::time::timeout(Duration::from_millis(20), c.write(&batch(100, 100))).await;
+    assert!(cut.is_err(), "the write ended within 20 ms");
+    let e = c.checkpoint(&200u64).await.unwrap_err();
+    assert!(e.to_string().contains("reopen the job"), "{e}");
+    let e = c.write(&batch(100, 100)).await.unwrap_err();
+    assert!(e.to_string().contains("reopen the job"), "{e}");
+    assert_eq!(c.last_checkpoint(), 1);
+    drop(c);
+    let mut c = Coordinator::open(&sink(local), "cut", 2).await.unwrap();
+    assert_eq!(c.source_position::<u64>().unwrap(), Some(100));
+    c.write(&batch(100, 100)).await.unwrap();
+    c.finish(&200u64).await.unwrap();
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 200);
 }
 
 /// The first batch after a checkpoint opens a file in every partition it touches; a writer

@@ -39,14 +39,17 @@
 //! task of its own and takes its shares, in the order they came, from a bounded queue, so a
 //! writer busy encoding holds back only its own queue while the caller decodes the next
 //! records. Nothing of the protocol changes: a queued write is a write not yet covered by any
-//! checkpoint, and every checkpoint (any vote, through `fan_out`) first waits until the
-//! queues are empty and the writers are back (`Coordinator::written`), so the files a vote
-//! makes pending hold every record handed over before it and none after it. A queued write
-//! that fails is reported by the next call, and the writers stay out from then on (the caller
-//! cannot tell which of its queued records were written): the job takes no checkpoint until
-//! it is reopened and restored. A crash, a dropped coordinator or
-//! `Coordinator::stop_writes` ends the queued writes where they are; like any writes after
-//! the last checkpoint, the next restore removes what they wrote.
+//! checkpoint, and every checkpoint first waits until the queues are empty and the writers
+//! are back (`Coordinator::written`), so the files a vote makes pending hold every record
+//! handed over before it and none after it. A queued write that fails is reported by a later
+//! call that hands the same writer a share, or by the wait before the next checkpoint (the
+//! error of the writer that failed first); the writers stay out from then on (the caller
+//! cannot tell which of its queued records were written), and every later write or
+//! checkpoint is refused until the job is reopened and restored. `Coordinator::stop_writes`
+//! (a run that stops, or fails elsewhere) lets each writer end the share it is writing, takes
+//! no other, and waits, so that no write of this run reaches the store afterwards; a crash or
+//! a dropped coordinator ends them where they are. Either way, like any writes after the
+//! last checkpoint, the next restore removes what they wrote.
 //!
 //! # One live run per job
 //!
@@ -291,11 +294,24 @@ struct CommitRun {
 /// ([`Coordinator::write_queued`]): each on a task, taking its shares in order.
 #[derive(Debug)]
 struct Queues {
+    /// Emptied when the queues are drained or stopped.
     senders: Vec<tokio::sync::mpsc::Sender<Vec<(BucketId, RecordBatch)>>>,
-    tasks: Vec<tokio::task::JoinHandle<(JobWriter, Result<()>)>>,
+    /// `None` once joined (by a join that was then dropped, its writer lost).
+    tasks: Vec<Option<WriterTask>>,
     /// Each writer's open files after its last write.
     open_files: Arc<[std::sync::atomic::AtomicUsize]>,
+    /// The writer whose write failed first, if one did.
+    failed_first: Arc<std::sync::OnceLock<usize>>,
+    /// Set by [`Coordinator::stop_writes`]: the writers take no further share.
+    stop: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// A writer writing from its queue, which gives the writer back when the queue closes or a
+/// write fails.
+type WriterTask = tokio::task::JoinHandle<(JobWriter, Result<()>)>;
+
+/// What joining a [`WriterTask`] gives back.
+type Joined = std::result::Result<(JobWriter, Result<()>), tokio::task::JoinError>;
 
 /// Shares a writer's queue holds besides the one it writes ([`Coordinator::write_queued`]).
 pub(crate) const SHARES_QUEUED: usize = 2;
@@ -308,7 +324,7 @@ impl Drop for Coordinator {
             task.abort();
         }
         if let Some(queues) = self.queues.take() {
-            for task in queues.tasks {
+            for task in queues.tasks.into_iter().flatten() {
                 task.abort();
             }
         }
@@ -549,7 +565,7 @@ impl Coordinator {
     /// the kernel closes its lock (local disk) or when its claim expires (object stores).
     pub async fn close(mut self) -> Result<()> {
         // Writes still queued are not checkpointed: stopped before the job is given up, so
-        // that none runs on once another run may hold the job.
+        // that none reaches the store once another run may hold the job.
         self.stop_writes().await;
         self.committed().await?;
         if let Some(table) = self.table.as_mut() {
@@ -676,18 +692,20 @@ impl Coordinator {
     /// The number of writers, whether they are in place or writing from their queues.
     fn writer_count(&self) -> usize {
         match &self.queues {
-            Some(q) => q.senders.len(),
+            Some(q) => q.tasks.len(),
             None => self.writers.len(),
         }
     }
 
-    /// As [`Coordinator::write_assigned`] (and, for a `batch`, [`Coordinator::write`]), but
-    /// a job with several writers hands each writer its share through a queue of its own and
+    /// Writes `batch` (as [`Coordinator::write`]) and `buckets`, records already split by the
+    /// sink's bucket assigner (the ingest splits its chunks on its decoding threads), but a
+    /// job with several writers hands each writer its share through a queue of its own and
     /// returns without waiting for the writes: a writer waits only for its own work, and the
     /// caller goes on (decoding the next records) while the writers encode. A queue holds
     /// [`SHARES_QUEUED`] shares; a full one makes the caller wait. An error of a queued write
-    /// is returned by a later call, by [`Coordinator::written`], or by the next checkpoint,
-    /// which waits for every queued write before its vote.
+    /// is returned by a later call that hands the same writer a share, by
+    /// [`Coordinator::written`], or by the next checkpoint, which waits for every queued write
+    /// before its vote.
     pub(crate) async fn write_queued(
         &mut self,
         batch: Option<&RecordBatch>,
@@ -728,6 +746,10 @@ impl Coordinator {
                 self.start_queues();
             }
             let queues = self.queues.as_mut().expect("started");
+            if queues.senders.is_empty() {
+                // A drain was dropped halfway: the queues are closed.
+                return Err(self.writers_gone());
+            }
             let mut stopped = false;
             for (sender, share) in queues.senders.iter().zip(shares) {
                 if !share.is_empty() && sender.send(share).await.is_err() {
@@ -754,17 +776,25 @@ impl Coordinator {
             .iter()
             .map(|w| std::sync::atomic::AtomicUsize::new(w.open_files()))
             .collect();
+        let failed_first = Arc::new(std::sync::OnceLock::new());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut senders = Vec::with_capacity(writers.len());
         let mut tasks = Vec::with_capacity(writers.len());
         for (i, mut writer) in writers.into_iter().enumerate() {
             let (tx, mut rx) =
                 tokio::sync::mpsc::channel::<Vec<(BucketId, RecordBatch)>>(SHARES_QUEUED);
             let open = open_files.clone();
+            let failed = failed_first.clone();
+            let stop = stop.clone();
             let span = tracing::Span::current();
-            tasks.push(tokio::spawn(
+            tasks.push(Some(tokio::spawn(
                 async move {
                     while let Some(share) = rx.recv().await {
+                        if stop.load(std::sync::atomic::Ordering::Acquire) {
+                            break;
+                        }
                         if let Err(e) = writer.inner.write_assigned(share).await {
+                            let _ = failed.set(i);
                             return (writer, Err(e));
                         }
                         open[i].store(writer.open_files(), std::sync::atomic::Ordering::Relaxed);
@@ -772,68 +802,92 @@ impl Coordinator {
                     (writer, Ok(()))
                 }
                 .instrument(span),
-            ));
+            )));
             senders.push(tx);
         }
         self.queues = Some(Queues {
             senders,
             tasks,
             open_files,
+            failed_first,
+            stop,
         });
     }
 
     /// Waits until every write queued by [`Coordinator::write_queued`] is done and the
-    /// writers are back in place; returns the first error of a queued write. After an error
-    /// the writers are gone and the job takes no checkpoint: reopen it.
+    /// writers are back in place; returns the error of the writer whose write failed first.
+    /// After an error the writers are gone and the job takes no checkpoint: reopen it.
     pub(crate) async fn written(&mut self) -> Result<()> {
-        let Some(queues) = self.queues.take() else {
+        let Some((outcomes, count, failed_first)) = self.join_queues(false).await else {
             return Ok(());
         };
-        drop(queues.senders);
-        let count = queues.tasks.len();
         let mut writers = Vec::with_capacity(count);
-        let mut first_error = None;
-        for task in queues.tasks {
-            match task.await {
+        let mut errors: Vec<Option<Error>> = Vec::with_capacity(count);
+        for outcome in outcomes {
+            match outcome {
                 Ok((writer, r)) => {
                     writers.push(writer);
-                    if let Err(e) = r {
-                        first_error.get_or_insert(e);
-                    }
+                    errors.push(r.err());
                 }
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => {
-                    first_error.get_or_insert(Error::InvalidInput(format!(
-                        "a writer task of job `{}` was cancelled: {e}",
-                        self.job
-                    )));
-                }
+                Err(e) => errors.push(Some(Error::InvalidInput(format!(
+                    "a writer task of job `{}` was cancelled: {e}",
+                    self.job
+                )))),
             }
         }
-        // After an error the writers stay out: the caller cannot tell which of its queued
-        // records were written, so no checkpoint may follow (`writers_gone`).
-        if first_error.is_none() && writers.len() == count {
-            self.writers = writers;
-        }
-        match first_error {
+        let first = failed_first
+            .and_then(|i| errors.get_mut(i).and_then(Option::take))
+            .or_else(|| errors.into_iter().flatten().next());
+        match first {
+            // The caller cannot tell which of its queued records were written: the writers
+            // stay out, so no checkpoint may follow (`writers_gone`).
             Some(e) => Err(e),
-            None => Ok(()),
+            // A join before this one was dropped, and the writers it joined with it.
+            None if writers.len() < count => Err(self.writers_gone()),
+            None => {
+                self.writers = writers;
+                Ok(())
+            }
         }
     }
 
-    /// Stops the writes queued by [`Coordinator::write_queued`], as a crash would, and waits
-    /// until none runs: what they wrote since the last checkpoint is removed by the job's
-    /// next restore. The writers are gone with them: reopen the job to write again.
-    pub(crate) async fn stop_writes(&mut self) {
-        if let Some(queues) = self.queues.take() {
-            drop(queues.senders);
-            for task in &queues.tasks {
-                task.abort();
-            }
-            for task in queues.tasks {
-                let _ = task.await;
+    /// Closes the queues (with `stop`, the writers take no further share) and waits for
+    /// every writer task; `None` if no queues run. The queues stay in place while it waits,
+    /// so that a coordinator dropped meanwhile still stops the tasks not yet joined.
+    /// Also gives the number of writers, and which failed first.
+    async fn join_queues(&mut self, stop: bool) -> Option<(Vec<Joined>, usize, Option<usize>)> {
+        let queues = self.queues.as_mut()?;
+        if stop {
+            queues
+                .stop
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        queues.senders.clear();
+        let mut outcomes = Vec::with_capacity(queues.tasks.len());
+        for slot in queues.tasks.iter_mut() {
+            if let Some(task) = slot.as_mut() {
+                let outcome = task.await;
+                *slot = None;
+                outcomes.push(outcome);
             }
         }
+        let queues = self.queues.take().expect("in place while joined");
+        Some((
+            outcomes,
+            queues.tasks.len(),
+            queues.failed_first.get().copied(),
+        ))
+    }
+
+    /// Stops the writes queued by [`Coordinator::write_queued`]: each writer ends the share
+    /// it is writing and takes no other. Returns once none runs, so that nothing of them
+    /// reaches the store afterwards (a run that stops, or fails elsewhere, then gives its
+    /// job up); what they wrote since the last checkpoint is removed by the job's next
+    /// restore, and their errors are not reported (as a crash's would not be). The writers
+    /// are gone with them: reopen the job to write again.
+    pub(crate) async fn stop_writes(&mut self) {
+        let _ = self.join_queues(true).await;
     }
 
     /// In-progress files open across the job's writers (as of their last write, while they
@@ -854,7 +908,8 @@ impl Coordinator {
     /// returned (every writer is back in place).
     async fn fan_out(&mut self, ops: Vec<Option<Op>>) -> Result<Vec<Option<Done>>> {
         self.written().await?;
-        if self.writers.len() != ops.len() {
+        // `open` refuses a job without writers: none here means they are gone.
+        if self.writers.is_empty() || self.writers.len() != ops.len() {
             return Err(self.writers_gone());
         }
         let writers = std::mem::take(&mut self.writers);
@@ -1025,6 +1080,8 @@ impl Coordinator {
         }
         let started = Instant::now();
         let id = self.last_checkpoint + 1;
+        // The queued writes end first: the vote covers every record handed over.
+        self.written().await?;
         // Every writer votes at the same time (its flushes and fsyncs on its own task).
         let votes = (0..self.writers.len())
             .map(|_| {

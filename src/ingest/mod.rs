@@ -22,9 +22,9 @@
 //! on. The loop hands each chunk to the [`Coordinator`], which queues each writer subtask its
 //! share and returns without waiting for the writes: a writer that has much to encode (every
 //! file of its buckets reaching a round at once) holds back only its own queue, and the
-//! decoding threads go on meanwhile. On the checkpoint schedule ([`CheckpointEvery`]), checkpoints with the
-//! position of the last chunk written ([`SourcePosition`], stored in the checkpoint's
-//! manifest): a checkpoint cuts the input at one position however many chunks are in flight
+//! decoding threads go on meanwhile. On the checkpoint schedule ([`CheckpointEvery`]) the
+//! loop checkpoints with the position of the last chunk handed over ([`SourcePosition`],
+//! stored in the checkpoint's manifest): a checkpoint cuts the input at one position however many chunks are in flight
 //! behind it, and those are read again by a resumed run. Before it votes, a checkpoint waits
 //! for every queued write: the files it makes pending hold every record before its position,
 //! and none after it. Every queue between the stages is bounded (one chunk per decoder each
@@ -151,10 +151,10 @@ const CHUNK_SCALE_MAX: usize = 3;
 /// Rows per open file a chunk is sized for, up to [`CHUNK_SCALE_MAX`].
 const CHUNK_ROWS_PER_FILE: usize = 32;
 /// Chunks that wait, per decoding thread, for it (framed) and for the writing loop
-/// (decoded): with the one it decodes, the one the reader frames, the one the loop hands on,
-/// and per writer the shares its queue holds (`Coordinator::write_queued`) and the one it
-/// writes (each at most a whole chunk), at most `3 × decoders + 2 + writers × (SHARES_QUEUED +
-/// 1)` chunks are in flight.
+/// (decoded): with the one it decodes, the one the reader frames and the one the loop hands
+/// on, at most `3 × decoders + 2` chunks are in flight (each counted twice, framed and
+/// decoded); with several writers, also the shares each writer's queue holds
+/// (`Coordinator::write_queued`) and the one it writes, each at most a whole decoded chunk.
 const CHUNKS_QUEUED: usize = 1;
 /// Longest a chunk of standard input waits for more records after its first (shorter with a
 /// shorter checkpoint interval).
@@ -593,8 +593,9 @@ impl Ingest {
 
     /// What the pipeline may hold in memory (default
     /// [`crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX`]): the chunks in flight between
-    /// reading, decoding and writing (at most `6 × parallelism + 2` chunks of about
-    /// [`source::CHUNK_BYTES_MAX`] input bytes, counted twice: framed and decoded; up to three
+    /// reading, decoding and writing (at most `3 × parallelism + 2` chunks of about
+    /// [`source::CHUNK_BYTES_MAX`] input bytes, counted twice: framed and decoded; with
+    /// several writers another 3 decoded chunks per writer, queued or being written; up to three
     /// times larger while the writers hold many open files, as far as half the budget holds
     /// them) are set aside first, and the writers share the rest equally for their encoder
     /// and backend buffers (at least half of the budget).
@@ -844,10 +845,11 @@ impl Ingest {
         let decoders = writers;
         // Chunks grow with the open files only as far as half the budget holds them in flight
         // (see `CHUNKS_QUEUED`).
-        let chunks_in_flight = 3 * decoders as u64
-            + 2
-            + writers as u64 * (crate::checkpoint::SHARES_QUEUED as u64 + 1);
-        let per_scale = chunks_in_flight * 2 * source::CHUNK_BYTES_MAX as u64;
+        let queued = match writers {
+            1 => 0,
+            n => n as u64 * (crate::checkpoint::SHARES_QUEUED as u64 + 1),
+        };
+        let per_scale = ((3 * decoders as u64 + 2) * 2 + queued) * source::CHUNK_BYTES_MAX as u64;
         let scale_max = (memory_bytes_max / 2 / per_scale).clamp(1, CHUNK_SCALE_MAX as u64);
         let in_flight = per_scale * scale_max;
         let for_writers = memory_bytes_max
