@@ -292,8 +292,7 @@ async fn a_write_dropped_halfway_refuses_later_checkpoints_until_the_job_is_reop
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let local = Arc::new(LocalStorage::new(dir.path()).unwrap());
-    let slow =
-        FaultyStorage::new(local.clone(), None).with_create_latency(Duration::from_millis(500));
+    let faulty = FaultyStorage::new(local.clone(), None);
     let sink = |storage: Arc<dyn filesink::storage::Storage>| {
         Sink::builder_shared(storage)
             .format(FileFormat::parquet())
@@ -301,12 +300,14 @@ async fn a_write_dropped_halfway_refuses_later_checkpoints_until_the_job_is_reop
             .build()
             .unwrap()
     };
-    let mut c = Coordinator::open(&sink(Arc::new(slow)), "cut", 2)
+    let mut c = Coordinator::open(&sink(Arc::new(faulty.clone())), "cut", 2)
         .await
         .unwrap();
     c.write(&batch(0, 100)).await.unwrap();
     c.checkpoint(&100u64).await.unwrap();
-    // The next write opens new files, each create taking 500 ms: cut off after 20 ms.
+    // The next write opens new files (both writers have buckets in it), each create now
+    // taking 60 s: cut off after 20 ms. Its writer tasks stop with it, before they create.
+    let _ = faulty.clone().with_create_latency(Duration::from_secs(60));
     let cut = tokio::time::timeout(Duration::from_millis(20), c.write(&batch(100, 100))).await;
     assert!(cut.is_err(), "the write ended within 20 ms");
     let e = c.checkpoint(&200u64).await.unwrap_err();
@@ -319,6 +320,7 @@ async fn a_write_dropped_halfway_refuses_later_checkpoints_until_the_job_is_reop
     assert_eq!(c.source_position::<u64>().unwrap(), Some(100));
     c.write(&batch(100, 100)).await.unwrap();
     c.finish(&200u64).await.unwrap();
+    assert_eq!(hidden_files(dir.path()), Vec::<std::path::PathBuf>::new());
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 200);
 }
 

@@ -48,7 +48,8 @@
 //! checkpoint is refused until the job is reopened and restored. `Coordinator::stop_writes`
 //! (a run that stops, or fails elsewhere) lets each writer end the share it is writing, takes
 //! no other, and waits, so that no write of this run reaches the store afterwards; a crash or
-//! a dropped coordinator ends them where they are. Either way, like any writes after the
+//! a dropped coordinator ends them where they are (at their next await: a file operation
+//! already started ends first). Either way, like any writes after the
 //! last checkpoint, the next restore removes what they wrote.
 //!
 //! # One live run per job
@@ -304,6 +305,9 @@ struct Queues {
     failed_first: Arc<std::sync::OnceLock<usize>>,
     /// Set by [`Coordinator::stop_writes`]: the writers take no further share.
     stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Set while a chunk's shares are handed over: still set if the caller's future was
+    /// dropped halfway, some writers having their share and others not.
+    sending: bool,
 }
 
 /// A writer writing from its queue, which gives the writer back when the queue closes or a
@@ -312,6 +316,27 @@ type WriterTask = tokio::task::JoinHandle<(JobWriter, Result<()>)>;
 
 /// What joining a [`WriterTask`] gives back.
 type Joined = std::result::Result<(JobWriter, Result<()>), tokio::task::JoinError>;
+
+/// The writer tasks of [`Queues`], joined ([`Coordinator::written`]).
+struct QueuesJoined {
+    /// By writer index; a writer joined before by a join that was dropped is missing.
+    outcomes: Vec<(usize, Joined)>,
+    count: usize,
+    failed_first: Option<usize>,
+    /// Whether the queued writes were cut short: stopped, or a share was being handed over
+    /// when the caller's future was dropped.
+    cut: bool,
+}
+
+/// A spawned task aborted when dropped: a caller's future dropped halfway takes its tasks
+/// with it, at their next await, rather than leaving them to write on.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Shares a writer's queue holds besides the one it writes ([`Coordinator::write_queued`]).
 pub(crate) const SHARES_QUEUED: usize = 2;
@@ -635,8 +660,9 @@ impl Coordinator {
     /// per checkpoint. A batch that falls into the base directory alone (an unpartitioned
     /// sink) goes to the writers in turn: one open file per writer.
     ///
-    /// If this call's future is dropped before it completes (a crash in a test), the writers
-    /// are gone with it: reopen the job.
+    /// If this call's future is dropped before it completes (a crash in a test), reopen the
+    /// job: with several writers they are gone with it (their tasks stop at their next
+    /// await), and with one the batch may be written in part.
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.written().await?;
         let n = self.writers.len();
@@ -751,12 +777,14 @@ impl Coordinator {
                 return Err(self.writers_gone());
             }
             let mut stopped = false;
+            queues.sending = true;
             for (sender, share) in queues.senders.iter().zip(shares) {
                 if !share.is_empty() && sender.send(share).await.is_err() {
                     stopped = true;
                     break;
                 }
             }
+            queues.sending = stopped;
             if stopped {
                 // A writer stopped on an error: it is the error to return.
                 self.written().await?;
@@ -811,42 +839,49 @@ impl Coordinator {
             open_files,
             failed_first,
             stop,
+            sending: false,
         });
     }
 
     /// Waits until every write queued by [`Coordinator::write_queued`] is done and the
     /// writers are back in place; returns the error of the writer whose write failed first.
-    /// After an error the writers are gone and the job takes no checkpoint: reopen it.
+    /// After an error the writers are gone and the job takes no checkpoint: reopen it. So
+    /// also after queued writes were cut short (a [`Coordinator::stop_writes`] or a
+    /// `write_queued` whose future was dropped halfway): their writers may have left records
+    /// out that the caller handed over.
     pub(crate) async fn written(&mut self) -> Result<()> {
-        let Some((outcomes, count, failed_first)) = self.join_queues(false).await else {
+        let Some(joined) = self.join_queues(false).await else {
             return Ok(());
         };
-        let mut writers = Vec::with_capacity(count);
-        let mut errors: Vec<Option<Error>> = Vec::with_capacity(count);
-        for outcome in outcomes {
+        let mut writers: Vec<Option<JobWriter>> = (0..joined.count).map(|_| None).collect();
+        let mut errors: Vec<Option<Error>> = (0..joined.count).map(|_| None).collect();
+        for (i, outcome) in joined.outcomes {
             match outcome {
                 Ok((writer, r)) => {
-                    writers.push(writer);
-                    errors.push(r.err());
+                    writers[i] = Some(writer);
+                    errors[i] = r.err();
                 }
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => errors.push(Some(Error::InvalidInput(format!(
-                    "a writer task of job `{}` was cancelled: {e}",
-                    self.job
-                )))),
+                Err(e) => {
+                    errors[i] = Some(Error::InvalidInput(format!(
+                        "a writer task of job `{}` was cancelled: {e}",
+                        self.job
+                    )))
+                }
             }
         }
-        let first = failed_first
-            .and_then(|i| errors.get_mut(i).and_then(Option::take))
+        let first = joined
+            .failed_first
+            .and_then(|i| errors[i].take())
             .or_else(|| errors.into_iter().flatten().next());
         match first {
             // The caller cannot tell which of its queued records were written: the writers
             // stay out, so no checkpoint may follow (`writers_gone`).
             Some(e) => Err(e),
-            // A join before this one was dropped, and the writers it joined with it.
-            None if writers.len() < count => Err(self.writers_gone()),
+            // Cut short, or joined before by a join that was dropped (its writers with it).
+            None if joined.cut || writers.iter().any(Option::is_none) => Err(self.writers_gone()),
             None => {
-                self.writers = writers;
+                self.writers = writers.into_iter().flatten().collect();
                 Ok(())
             }
         }
@@ -855,8 +890,7 @@ impl Coordinator {
     /// Closes the queues (with `stop`, the writers take no further share) and waits for
     /// every writer task; `None` if no queues run. The queues stay in place while it waits,
     /// so that a coordinator dropped meanwhile still stops the tasks not yet joined.
-    /// Also gives the number of writers, and which failed first.
-    async fn join_queues(&mut self, stop: bool) -> Option<(Vec<Joined>, usize, Option<usize>)> {
+    async fn join_queues(&mut self, stop: bool) -> Option<QueuesJoined> {
         let queues = self.queues.as_mut()?;
         if stop {
             queues
@@ -865,25 +899,27 @@ impl Coordinator {
         }
         queues.senders.clear();
         let mut outcomes = Vec::with_capacity(queues.tasks.len());
-        for slot in queues.tasks.iter_mut() {
+        for (i, slot) in queues.tasks.iter_mut().enumerate() {
             if let Some(task) = slot.as_mut() {
                 let outcome = task.await;
                 *slot = None;
-                outcomes.push(outcome);
+                outcomes.push((i, outcome));
             }
         }
         let queues = self.queues.take().expect("in place while joined");
-        Some((
+        Some(QueuesJoined {
             outcomes,
-            queues.tasks.len(),
-            queues.failed_first.get().copied(),
-        ))
+            count: queues.tasks.len(),
+            failed_first: queues.failed_first.get().copied(),
+            cut: queues.sending || queues.stop.load(std::sync::atomic::Ordering::Acquire),
+        })
     }
 
     /// Stops the writes queued by [`Coordinator::write_queued`]: each writer ends the share
     /// it is writing and takes no other. Returns once none runs, so that nothing of them
     /// reaches the store afterwards (a run that stops, or fails elsewhere, then gives its
-    /// job up); what they wrote since the last checkpoint is removed by the job's next
+    /// job up; on an object store a part upload already sent may still land, in an upload
+    /// that is never completed); what they wrote since the last checkpoint is removed by the job's next
     /// restore, and their errors are not reported (as a crash's would not be). The writers
     /// are gone with them: reopen the job to write again.
     pub(crate) async fn stop_writes(&mut self) {
@@ -933,12 +969,12 @@ impl Coordinator {
                 }
                 Some(op) => {
                     slots.push(None);
-                    tasks.push((i, tokio::spawn(run_op(writer, op))));
+                    tasks.push((i, AbortOnDrop(tokio::spawn(run_op(writer, op)))));
                 }
             }
         }
-        for (i, task) in tasks {
-            match task.await {
+        for (i, mut task) in tasks {
+            match (&mut task.0).await {
                 Ok((writer, r)) => {
                     slots[i] = Some(writer);
                     match r {
