@@ -652,6 +652,41 @@ impl Chunk {
     }
 }
 
+/// Appends to `buf` the bytes of `reader` up to and including the next `\n`, at most `limit`
+/// of them, and folds them into `crc`; returns how many. Like [`BufRead::read_until`], but the
+/// CRC is taken from the reader's buffer before the copy: read back from `buf` just after it
+/// was written, every line of `buf` that was last in another core's cache (a chunk's buffer is
+/// freed by the decoder that read it, and the next one reuses its memory) stalled the loads on
+/// the stores before them.
+fn read_line_crc<R: BufRead>(
+    reader: &mut R,
+    limit: u64,
+    buf: &mut Vec<u8>,
+    crc: &mut u32,
+) -> io::Result<usize> {
+    let mut read = 0usize;
+    loop {
+        let avail = match reader.fill_buf() {
+            Ok(avail) => avail,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let room = limit.saturating_sub(read as u64).min(avail.len() as u64) as usize;
+        let avail = &avail[..room];
+        let (line_end, used) = match memchr::memchr(b'\n', avail) {
+            Some(i) => (true, i + 1),
+            None => (false, avail.len()),
+        };
+        *crc = crc32c::crc32c_append(*crc, &avail[..used]);
+        buf.extend_from_slice(&avail[..used]);
+        reader.consume(used);
+        read += used;
+        if line_end || used == 0 {
+            return Ok(read);
+        }
+    }
+}
+
 /// Reads whole records (a line; for CSV, lines until the quotes balance) and keeps the
 /// position and the CRC-32C of everything read.
 struct RecordReader<R = Box<dyn BufRead + Send>> {
@@ -683,13 +718,12 @@ impl<R: BufRead> RecordReader<R> {
             loop {
                 let piece_start = buf.len();
                 let limit = RECORD_BYTES_MAX + 1 - (piece_start - start) as u64;
-                let n = (&mut self.reader).take(limit).read_until(b'\n', buf)?;
+                let n = read_line_crc(&mut self.reader, limit, buf, &mut self.crc)?;
                 if n == 0 {
                     break;
                 }
                 self.offset += n as u64;
                 let piece = &buf[piece_start..];
-                self.crc = crc32c::crc32c_append(self.crc, piece);
                 if piece.ends_with(b"\n") {
                     self.line += 1;
                 }
@@ -2212,6 +2246,54 @@ mod tests {
             line: 1,
             crc: 0,
             csv,
+        }
+    }
+
+    /// `read_line_crc` reads what `read_until` reads, through any number of refills of the
+    /// reader's buffer, and stops at the limit; the CRC folds exactly the bytes appended.
+    #[test]
+    fn read_line_crc_matches_read_until_across_refills_and_at_the_limit() {
+        let data: Vec<u8> = (0..5000u32)
+            .flat_map(|i| {
+                let mut line = format!(
+                    "{{\"id\":{i},\"pad\":\"{}\"}}",
+                    "x".repeat((i % 37) as usize)
+                )
+                .into_bytes();
+                if i % 11 != 10 {
+                    line.push(b'\n');
+                }
+                line
+            })
+            .collect();
+        for capacity in [1, 7, 64, 4096] {
+            for limit in [1u64, 5, 40, 1 << 20] {
+                let mut ours = BufReader::with_capacity(capacity, IoCursor::new(data.clone()));
+                let mut theirs = IoCursor::new(data.clone());
+                let mut buf = b"kept".to_vec();
+                let mut crc = 0u32;
+                let mut expected = b"kept".to_vec();
+                loop {
+                    let before = buf.len();
+                    let n = read_line_crc(&mut ours, limit, &mut buf, &mut crc).unwrap();
+                    let m = (&mut theirs)
+                        .take(limit)
+                        .read_until(b'\n', &mut expected)
+                        .unwrap();
+                    assert_eq!(n, m, "capacity {capacity}, limit {limit}");
+                    assert_eq!(buf.len() - before, n);
+                    assert!(n as u64 <= limit);
+                    if n == 0 {
+                        break;
+                    }
+                }
+                assert_eq!(buf, expected, "capacity {capacity}, limit {limit}");
+                assert_eq!(
+                    crc,
+                    crc32c::crc32c(&data),
+                    "capacity {capacity}, limit {limit}"
+                );
+            }
         }
     }
 
