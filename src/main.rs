@@ -1,5 +1,5 @@
-//! The `filesink` command line. This file only parses arguments, starts a runtime and maps
-//! the outcome to an exit code; the commands live in `cli/`.
+//! The `filesink` command line. This file only tunes the allocator, parses arguments, starts a
+//! runtime and maps the outcome to an exit code; the commands live in `cli/`.
 
 use std::process::ExitCode;
 
@@ -8,6 +8,7 @@ use clap::Parser;
 mod cli;
 
 fn main() -> ExitCode {
+    keep_freed_memory();
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => {
@@ -41,6 +42,31 @@ fn main() -> ExitCode {
         Err(e) => {
             e.report();
             ExitCode::from(e.code())
+        }
+    }
+}
+
+/// Lets glibc's allocator keep up to 4 MiB free at the top of each heap instead of giving
+/// everything above 128 KiB back to the kernel at once. An ingest frees and allocates a
+/// round's columns on the runtime's threads all the time, each in its thread's arena; given
+/// back and taken again, every page was a fault and every trim a TLB shootdown across the
+/// cores (docs/BENCHMARKS.md, "6 in session 14"). The fixed mmap threshold (32 MiB, the top of
+/// glibc's own moving one) keeps chunk buffers out of `mmap`, which a fixed trim threshold
+/// would otherwise send there. A user's own `GLIBC_TUNABLES` or `MALLOC_*_` settings win.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let users_own = std::env::vars_os().any(|(k, v)| {
+            let k = k.to_string_lossy();
+            k.starts_with("MALLOC_")
+                || (k == "GLIBC_TUNABLES" && v.to_string_lossy().contains("malloc"))
+        });
+        if !users_own {
+            // SAFETY: mallopt only sets the allocator's parameters; called before any thread.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, 4 << 20);
+            }
         }
     }
 }
