@@ -89,6 +89,17 @@ fn ingest_compact_compacts_the_table_and_says_so() {
     let v = json_of(&o);
     let live = v["table"]["live_files"].as_u64().unwrap();
     assert_eq!(live, 3, "one file per partition: {v}");
+    // The rounds' job never finishes: `ls` says how far it is, not "unfinished".
+    let jobs = v["jobs"].as_array().unwrap();
+    let job = |name: &str| jobs.iter().find(|j| j["job"] == name).unwrap().clone();
+    assert_eq!(job("events_compact")["compaction_round"], 1, "{v}");
+    assert!(job("events")["compaction_round"].is_null(), "{v}");
+    let ls = stdout(&run_ok(&["ls", s(&lake)]));
+    assert!(
+        ls.contains("events_compact  compaction, last round 1, in the table's log"),
+        "{ls}"
+    );
+    assert!(!ls.contains("unfinished"), "{ls}");
 }
 
 #[test]

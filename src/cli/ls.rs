@@ -132,6 +132,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                     "in_table_log": in_log(&j.job),
                     "finished": latest.map(|m| m.finished),
                     "records": latest.and_then(records_of),
+                    "compaction_round": latest.and_then(compaction_round),
                     "error": j.latest.as_ref().err().map(|e| error_chain(e)),
                 })
             }).collect::<Vec<_>>(),
@@ -214,15 +215,23 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 .map(|(id, ms)| format!("{id} ({} ago)", human_age(now - ms)))
                 .collect();
             let status = match &j.latest {
-                Ok(Some(m)) => {
-                    let records = records_of(m).map_or(String::new(), |r| format!(", {r} records"));
-                    if m.finished {
-                        format!("finished{records}")
-                    } else {
-                        format!("unfinished{records}")
+                // A compaction job never finishes: each round is a whole checkpoint.
+                Ok(Some(m)) => match compaction_round(m) {
+                    Some(round) if m.source_position.get("abandoned").is_some() => {
+                        format!("compaction, round {round} abandoned")
                     }
-                }
-                Ok(None) => "no manifest".to_string(),
+                    Some(round) => format!("compaction, last round {round}"),
+                    None => {
+                        let records =
+                            records_of(m).map_or(String::new(), |r| format!(", {r} records"));
+                        if m.finished {
+                            format!("finished{records}")
+                        } else {
+                            format!("unfinished{records}")
+                        }
+                    }
+                },
+                Ok(None) => "no checkpoint yet".to_string(),
                 Err(e) => format!("latest manifest unreadable: {}", error_chain(e)),
             };
             let status = match holder {
@@ -234,12 +243,15 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 None if table.is_some() => format!("{status}, not in the table's log"),
                 None => status,
             };
-            outln!(
-                out,
-                "  {}  {status}  checkpoints: {}",
-                j.job,
-                ids.join(", ")
-            );
+            match ids.is_empty() {
+                true => outln!(out, "  {}  {status}", j.job),
+                false => outln!(
+                    out,
+                    "  {}  {status}  checkpoints: {}",
+                    j.job,
+                    ids.join(", ")
+                ),
+            }
         }
         outln!(
             out,
@@ -381,6 +393,21 @@ pub fn records_of(m: &filesink::checkpoint::Manifest) -> Option<u64> {
         .map(|p| p.records)
 }
 
+/// The last round of a compaction job (`filesink compact`, an ingest's `<job>_compact`) as its
+/// latest manifest has it, or `None` for any other job. A round's position is `{"round": N}`;
+/// the checkpoint that records abandoned round N is `{"round": N + 1, "abandoned": N}`.
+pub fn compaction_round(m: &filesink::checkpoint::Manifest) -> Option<u64> {
+    let position = m.source_position.as_object()?;
+    let round = position.get("round")?.as_u64()?;
+    if !position.keys().all(|k| k == "round" || k == "abandoned") {
+        return None;
+    }
+    match position.get("abandoned") {
+        Some(a) => a.as_u64(),
+        None => Some(round),
+    }
+}
+
 /// An error and its causes on one line.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
@@ -391,4 +418,35 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(position: serde_json::Value) -> filesink::checkpoint::Manifest {
+        serde_json::from_value(serde_json::json!({
+            "version": 2, "sink_id": "s", "job": "j_compact", "checkpoint_id": 3,
+            "created_at_ms": 0, "finished": false, "source_position": position,
+            "writers": [], "committables": [],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_compaction_jobs_round_is_read_from_its_position_and_no_other_jobs() {
+        use serde_json::json;
+        assert_eq!(compaction_round(&manifest(json!({ "round": 3 }))), Some(3));
+        let abandoned = json!({ "round": 3, "abandoned": 2 });
+        assert_eq!(compaction_round(&manifest(abandoned)), Some(2));
+        for other in [
+            json!({ "round": 3, "cursor": 1 }),
+            json!({ "round": "3" }),
+            json!({ "records": 5 }),
+            json!(null),
+            json!(7),
+        ] {
+            assert_eq!(compaction_round(&manifest(other.clone())), None, "{other}");
+        }
+    }
 }
