@@ -21,6 +21,14 @@
 //! A writer's own restore ([`crate::Coordinator`]) removes only its writer id's names, by the
 //! same name grammar.
 //!
+//! A temporary file of a metadata write that its process did not finish (local disk only:
+//! `.<name>.tmp.<UUIDv7>`, [`crate::protocol::metadata_temp_name`]) holds nothing anyone
+//! reads: the write's object exists under its own name or not at all. One may be removed
+//! ([`may_remove_temp`]) if its name is exactly of that shape and, in a job's checkpoint
+//! directory, the job is held by the caller (no live run can be writing it) and it is as old
+//! as the caller asks; anywhere else (`_delta_log/`, the sink's identity), where any run may
+//! be writing, it must also be at least [`METADATA_TEMP_AGE_MS_MIN`] old.
+//!
 //! Everything goes through the [`Storage`] trait, so the same code serves every backend.
 
 use std::collections::BTreeMap;
@@ -40,6 +48,35 @@ use crate::storage::{CommitState, JobLease, LeaseOptions, Leftover, Storage, Vis
 /// jobs on an object store is a few thousand small requests, which one at a time cost a
 /// round trip each.
 pub const JOB_READS: usize = 16;
+
+/// How old a temporary metadata file outside a job's own directory must be before cleanup
+/// removes it (an hour): a metadata write takes milliseconds, so a temporary file this old is
+/// no live write's, whichever run made it.
+pub const METADATA_TEMP_AGE_MS_MIN: i64 = 60 * 60 * 1000;
+
+/// A temporary file of an unfinished metadata write ([`Lake::metadata_temps`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataTemp {
+    /// Its path, relative to the base (in `_filesink/` or `_delta_log/`).
+    pub path: String,
+    /// The job whose checkpoint directory holds it; `None` elsewhere.
+    pub job: Option<String>,
+    /// Last modification, in ms since the epoch.
+    pub modified_ms: i64,
+}
+
+/// The rule of the [module doc](self) for a temporary metadata file: whether `temp` may be
+/// removed, given the jobs `held` by the caller, at `now_ms`, with the least age `age_ms_min`.
+pub fn may_remove_temp(temp: &MetadataTemp, held: &HeldJobs, now_ms: i64, age_ms_min: i64) -> bool {
+    let age = now_ms - temp.modified_ms;
+    let name = temp.path.rsplit('/').next().unwrap_or_default();
+    crate::protocol::is_metadata_temp_name(name)
+        && age >= age_ms_min
+        && match &temp.job {
+            Some(job) => held.holds(job),
+            None => age >= METADATA_TEMP_AGE_MS_MIN,
+        }
+}
 
 /// An existing location, read through its storage: a sink, or a location that is not one
 /// (yet).
@@ -65,6 +102,9 @@ pub struct JobInfo {
 pub struct HeldJobs {
     /// Leases the caller holds while it acts (dropping them gives the jobs back).
     pub leases: Vec<Box<dyn JobLease>>,
+    /// The jobs the caller holds, those of `leases`; after a dry run, the jobs no live run
+    /// holds (which a real run would take).
+    pub held: Vec<String>,
     /// Jobs owned by a live run, with who holds them: the caller leaves them alone.
     pub live: Vec<(String, String)>,
 }
@@ -73,6 +113,11 @@ impl HeldJobs {
     /// Whether `job` is owned by a live run.
     pub fn is_live(&self, job: &str) -> bool {
         self.live.iter().any(|(j, _)| j == job)
+    }
+
+    /// Whether the caller holds `job`: it took the job's lease, so no run of it is live.
+    pub fn holds(&self, job: &str) -> bool {
+        self.held.iter().any(|j| j == job)
     }
 
     /// The live job whose writers wrote `leftover`, if any.
@@ -273,8 +318,9 @@ impl Lake {
         let mut held = HeldJobs::default();
         if dry_run {
             for (job, holder) in jobs.iter().zip(self.holders(jobs).await?) {
-                if let Some(holder) = holder {
-                    held.live.push((job.clone(), holder));
+                match holder {
+                    Some(holder) => held.live.push((job.clone(), holder)),
+                    None => held.held.push(job.clone()),
                 }
             }
             return Ok(held);
@@ -285,7 +331,10 @@ impl Lake {
                 .acquire_job(job, &LeaseOptions::default())
                 .await
             {
-                Ok(lease) => held.leases.push(lease),
+                Ok(lease) => {
+                    held.leases.push(lease);
+                    held.held.push(job.clone());
+                }
                 Err(Error::JobBusy { reason, .. }) => held.live.push((job.clone(), reason)),
                 Err(e) => return Err(e),
             }
@@ -330,6 +379,55 @@ impl Lake {
             .await?;
         tracing::info!(file = %leftover.path, bytes = leftover.size_bytes, "leftover removed");
         metrics::counter!(crate::protocol::metric::LEFTOVERS_REMOVED).increment(1);
+        Ok(())
+    }
+
+    /// The temporary files of unfinished metadata writes in the sink's metadata directories
+    /// (`_filesink/`, each of `jobs`' checkpoint directory, `_delta_log/`), sorted by path;
+    /// none, without a listing, on a backend whose writes leave none
+    /// ([`Storage::leaves_metadata_temps`]).
+    pub async fn metadata_temps(&self, jobs: &[JobInfo]) -> Result<Vec<MetadataTemp>> {
+        if !self.storage.leaves_metadata_temps() {
+            return Ok(Vec::new());
+        }
+        let mut dirs: Vec<(String, Option<String>)> = vec![
+            (manifest::METADATA_DIR.to_string(), None),
+            (crate::table::delta::LOG_DIR.to_string(), None),
+        ];
+        for j in jobs {
+            dirs.push((manifest::checkpoints_dir(&j.job), Some(j.job.clone())));
+        }
+        let found = try_map(dirs, JOB_READS, |(dir, job)| async move {
+            let entries = self.storage.list_metadata(&dir).await?;
+            Ok::<_, Error>(
+                entries
+                    .into_iter()
+                    .filter(|e| !e.is_dir && crate::protocol::is_metadata_temp_name(&e.name))
+                    .map(|e| MetadataTemp {
+                        path: format!("{dir}/{}", e.name),
+                        job: job.clone(),
+                        modified_ms: e.modified_ms,
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await?;
+        let mut temps: Vec<MetadataTemp> = found.into_iter().flatten().collect();
+        temps.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(temps)
+    }
+
+    /// Removes a temporary metadata file that [`may_remove_temp`] allows.
+    pub async fn remove_metadata_temp(&self, temp: &MetadataTemp) -> Result<()> {
+        let name = temp.path.rsplit('/').next().unwrap_or_default();
+        if !crate::protocol::is_metadata_temp_name(name) {
+            return Err(Error::InvalidInput(format!(
+                "`{}` is not a temporary metadata file of the shape filesink writes",
+                temp.path
+            )));
+        }
+        self.storage.delete_metadata(&temp.path).await?;
+        tracing::info!(file = %temp.path, "temporary metadata file removed");
         Ok(())
     }
 
@@ -418,6 +516,7 @@ mod tests {
         let held = HeldJobs {
             leases: Vec::new(),
             live: vec![("live".into(), "pid 1".into())],
+            held: vec!["dead".into()],
         };
         let now = 10_000;
         assert!(may_remove(&leftover("dead", 0), &refs, &held, now, 5_000));
@@ -432,6 +531,67 @@ mod tests {
         );
         assert_eq!(held.live_job_of(&leftover("live", 0)), Some("live"));
         assert_eq!(held.live_job_of(&leftover("liver", 0)), None);
+    }
+
+    /// A temporary metadata file goes only if its name is exactly of the shape filesink writes,
+    /// it is as old as asked, and either its job is held or, outside a job's directory, it is
+    /// an hour old; never a live job's, never another name.
+    #[test]
+    fn a_temporary_metadata_file_is_removed_only_by_the_rule() {
+        let held = HeldJobs {
+            leases: Vec::new(),
+            live: vec![("live".into(), "pid 1".into())],
+            held: vec!["dead".into()],
+        };
+        let name = crate::protocol::metadata_temp_name("00000000000000000007.json");
+        let temp = |dir: &str, job: Option<&str>, modified_ms: i64| MetadataTemp {
+            path: format!("{dir}/{name}"),
+            job: job.map(str::to_string),
+            modified_ms,
+        };
+        let hour = METADATA_TEMP_AGE_MS_MIN;
+        let now = 10 * hour;
+        let dead = temp("_filesink/jobs/dead/checkpoints", Some("dead"), now);
+        assert!(
+            may_remove_temp(&dead, &held, now, 0),
+            "a held job's, at once"
+        );
+        assert!(!may_remove_temp(&dead, &held, now, 1), "younger than asked");
+        let live = temp("_filesink/jobs/live/checkpoints", Some("live"), 0);
+        assert!(!may_remove_temp(&live, &held, now, 0), "a live job's");
+        let other = temp("_filesink/jobs/other/checkpoints", Some("other"), 0);
+        assert!(!may_remove_temp(&other, &held, now, 0), "a job not held");
+        let log = temp("_delta_log", None, now - hour + 1);
+        assert!(
+            !may_remove_temp(&log, &held, now, 0),
+            "the log's, under an hour"
+        );
+        let log = temp("_delta_log", None, now - hour);
+        assert!(
+            may_remove_temp(&log, &held, now, 0),
+            "the log's, an hour old"
+        );
+        let mut spark = log.clone();
+        spark.path = "_delta_log/.00000000000000000007.json.1b9e5c2a.tmp".into();
+        assert!(
+            !may_remove_temp(&spark, &held, now, 0),
+            "another writer's name"
+        );
+
+        assert!(crate::protocol::is_metadata_temp_name(&name));
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let v4 = format!("{}4{}", &id[..12], &id[13..]);
+        for bad in [
+            format!("x.json.tmp.{id}"),
+            format!("..tmp.{id}"),
+            format!(".x.json.tmp.{}", &id[..31]),
+            format!(".x.json.tmp.{}", id.to_uppercase()),
+            format!(".x.json.tmp.{v4}"),
+            format!(".x.json.inprogress.{id}"),
+            ".x.json.tmp.".to_string(),
+        ] {
+            assert!(!crate::protocol::is_metadata_temp_name(&bad), "{bad}");
+        }
     }
 
     #[test]

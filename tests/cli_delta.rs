@@ -284,3 +284,111 @@ async fn filesink_commit_writes_a_later_checkpoints_missing_entry() {
         "{again}"
     );
 }
+
+/// A metadata write that died between its temporary file and the rename leaves
+/// `.<name>.tmp.<UUIDv7>` behind, in a job's checkpoint directory or in the log. `abort`
+/// lists them in a dry run, then removes those the rule allows: a held job's at once, the
+/// log's and the identity's once an hour old; a younger one in the log, and any name of
+/// another shape (a Spark temporary file), stay. The table reads the same afterwards.
+#[test]
+fn abort_removes_the_temporary_files_of_metadata_writes_that_died() {
+    use filesink::protocol::metadata_temp_name;
+    use std::time::{Duration, SystemTime};
+    let dir = tempfile::tempdir().unwrap();
+    let events = input(dir.path(), 300);
+    let lake = dir.path().join("lake");
+    run_ok(&[
+        "ingest",
+        s(&events),
+        "--to",
+        s(&lake),
+        "--table",
+        "delta",
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "100rows",
+        "--job",
+        "events",
+    ]);
+    let before = json_of(&run_ok(&["ls", s(&lake), "--json"]));
+    let plant = |rel: &str, age: Duration| {
+        let path = lake.join(rel);
+        std::fs::write(&path, b"{\"partial\":").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(SystemTime::now() - age).unwrap();
+        path
+    };
+    let hour = Duration::from_secs(3600);
+    let job_dir = "_filesink/jobs/events/checkpoints";
+    let gone = [
+        plant(
+            &format!(
+                "{job_dir}/{}",
+                metadata_temp_name("00000000000000000009.json")
+            ),
+            Duration::ZERO,
+        ),
+        plant(
+            &format!(
+                "_delta_log/{}",
+                metadata_temp_name("00000000000000000009.json")
+            ),
+            2 * hour,
+        ),
+        plant(
+            &format!("_filesink/{}", metadata_temp_name("sink.json")),
+            2 * hour,
+        ),
+    ];
+    let kept = [
+        plant(
+            &format!(
+                "_delta_log/{}",
+                metadata_temp_name("00000000000000000010.json")
+            ),
+            Duration::ZERO,
+        ),
+        plant("_delta_log/.00000000000000000009.json.3f1a.tmp", 2 * hour),
+        plant(
+            &format!("{job_dir}/.00000000000000000009.json.tmp.not-a-uuid"),
+            2 * hour,
+        ),
+    ];
+
+    let ls = json_of(&run_ok(&["ls", s(&lake), "--json"]));
+    assert_eq!(ls["metadata_temps"].as_array().unwrap().len(), 4, "{ls}");
+    let dry = json_of(&run_ok(&["abort", s(&lake), "--dry-run", "--json"]));
+    let listed: Vec<&str> = dry["remove_metadata_temps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 3, "{dry}");
+    assert_eq!(dry["kept_metadata_temps"], 1, "{dry}");
+    assert!(
+        gone.iter().chain(&kept).all(|p| p.exists()),
+        "a dry run removes nothing"
+    );
+
+    let text = stdout(&run_ok(&["abort", s(&lake)]));
+    assert!(
+        text.contains("temporary files of unfinished metadata writes: 4"),
+        "{text}"
+    );
+    for p in &gone {
+        assert!(!p.exists(), "{} should be gone: {text}", p.display());
+    }
+    for p in &kept {
+        assert!(p.exists(), "{} should stay: {text}", p.display());
+    }
+    let after = json_of(&run_ok(&["ls", s(&lake), "--json"]));
+    assert_eq!(
+        after["metadata_temps"].as_array().unwrap().len(),
+        1,
+        "{after}"
+    );
+    assert_eq!(after["table"], before["table"], "the table is the same");
+    assert_eq!(after["committed"], before["committed"]);
+}

@@ -24,6 +24,11 @@
 //! certain, and needs no guess from the age of files. (A deployment that runs its jobs with
 //! `Ownership::External` holds no lease: it must not run abort while such a job runs.)
 //!
+//! On local disk it also removes the temporary files of metadata writes that died before their
+//! rename (`.<name>.tmp.<UUIDv7>` in `_filesink/` and `_delta_log/`): in a held job's
+//! checkpoint directory at once, elsewhere only an hour after their last change
+//! ([`filesink::admin::may_remove_temp`]).
+//!
 //! On S3 the leftovers are incomplete multipart uploads under the prefix (listed as
 //! `<final path>#<upload id>`; their age is the upload's initiation time): removing one aborts
 //! the upload. Uploads under a sibling prefix (`…/out2` next to `…/out`) are never touched.
@@ -32,7 +37,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::Duration;
 
-use filesink::admin::may_remove;
+use filesink::admin::{may_remove, may_remove_temp, MetadataTemp};
 use filesink::storage::Leftover;
 use filesink::Committable;
 use serde_json::json;
@@ -91,6 +96,7 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     // Only names of the shape filesink writes, of writers of this sink's jobs, are ours;
     // foreign ones are reported and left alone.
     let (leftovers, foreign) = lake.leftovers(&jobs).await?;
+    let temps = lake.metadata_temps(&jobs).await?;
     let mut latest = Vec::new();
     for j in jobs {
         match j.latest {
@@ -116,6 +122,11 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
     let candidates: Vec<&Leftover> = leftovers
         .iter()
         .filter(|l| may_remove(l, &refs, &held, now, min_age_ms))
+        .collect();
+    // Temporary files of metadata writes that died before their rename (local disk).
+    let temp_candidates: Vec<&MetadataTemp> = temps
+        .iter()
+        .filter(|t| may_remove_temp(t, &held, now, min_age_ms))
         .collect();
     let kept_live: Vec<(&Leftover, &str)> = leftovers
         .iter()
@@ -177,12 +188,28 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
             }
         }
     }
+    // 3. Remove the temporary files of metadata writes that died before their rename.
+    let mut temps_removed: Vec<(&MetadataTemp, Option<String>)> = Vec::new();
+    for t in &temp_candidates {
+        if args.dry_run {
+            temps_removed.push((t, None));
+            continue;
+        }
+        match lake.remove_metadata_temp(t).await {
+            Ok(()) => temps_removed.push((t, None)),
+            Err(e) => {
+                temps_removed.push((t, Some(super::ls::error_chain(&e))));
+                remove_error.get_or_insert(e);
+            }
+        }
+    }
     let commit_failed = committed
         .iter()
         .filter(|(_, _, (_, o))| matches!(o, FileOutcome::Failed(..)))
         .count();
     let n_committed = committed.len() - commit_failed;
-    let n_removed = removed.iter().filter(|(_, e)| e.is_none()).count();
+    let n_removed = removed.iter().filter(|(_, e)| e.is_none()).count()
+        + temps_removed.iter().filter(|(_, e)| e.is_none()).count();
     let kept: Vec<&Leftover> = leftovers
         .iter()
         .filter(|l| !refs.contains_key(&l.path) && age(l) < min_age_ms)
@@ -207,6 +234,13 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                 "age_ms": age(l),
                 "error": e,
             })).collect::<Vec<_>>(),
+            "remove_metadata_temps": temps_removed.iter().map(|(t, e)| json!({
+                "path": t.path,
+                "job": t.job,
+                "age_ms": now - t.modified_ms,
+                "error": e,
+            })).collect::<Vec<_>>(),
+            "kept_metadata_temps": temps.len() - temp_candidates.len(),
             "kept_younger": kept.iter().map(|l| &l.path).collect::<Vec<_>>(),
             "kept_live": kept_live.iter().map(|(l, job)| json!({
                 "path": l.path,
@@ -271,6 +305,33 @@ pub async fn run(args: AbortArgs, out: &mut dyn Write) -> CliResult {
                     human_age(age(l))
                 ),
             }
+        }
+        if !temps.is_empty() {
+            outln!(
+                out,
+                "temporary files of unfinished metadata writes: {}",
+                temps.len()
+            );
+        }
+        for (t, e) in &temps_removed {
+            let (verb, why) = match e {
+                Some(e) => ("failed", format!(": {e}")),
+                None => (r_verb, String::new()),
+            };
+            outln!(
+                out,
+                "  {verb:<18} {}  (modified {} ago){why}",
+                t.path,
+                human_age(now - t.modified_ms)
+            );
+        }
+        let temps_kept = temps.len() - temp_candidates.len();
+        if temps_kept > 0 {
+            outln!(
+                out,
+                "kept {temps_kept} of them: younger than --older-than, of a live job, or outside \
+                 a job's directory and younger than an hour"
+            );
         }
         if !kept.is_empty() {
             outln!(

@@ -117,6 +117,24 @@ impl Lake {
         self.model.remove_leftover(leftover).await
     }
 
+    /// The temporary files of unfinished metadata writes ([`admin::Lake::metadata_temps`]).
+    pub async fn metadata_temps(&self, jobs: &[JobInfo]) -> CliResult<Vec<admin::MetadataTemp>> {
+        self.model.metadata_temps(jobs).await.map_err(|e| {
+            CliError::context(
+                format!(
+                    "cannot list the metadata directories of `{}`",
+                    self.location
+                ),
+                e,
+            )
+        })
+    }
+
+    /// Removes a temporary metadata file ([`admin::Lake::remove_metadata_temp`]).
+    pub async fn remove_metadata_temp(&self, temp: &admin::MetadataTemp) -> filesink::Result<()> {
+        self.model.remove_metadata_temp(temp).await
+    }
+
     /// The sink id; refuses (exit code 5) if this is not a filesink output.
     pub fn sink_id(&self) -> CliResult<&str> {
         match self.identity() {

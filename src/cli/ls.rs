@@ -59,6 +59,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
     let holders = lake.holders(&names).await?;
     let (leftovers, foreign) = lake.leftovers(&jobs).await?;
+    let temps = lake.metadata_temps(&jobs).await?;
     let latest: Vec<_> = jobs
         .iter()
         .filter_map(|j| j.latest.as_ref().ok().and_then(|m| m.as_ref()))
@@ -149,6 +150,9 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
             "unknown": unknown.iter().map(|l| json!({
                 "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
                 "age_ms": now - l.modified_ms, "upload_id": lake.upload_id(l),
+            })).collect::<Vec<_>>(),
+            "metadata_temps": temps.iter().map(|t| json!({
+                "path": t.path, "job": t.job, "age_ms": now - t.modified_ms,
             })).collect::<Vec<_>>(),
             "leftovers": unreferenced.iter().map(|l| json!({
                 "path": l.path, "final_path": l.final_path, "size_bytes": l.size_bytes,
@@ -324,6 +328,21 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 human_bytes(l.size_bytes),
                 human_age(now - l.modified_ms)
             );
+        }
+        if !temps.is_empty() {
+            outln!(
+                out,
+                "temporary files of unfinished metadata writes (abort removes them): {}",
+                temps.len()
+            );
+            for t in &temps {
+                outln!(
+                    out,
+                    "  {}  modified {} ago",
+                    t.path,
+                    human_age(now - t.modified_ms)
+                );
+            }
         }
         if !foreign.is_empty() {
             outln!(

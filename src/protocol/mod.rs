@@ -27,9 +27,9 @@ pub mod version;
 
 pub use bucket_id::{BucketId, MAX_COMPONENT_BYTES};
 pub use names::{
-    looks_in_progress, parse_hidden_name, split_rel, validate_final_part_path,
-    validate_hidden_path, validate_metadata_dir, validate_metadata_path, validate_rel_path,
-    validate_visible_path, PartName,
+    is_metadata_temp_name, looks_in_progress, metadata_temp_name, parse_hidden_name, split_rel,
+    validate_final_part_path, validate_hidden_path, validate_metadata_dir, validate_metadata_path,
+    validate_rel_path, validate_visible_path, PartName,
 };
 pub use paths::{
     checkpoints_dir, job_dir, manifest_path, owners_dir, validate_job_name, DELTA_LOG_DIR,

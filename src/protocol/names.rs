@@ -12,6 +12,39 @@ use crate::Result;
 /// The marker between a part file's final name and its random id in an in-progress name.
 pub(crate) const IN_PROGRESS_MARKER: &str = ".inprogress.";
 
+/// The marker between a metadata object's name and the id of a temporary file that writes it
+/// ([`metadata_temp_name`]).
+const METADATA_TEMP_MARKER: &str = ".tmp.";
+
+/// The temporary file that a durable metadata write on local disk fills, fsyncs and renames to
+/// `name`: `.<name>.tmp.<UUIDv7, 32 hex digits>`. One the write did not rename (its process
+/// died between the two) stays behind; [`is_metadata_temp_name`] tells such names from any
+/// other, so that cleanup (`crate::admin::may_remove_temp`) touches no other file.
+pub fn metadata_temp_name(name: &str) -> String {
+    format!(
+        ".{name}{METADATA_TEMP_MARKER}{}",
+        uuid::Uuid::now_v7().simple()
+    )
+}
+
+/// Whether `name` (a file name, no `/`) is exactly of the shape [`metadata_temp_name`] makes:
+/// a dot, a non-empty name, `.tmp.` and 32 lowercase hex digits of a version 7 UUID.
+pub fn is_metadata_temp_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else {
+        return false;
+    };
+    let Some((object, id)) = rest.rsplit_once(METADATA_TEMP_MARKER) else {
+        return false;
+    };
+    !object.is_empty()
+        && !object.contains('/')
+        && id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && uuid::Uuid::try_parse(id).is_ok_and(|u| u.get_version_num() == 7)
+}
+
 /// A writer id is what tells one parallel writer's files from another's, so it must be short,
 /// non-empty and unable to be confused with a name separator.
 pub(crate) fn validate_writer_id(id: &str) -> Result<(), String> {

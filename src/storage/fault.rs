@@ -295,6 +295,10 @@ impl Storage for FaultyStorage {
         self.inner.can_resume()
     }
 
+    fn leaves_metadata_temps(&self) -> bool {
+        self.inner.leaves_metadata_temps()
+    }
+
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
         let s = &self.state;
         let now = s.creates_in_flight.fetch_add(1, Ordering::SeqCst) + 1;

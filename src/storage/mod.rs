@@ -252,6 +252,14 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// Deletes a metadata object; deleting one that is gone succeeds.
     async fn delete_metadata(&self, path: &str) -> Result<()>;
 
+    /// Whether a metadata write can leave a temporary file behind when its process dies
+    /// ([`crate::protocol::metadata_temp_name`]): on local disk a write fills a temporary file
+    /// and renames it; an object store's PUT leaves nothing. Cleanup lists the metadata
+    /// directories for such files only where this is `true` ([`crate::admin::Lake::metadata_temps`]).
+    fn leaves_metadata_temps(&self) -> bool {
+        false
+    }
+
     /// Reads a committed data file whole, under its final name `path` (relative to the base):
     /// a compaction round's input (`docs/design/delta.md` section 9). Any visible file may be
     /// read, another writer's too (a Delta table's files need not be filesink's), but only a

@@ -37,7 +37,7 @@ use super::{
     Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
 };
 use crate::protocol::{
-    looks_in_progress, parse_hidden_name, split_rel, validate_final_part_path,
+    looks_in_progress, metadata_temp_name, parse_hidden_name, split_rel, validate_final_part_path,
     validate_metadata_dir, validate_metadata_path, validate_rel_path, validate_visible_path,
     CommitOutcome, Committable, PartName, PendingHandle, OWNER_LOCK_FILE,
 };
@@ -456,6 +456,10 @@ fn join_rel(dir: &str, name: &str) -> String {
 impl Storage for LocalStorage {
     fn name(&self) -> &'static str {
         "local"
+    }
+
+    fn leaves_metadata_temps(&self) -> bool {
+        true
     }
 
     fn can_resume(&self) -> bool {
@@ -886,9 +890,7 @@ impl Inner {
         let (dir, name) = split_rel(rel);
         self.ensure_dir(dir)?;
         self.sync_dirs()?;
-        let tmp = self
-            .abs(dir)
-            .join(format!(".{name}.tmp.{}", uuid::Uuid::now_v7().simple()));
+        let tmp = self.abs(dir).join(metadata_temp_name(name));
         let dst = self.abs(rel);
         let result = (|| {
             let f = self
