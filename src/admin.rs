@@ -27,7 +27,9 @@
 //! ([`may_remove_temp`]) if its name is exactly of that shape and, in a job's checkpoint
 //! directory, the job is held by the caller (no live run can be writing it) and it is as old
 //! as the caller asks; anywhere else (`_delta_log/`, the sink's identity), where any run may
-//! be writing, it must also be at least [`METADATA_TEMP_AGE_MS_MIN`] old.
+//! be writing, it must also be at least [`METADATA_TEMP_AGE_MS_MIN`] old. A job's own run
+//! removes those of its checkpoint directory when it starts
+//! ([`crate::checkpoint::manifest::remove_temps`]).
 //!
 //! Everything goes through the [`Storage`] trait, so the same code serves every backend.
 

@@ -298,3 +298,36 @@ async fn a_background_commit_that_fails_is_reported_and_redone_by_the_next_run()
     c.finish(&1000i64).await.unwrap();
     b.assert_exactly_once(&FileFormat::parquet(), 1000).await;
 }
+
+/// A manifest write that died between its temporary file and the rename leaves
+/// `.<name>.tmp.<UUIDv7>` in the job's checkpoint directory; the job's next run, which owns
+/// the job, removes it before it writes anything, and only its own job's, only that shape.
+#[tokio::test]
+async fn a_restore_removes_the_temporary_files_of_its_jobs_dead_manifest_writes() {
+    use filesink::protocol::metadata_temp_name;
+    let dir = tempfile::tempdir().unwrap();
+    let sink = sink(dir.path(), FileFormat::parquet());
+    let mut c = Coordinator::open(&sink, "mine", 1).await.unwrap();
+    c.writer().write(&batch(0, 10)).await.unwrap();
+    c.checkpoint(&10).await.unwrap();
+    drop(c);
+    let mut other = Coordinator::open(&sink, "other", 1).await.unwrap();
+    other.checkpoint(&0).await.unwrap();
+    drop(other);
+    let plant = |job: &str, name: String| {
+        let path = dir.path().join(checkpoints_dir(job)).join(name);
+        std::fs::write(&path, b"{\"crc32c\":").unwrap();
+        path
+    };
+    let dead = plant("mine", metadata_temp_name("00000000000000000002.json"));
+    let others = plant("other", metadata_temp_name("00000000000000000002.json"));
+    let foreign = plant("mine", ".00000000000000000002.json.tmp.x".into());
+
+    let mut c = Coordinator::open(&sink, "mine", 1).await.unwrap();
+    assert!(!dead.exists(), "the job's own temporary file is removed");
+    assert!(others.exists(), "another job's is not this run's to remove");
+    assert!(foreign.exists(), "a name of another shape is never removed");
+    c.writer().write(&batch(10, 10)).await.unwrap();
+    c.checkpoint(&20).await.unwrap();
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 20);
+}

@@ -284,6 +284,28 @@ pub async fn list_checkpoints(storage: &dyn Storage, job: &str) -> Result<Vec<(u
     Ok(ids)
 }
 
+/// Removes the temporary files that manifest writes of `job` left in its checkpoint directory
+/// when their process died before the rename ([`crate::protocol::metadata_temp_name`]);
+/// returns how many. Only for the job's owner, before it writes a manifest: no write there is
+/// live then (a zombie's is refused by its lease anyway). Lists nothing on a backend whose
+/// writes leave no such files ([`Storage::leaves_metadata_temps`]).
+pub async fn remove_temps(storage: &dyn Storage, job: &str) -> Result<usize> {
+    if !storage.leaves_metadata_temps() {
+        return Ok(0);
+    }
+    let dir = checkpoints_dir(job);
+    let mut removed = 0;
+    for e in storage.list_metadata(&dir).await? {
+        if !e.is_dir && crate::protocol::is_metadata_temp_name(&e.name) {
+            let path = format!("{dir}/{}", e.name);
+            storage.delete_metadata(&path).await?;
+            tracing::info!(job, file = %path, "temporary file of a dead manifest write removed");
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Reads manifest `id` of `job`.
 pub async fn read_manifest(
     storage: &dyn Storage,

@@ -450,6 +450,9 @@ impl Coordinator {
             None => None,
         };
         check_table_job(job, latest.as_ref(), table.as_ref())?;
+        // A manifest write of an earlier run that died before its rename left its temporary
+        // file; this run owns the job and has written nothing yet.
+        manifest::remove_temps(storage.as_ref(), job).await?;
         // A compaction round whose entry is not in the log, and one of whose inputs another
         // writer removed meanwhile, is abandoned: its output must never become visible to the
         // table, so its files are not committed (and removed if they already were).
