@@ -389,22 +389,18 @@ impl Lake {
     /// none, without a listing, on a backend whose writes leave none
     /// ([`Storage::leaves_metadata_temps`]).
     pub async fn metadata_temps(&self, jobs: &[JobInfo]) -> Result<Vec<MetadataTemp>> {
-        if !self.storage.leaves_metadata_temps() {
-            return Ok(Vec::new());
-        }
         let mut dirs: Vec<(String, Option<String>)> = vec![
             (manifest::METADATA_DIR.to_string(), None),
-            (crate::table::delta::LOG_DIR.to_string(), None),
+            (crate::protocol::DELTA_LOG_DIR.to_string(), None),
         ];
         for j in jobs {
             dirs.push((manifest::checkpoints_dir(&j.job), Some(j.job.clone())));
         }
         let found = try_map(dirs, JOB_READS, |(dir, job)| async move {
-            let entries = self.storage.list_metadata(&dir).await?;
+            let entries = manifest::list_temps(self.storage.as_ref(), &dir).await?;
             Ok::<_, Error>(
                 entries
                     .into_iter()
-                    .filter(|e| !e.is_dir && crate::protocol::is_metadata_temp_name(&e.name))
                     .map(|e| MetadataTemp {
                         path: format!("{dir}/{}", e.name),
                         job: job.clone(),

@@ -21,7 +21,7 @@ use crate::protocol::paths::{JOBS_DIR, SINK_FILE};
 use crate::protocol::{
     decode_versioned, Committable, WriterState, FORMAT_VERSION, FORMAT_VERSION_STATS,
 };
-use crate::storage::Storage;
+use crate::storage::{MetadataEntry, Storage};
 use crate::table::delta::TableRemove;
 use crate::{Error, Result};
 
@@ -284,26 +284,32 @@ pub async fn list_checkpoints(storage: &dyn Storage, job: &str) -> Result<Vec<(u
     Ok(ids)
 }
 
-/// Removes the temporary files that manifest writes of `job` left in its checkpoint directory
-/// when their process died before the rename ([`crate::protocol::metadata_temp_name`]);
-/// returns how many. Only for the job's owner, before it writes a manifest: no write there is
-/// live then (a zombie's is refused by its lease anyway). Lists nothing on a backend whose
-/// writes leave no such files ([`Storage::leaves_metadata_temps`]).
-pub async fn remove_temps(storage: &dyn Storage, job: &str) -> Result<usize> {
+/// The temporary files of dead metadata writes directly in metadata directory `dir`
+/// ([`crate::protocol::is_metadata_temp_name`]: exactly that shape, nothing else); none,
+/// without a listing, on a backend whose writes leave none
+/// ([`Storage::leaves_metadata_temps`]).
+pub async fn list_temps(storage: &dyn Storage, dir: &str) -> Result<Vec<MetadataEntry>> {
     if !storage.leaves_metadata_temps() {
-        return Ok(0);
+        return Ok(Vec::new());
     }
+    let mut entries = storage.list_metadata(dir).await?;
+    entries.retain(|e| !e.is_dir && crate::protocol::is_metadata_temp_name(&e.name));
+    Ok(entries)
+}
+
+/// Removes the temporary files that manifest writes of `job` left in its checkpoint directory
+/// when their process died before the rename ([`list_temps`]); returns how many. Only for the
+/// job's owner, before it writes a manifest: no write there is live then (a zombie's is
+/// refused by its lease anyway).
+pub async fn remove_temps(storage: &dyn Storage, job: &str) -> Result<usize> {
     let dir = checkpoints_dir(job);
-    let mut removed = 0;
-    for e in storage.list_metadata(&dir).await? {
-        if !e.is_dir && crate::protocol::is_metadata_temp_name(&e.name) {
-            let path = format!("{dir}/{}", e.name);
-            storage.delete_metadata(&path).await?;
-            tracing::info!(job, file = %path, "temporary file of a dead manifest write removed");
-            removed += 1;
-        }
+    let temps = list_temps(storage, &dir).await?;
+    for e in &temps {
+        let path = format!("{dir}/{}", e.name);
+        storage.delete_metadata(&path).await?;
+        tracing::info!(job, file = %path, "temporary file of a dead manifest write removed");
     }
-    Ok(removed)
+    Ok(temps.len())
 }
 
 /// Reads manifest `id` of `job`.
