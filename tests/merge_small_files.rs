@@ -3,9 +3,10 @@
 //! of the protocol page (`filesink::sink`, "Pre-commit merge: carried files") keeps every
 //! record exactly once; operators' cleanup leaves carried files alone; the CLI flags.
 //!
-//! The cases run on local disk, on the in-memory object store (staged objects) and on Garage
-//! (S3: carried files are hidden objects written by PUT, their multipart uploads aborted);
-//! Garage cases say loudly when no server is configured (`./scripts/garage start DIR; . DIR/env`).
+//! The cases run on local disk, on the in-memory object store (staged objects), on Garage and
+//! on Ceph's radosgw (S3: carried files are hidden objects written by PUT, their multipart
+//! uploads aborted); the S3 cases say loudly when no server is configured
+//! (`./scripts/garage start DIR; . DIR/env`, `./scripts/ceph start DIR; . DIR/env`).
 
 mod common;
 
@@ -16,7 +17,7 @@ use std::time::Duration;
 use arrow::array::{Int64Array, StringArray};
 use arrow::record_batch::RecordBatch;
 use common::backend::{Backend, Kind};
-use common::cli::{json_of, run_expect, run_ok, s, stderr};
+use common::cli::{json_of, run_expect, run_expect_in, run_ok, s, stderr};
 use common::{batch, hidden_files, ids_in_bytes, visible_files};
 use filesink::bucket::HivePartitioner;
 use filesink::storage::ObjectStorage;
@@ -100,7 +101,8 @@ async fn put_raw(b: &Backend, rel: &str, bytes: Vec<u8>) {
     }
 }
 
-/// Runs each case on local disk, on the in-memory object store and on Garage (if configured).
+/// Runs each case on local disk, on the in-memory object store, on Garage and on Ceph's
+/// radosgw (the servers if configured).
 macro_rules! on_every_backend {
     ($($case:ident),* $(,)?) => {
         mod local {
@@ -123,6 +125,14 @@ macro_rules! on_every_backend {
                 }
             })*
         }
+        mod ceph {
+            $(#[tokio::test]
+            async fn $case() {
+                if let Some(b) = super::common::backend::ceph_or_explain() {
+                    super::$case(b).await;
+                }
+            })*
+        }
     };
 }
 
@@ -137,7 +147,7 @@ on_every_backend!(
     a_restored_sink_without_the_merge_hands_carried_files_out,
 );
 
-/// The object-store cases: the in-memory store and Garage.
+/// The object-store cases: the in-memory store, Garage and Ceph's radosgw.
 macro_rules! on_object_stores {
     ($($case:ident),* $(,)?) => {
         mod memory_only {
@@ -150,6 +160,14 @@ macro_rules! on_object_stores {
             $(#[tokio::test]
             async fn $case() {
                 if let Some(b) = super::common::backend::s3_or_explain() {
+                    super::$case(b).await;
+                }
+            })*
+        }
+        mod ceph_only {
+            $(#[tokio::test]
+            async fn $case() {
+                if let Some(b) = super::common::backend::ceph_or_explain() {
                     super::$case(b).await;
                 }
             })*
@@ -602,10 +620,7 @@ fn the_merge_is_refused_where_it_cannot_work() {
 /// (`carried`), not as leftovers; `filesink abort` leaves them; the job's next run merges them.
 async fn ls_and_abort_leave_carried_files_alone(b: Backend) {
     let (url, env) = b.cli_url();
-    assert!(
-        env.is_empty(),
-        "the CLI inherits this backend's environment"
-    );
+    let run_ok = |args: &[&str]| run_expect_in(args, &env, 0);
     let sink = sink(&b, carry_all());
     {
         let mut job = Coordinator::open(&sink, "merging", 1).await.unwrap();
@@ -663,29 +678,50 @@ async fn ls_and_abort_leave_carried_files_alone_on_s3() {
     }
 }
 
-/// `filesink ingest --merge-small-files` into `s3://`: every checkpoint's files are carried
-/// as hidden objects and merged into one file at the end.
+#[tokio::test]
+async fn ls_and_abort_leave_carried_files_alone_on_ceph() {
+    if let Some(b) = common::backend::ceph_or_explain() {
+        ls_and_abort_leave_carried_files_alone(b).await;
+    }
+}
+
 #[tokio::test]
 async fn cli_merges_small_files_on_s3() {
-    let Some(b) = common::backend::s3_or_explain() else {
-        return;
-    };
-    let (url, _) = b.cli_url();
+    if let Some(b) = common::backend::s3_or_explain() {
+        cli_merges_small_files_on_an_object_store(b).await;
+    }
+}
+
+#[tokio::test]
+async fn cli_merges_small_files_on_ceph() {
+    if let Some(b) = common::backend::ceph_or_explain() {
+        cli_merges_small_files_on_an_object_store(b).await;
+    }
+}
+
+/// `filesink ingest --merge-small-files` into `s3://`: every checkpoint's files are carried
+/// as hidden objects and merged into one file at the end.
+async fn cli_merges_small_files_on_an_object_store(b: Backend) {
+    let (url, env) = b.cli_url();
     let input = common::cli::fixture("events.jsonl");
-    run_ok(&[
-        "ingest",
-        s(&input),
-        "--to",
-        &url,
-        "--checkpoint-every",
-        "500rows",
-        "--merge-small-files",
-        "1MiB",
-        "--max-visibility-delay",
-        "1h",
-        "--parallelism",
-        "1",
-    ]);
+    run_expect_in(
+        &[
+            "ingest",
+            s(&input),
+            "--to",
+            &url,
+            "--checkpoint-every",
+            "500rows",
+            "--merge-small-files",
+            "1MiB",
+            "--max-visibility-delay",
+            "1h",
+            "--parallelism",
+            "1",
+        ],
+        &env,
+        0,
+    );
     let files = b.visible().await;
     assert_eq!(
         files.len(),

@@ -17,8 +17,15 @@ pub fn s(p: &Path) -> &str {
 }
 
 pub fn filesink(args: &[&str]) -> Output {
+    filesink_in(args, &[])
+}
+
+/// `filesink args` with `env` set over the test's own environment (a backend's
+/// `Backend::cli_url`).
+pub fn filesink_in(args: &[&str], env: &[(String, String)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_filesink"))
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
         .expect("run filesink")
@@ -68,7 +75,13 @@ pub fn assert_exactly_once(ids: &[i64], expected: impl IntoIterator<Item = i64>)
 /// Runs `filesink args` and asserts its exit code, showing both outputs if it differs.
 #[track_caller]
 pub fn run_expect(args: &[&str], code: i32) -> Output {
-    let o = filesink(args);
+    run_expect_in(args, &[], code)
+}
+
+/// [`run_expect`] with `env` set over the test's own environment ([`filesink_in`]).
+#[track_caller]
+pub fn run_expect_in(args: &[&str], env: &[(String, String)], code: i32) -> Output {
+    let o = filesink_in(args, env);
     assert_eq!(
         o.status.code(),
         Some(code),
