@@ -14,7 +14,9 @@
 //! After every power loss: the latest surviving manifest covers every checkpoint that returned
 //! `Ok`, so no acknowledged record is replayed, and nothing is visible that it does not cover,
 //! each record at most once. Then the job restarts on the recovered disk and
-//! runs to the end: every record exactly once, no in-progress or pending file left.
+//! runs to the end: every record exactly once, no in-progress or pending file left, and no
+//! temporary file of a manifest write that died between writing it and renaming it (the
+//! campaigns count the crashes that left one, and fail if none did).
 //!
 //! `FILESINK_POWER_SEEDS=N` sets the number of seeds (default 6: every call of six jobs, two
 //! of each format); `FILESINK_POWER_SEED=S` reruns one seed. A failure prints the case.
@@ -27,7 +29,8 @@ use std::sync::Arc;
 
 use common::delta::{read_log, run_table, table_id_counts};
 use common::job::{commits_in_background, format_of, run, run_merge, Rng, JOB, RECORDS};
-use filesink::checkpoint::manifest::latest_manifest;
+use filesink::checkpoint::manifest::{latest_manifest, list_temps};
+use filesink::protocol::checkpoints_dir;
 use filesink::storage::local::Fs;
 use filesink::storage::power_loss::{PowerLoss, PowerLossDisk};
 use filesink::storage::{LocalStorage, Storage};
@@ -83,14 +86,21 @@ async fn visible_ids(variant: Variant, disk: &PowerLossDisk, seed: u64) -> BTree
 }
 
 /// The checks after a power loss, then the restart to the end.
+/// Checks the recovered disk `after`, restarts the job on it and runs it to the end; returns
+/// whether the recovered disk held a temporary file of a manifest write that died before its
+/// rename (the restart must remove it).
 async fn recover_and_finish(
     variant: Variant,
     after: &PowerLossDisk,
     seed: u64,
     acked: i64,
     ctx: &str,
-) {
+) -> bool {
     let storage = storage_on(after).unwrap();
+    let temps_found = !list_temps(storage.as_ref(), &checkpoints_dir(JOB))
+        .await
+        .unwrap()
+        .is_empty();
     let latest = latest_manifest(storage.as_ref(), JOB, None)
         .await
         .unwrap_or_else(|e| panic!("{ctx}: the latest manifest is unreadable: {e}"));
@@ -149,6 +159,14 @@ async fn recover_and_finish(
     );
     let left = storage.list_leftovers().await.unwrap();
     assert!(left.is_empty(), "{ctx}: leftovers after the end: {left:?}");
+    let temps = list_temps(storage.as_ref(), &checkpoints_dir(JOB))
+        .await
+        .unwrap();
+    assert!(
+        temps.is_empty(),
+        "{ctx}: temporary files of dead manifest writes after the end: {temps:?}"
+    );
+    temps_found
 }
 
 fn power_loss_of(rng: &mut Rng) -> PowerLoss {
@@ -226,7 +244,7 @@ fn delta_seeds() -> Vec<u64> {
 }
 
 async fn power_loss_at_every_call(variant: Variant, seeds: Vec<u64>) {
-    let (mut cases, mut partial) = (0, 0);
+    let (mut cases, mut partial, mut temps) = (0, 0, 0);
     for seed in seeds {
         let calls = calls_to_finish(variant, &PowerLossDisk::new(), seed).await;
         for at in 1..=calls {
@@ -245,13 +263,19 @@ async fn power_loss_at_every_call(variant: Variant, seeds: Vec<u64>) {
                 result.is_err() && disk.is_off(),
                 "{ctx}: the run did not stop at the crash: {result:?}"
             );
-            recover_and_finish(variant, &disk.power_loss(how), seed, acked, &ctx).await;
+            temps += recover_and_finish(variant, &disk.power_loss(how), seed, acked, &ctx).await
+                as usize;
             cases += 1;
             partial += matches!(how, PowerLoss::Partial { .. }) as usize;
         }
     }
     eprintln!(
-        "power loss {variant:?}: {cases} cases ({partial} keeping part of the unflushed state)"
+        "power loss {variant:?}: {cases} cases ({partial} keeping part of the unflushed state, \
+         {temps} with a dead manifest write's temporary file)"
+    );
+    assert!(
+        temps > 0,
+        "no power loss kept a manifest's temporary file that its write did not rename"
     );
 }
 
@@ -266,7 +290,7 @@ async fn a_process_crash_then_a_power_loss_keeps_every_acknowledged_record_in_a_
 }
 
 async fn crash_then_power_loss(variant: Variant, seeds: Vec<u64>) {
-    let mut cases = 0;
+    let (mut cases, mut temps_after_crash, mut temps) = (0, 0, 0);
     for seed in seeds {
         let calls = calls_to_finish(variant, &PowerLossDisk::new(), seed).await;
         for first in 1..=calls {
@@ -276,6 +300,12 @@ async fn crash_then_power_loss(variant: Variant, seeds: Vec<u64>) {
             disk.crash_at(first, rng.next() % 2 == 0);
             let mut acked = 0;
             assert!(run_on(variant, &disk, seed, &mut acked).await.is_err());
+            // Looked at on a copy of the disk, so that the restart below counts its own calls.
+            let copy = storage_on(&disk.restart_process()).unwrap();
+            temps_after_crash += !list_temps(copy.as_ref(), &checkpoints_dir(JOB))
+                .await
+                .unwrap()
+                .is_empty() as usize;
             // The restarted process loses power at a seeded call of its own run.
             let second_calls = calls_to_finish(variant, &disk, seed).await;
             let second = 1 + rng.below(second_calls);
@@ -294,11 +324,21 @@ async fn crash_then_power_loss(variant: Variant, seeds: Vec<u64>) {
                 result.is_err() && restarted.is_off(),
                 "{ctx}: the run did not stop at the crash: {result:?}"
             );
-            recover_and_finish(variant, &restarted.power_loss(how), seed, acked, &ctx).await;
+            temps += recover_and_finish(variant, &restarted.power_loss(how), seed, acked, &ctx)
+                .await as usize;
             cases += 1;
         }
     }
-    eprintln!("process crash then power loss {variant:?}: {cases} cases");
+    eprintln!(
+        "process crash then power loss {variant:?}: {cases} cases ({temps_after_crash} left a \
+         dead manifest write's temporary file, {temps} still after the power loss)"
+    );
+    // The window between a manifest's temporary file and its rename is one of the crash
+    // points walked (and `recover_and_finish` checks that the restart removes what it left).
+    assert!(
+        temps_after_crash > 0,
+        "no process crash fell between a manifest's temporary file and its rename"
+    );
 }
 
 #[tokio::test]
