@@ -284,6 +284,15 @@ async fn a_table_job_cannot_continue_as_a_plain_one_nor_the_other_way_round() {
         "{err}"
     );
 
+    // A new plain job beside the table is refused too: its files would be in no log entry.
+    let err = Coordinator::open(&sink, "plain", 1).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict { reason, .. } if reason.contains("holds a Delta table")),
+        "{err}"
+    );
+
+    let b = Backend::local();
+    let sink = b.sink().format(FileFormat::parquet()).build().unwrap();
     let mut plain = Coordinator::open(&sink, "plain", 1).await.unwrap();
     plain.write(&common::batch(0, 10)).await.unwrap();
     plain.checkpoint(&10).await.unwrap();

@@ -614,3 +614,94 @@ async fn cli_vacuum_dry_run_json_lists_what_would_go() {
     let o = run_expect(&["vacuum", s(empty.path())], 1);
     assert!(stderr(&o).contains("has no Delta table"), "{}", stderr(&o));
 }
+
+/// A plain job and a Delta table do not share a directory: a new plain job where a table
+/// is, and the first job of a table where plain jobs wrote, are refused (exit 3). In a lake
+/// mixed before that guard, vacuum keeps the plain job's files however old: no log entry
+/// ever lists them, so "not in the table" says nothing about them.
+#[test]
+fn plain_jobs_and_a_table_do_not_mix_and_vacuum_never_deletes_plain_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = |name: &str, first: i64| {
+        let path = dir.path().join(name);
+        let text: String = (first..first + 2000)
+            .map(|i| format!("{{\"id\":{i},\"day\":\"2026-11-{:02}\"}}\n", 25 + i % 2))
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (table_in, plain_in) = (input("t.jsonl", 0), input("p.jsonl", 10_000));
+    let ingest = |lake: &Path, path: &Path, job: &str, table: bool, code: i32| {
+        let mut args = vec!["ingest", s(path), "--to", s(lake), "--job", job];
+        args.extend(["--partition-by", "day", "--checkpoint-every", "500rows"]);
+        if table {
+            args.extend(["--table", "delta"]);
+        }
+        run_expect(&args, code)
+    };
+
+    // A table, then a plain job beside it: refused, nothing of it written.
+    let lake = dir.path().join("table");
+    ingest(&lake, &table_in, "dj", true, 0);
+    let o = ingest(&lake, &plain_in, "plain", false, 3);
+    assert!(stderr(&o).contains("holds a Delta table"), "{}", stderr(&o));
+    assert!(!lake.join("_filesink/jobs/plain").exists());
+    // Plain jobs, then a table beside them: refused; the plain job goes on.
+    let plain_lake = dir.path().join("plain");
+    ingest(&plain_lake, &plain_in, "plain", false, 0);
+    let o = ingest(&plain_lake, &table_in, "dj", true, 3);
+    assert!(
+        stderr(&o).contains("plain jobs (`plain`)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!plain_lake.join("_delta_log").exists());
+    ingest(&plain_lake, &plain_in, "plain", false, 0);
+
+    // A lake mixed by an older build: the plain job ran while the log was out of sight.
+    std::fs::rename(lake.join("_delta_log"), dir.path().join("log-aside")).unwrap();
+    ingest(&lake, &plain_in, "plain", false, 0);
+    std::fs::rename(dir.path().join("log-aside"), lake.join("_delta_log")).unwrap();
+    let plain_files: BTreeSet<String> = common::visible_files(&lake)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("part-plain_")
+        })
+        .map(|p| p.strip_prefix(&lake).unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(plain_files.len(), 4 * 2, "4 checkpoints x 2 days");
+    for f in &plain_files {
+        age_file(&lake.join(f), 30 * DAY);
+    }
+    let v = json_of(&run_ok(&[
+        "vacuum",
+        s(&lake),
+        "--retain",
+        "0s",
+        "--allow-short-retention",
+        "--json",
+    ]));
+    let kept: BTreeSet<String> = v["kept_plain_jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kept, plain_files, "{v}");
+    assert_eq!(v["deleted"], 0, "{v}");
+    let mut ids: Vec<i64> = plain_files
+        .iter()
+        .flat_map(|f| common::read_ids(&lake.join(f), &FileFormat::parquet()))
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (10_000..12_000).collect::<Vec<_>>());
+    let text = stdout(&run_ok(&["vacuum", s(&lake), "--dry-run"]));
+    assert!(
+        text.contains("files of jobs that do not write into the table"),
+        "{text}"
+    );
+}

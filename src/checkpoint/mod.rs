@@ -204,7 +204,17 @@ impl CoordinatorBuilder {
         }
         // The sink's identity first: where a sink may not be created (inside another's tree,
         // or around one) nothing of the job may be written either.
-        manifest::sink_identity(self.sink.storage().as_ref(), true).await?;
+        let identity = manifest::sink_identity(self.sink.storage().as_ref(), true)
+            .await?
+            .expect("created");
+        // So is a job that would mix plain files and a table's in one directory.
+        check_one_kind(
+            self.sink.storage().as_ref(),
+            &identity.sink_id,
+            &self.job,
+            self.table.as_ref(),
+        )
+        .await?;
         let lease: Box<dyn JobLease> = match self.ownership {
             Ownership::Lease(options) => self
                 .sink
@@ -1472,6 +1482,70 @@ fn abandon_round(job: &str, id: u64, outputs: &[Committable]) -> Vec<String> {
         "compaction round abandoned: another writer removed one of its inputs"
     );
     outputs.iter().map(|c| c.final_path.clone()).collect()
+}
+
+/// Refuses to start new job `job` (one without a manifest) where it would mix a plain
+/// directory's files with a Delta table's in one location: a plain job where a table exists
+/// (a log entry in `_delta_log/`), and the first job of a table where plain jobs wrote. Mixed, the table's vacuum and compaction would take the plain
+/// files for the table's own files outside the log, and readers of the plain directory would
+/// see every file the table ever removed. A job that exists goes on as it started
+/// ([`check_table_job`]).
+async fn check_one_kind(
+    storage: &dyn Storage,
+    sink_id: &str,
+    job: &str,
+    table: Option<&DeltaOptions>,
+) -> Result<()> {
+    use crate::protocol::{job_dir, DELTA_LOG_DIR};
+    if !manifest::list_checkpoints(storage, job).await?.is_empty() {
+        return Ok(());
+    }
+    let table_exists = storage.list_metadata(DELTA_LOG_DIR).await?.iter().any(|e| {
+        !e.is_dir && crate::table::delta::checkpoint::parse_log_file_name(&e.name).is_some()
+    });
+    match (table, table_exists) {
+        (None, true) => {
+            return Err(Error::conflict(
+                DELTA_LOG_DIR,
+                format!(
+                    "`{}` holds a Delta table; job `{job}` writes plain files, which the \
+                         table's log would never list (and its vacuum would take for its own): \
+                         write into the table (`--table delta`, \
+                         CoordinatorBuilder::delta_table) or choose another directory",
+                    storage.name()
+                ),
+            ));
+        }
+        // A job that takes the table's schema (compaction) never creates the table: opening
+        // it says that there is none.
+        (Some(options), false) if !options.table_schema => {
+            let mut plain = Vec::new();
+            for other in manifest::list_jobs(storage).await? {
+                if other == job {
+                    continue;
+                }
+                if let Some(m) = manifest::latest_manifest(storage, &other, Some(sink_id)).await? {
+                    if m.table.is_none() {
+                        plain.push(other);
+                    }
+                }
+            }
+            if let Some(first) = plain.first() {
+                return Err(Error::conflict(
+                    job_dir(first),
+                    format!(
+                        "`{}` holds the files of plain jobs (`{}`), which a Delta table there \
+                         would not list; job `{job}` would create the table: choose another \
+                         directory for it",
+                        storage.name(),
+                        plain.join("`, `")
+                    ),
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Refuses to restore a job as a table job that was not one, or the other way round, and a

@@ -92,6 +92,7 @@ fn to_json(r: &VacuumReport, retain: Duration) -> serde_json::Value {
         "kept_for_retention": r.kept_for_retention,
         "kept_for_manifests": r.kept_for_manifests,
         "foreign": r.foreign,
+        "kept_plain_jobs": r.kept_plain_jobs,
         "log_delete": r.log_files_deleted,
         "log_cleanup_skipped": r.log_cleanup_skipped,
         "deleted": r.deleted.len(),
@@ -137,6 +138,17 @@ fn print_text(
             r.kept_for_manifests.len()
         );
         for path in &r.kept_for_manifests {
+            outln!(out, "  {path}");
+        }
+    }
+    if !r.kept_plain_jobs.is_empty() {
+        outln!(
+            out,
+            "left alone, files of jobs that do not write into the table (plain jobs sharing \
+             its directory; no log entry ever lists them): {}",
+            r.kept_plain_jobs.len()
+        );
+        for path in &r.kept_plain_jobs {
             outln!(out, "  {path}");
         }
     }

@@ -11,11 +11,15 @@
 //!    final names (a part name of the exact shape filesink writes, by a writer `<job>_<i>` of
 //!    one of the sink's jobs, with a prefix and suffix of the sink's). Anything else is
 //!    foreign: reported, never deleted;
-//! 2. no live `add` at L references it (paths compared percent-decoded; an absolute `add`
+//! 2. that job writes into the table: its latest manifest has a table section. The files of a
+//!    plain job (one without `--table`) that shares the directory are in no log entry by
+//!    design, so "not in the table" says nothing about them: kept, whatever their age, and
+//!    reported (`kept_plain_jobs`). So are the files of a job with no manifest at all;
+//! 3. no live `add` at L references it (paths compared percent-decoded; an absolute `add`
 //!    path that ends with the file's path protects it too);
-//! 3. no job's latest manifest lists it (a file committed whose log entry is not written yet,
+//! 4. no job's latest manifest lists it (a file committed whose log entry is not written yet,
 //!    section 4 of the design);
-//! 4. either it has a tombstone at L with `deletionTimestamp < now − retain`, or it has no
+//! 5. either it has a tombstone at L with `deletionTimestamp < now − retain`, or it has no
 //!    tombstone (or one without a timestamp) and its modification time is older than
 //!    `now − retain` (a file with an unknown modification time is kept).
 //!
@@ -159,6 +163,10 @@ pub struct VacuumReport {
     pub kept_for_manifests: Vec<String>,
     /// Visible files that are not the sink's own part names: reported, never deleted; sorted.
     pub foreign: Vec<String>,
+    /// The sink's own part files written by jobs that do not write into the table (plain
+    /// jobs sharing its directory, whose files no log entry ever lists): never deleted;
+    /// sorted.
+    pub kept_plain_jobs: Vec<String>,
     /// How many JSON log entries the metadata cleanup deleted (or would).
     pub log_entries_deleted: usize,
     /// Every log file the metadata cleanup deleted (or would), entries and checkpoints, as
@@ -210,7 +218,7 @@ pub async fn vacuum(storage: Arc<dyn Storage>, options: &VacuumOptions) -> Resul
     // (a) the visible files, (b) every job's latest manifest, (c) the latest version: in this
     // order (module doc).
     let visible = storage.list_visible().await?;
-    let (own, in_manifests) = read_manifests(storage).await?;
+    let manifests = read_manifests(storage).await?;
     snapshot.refresh(storage).await?;
     // A version written meanwhile may have changed the protocol or the retention.
     check_protocol(&location, &snapshot)?;
@@ -226,8 +234,9 @@ pub async fn vacuum(storage: Arc<dyn Storage>, options: &VacuumOptions) -> Resul
     let mut visible = visible;
     visible.sort_by(|a, b| a.path.cmp(&b.path));
     for file in &visible {
-        match verdict(file, &own, &table, &in_manifests, cutoff_ms) {
+        match verdict(file, &manifests, &table, cutoff_ms) {
             Verdict::Foreign => report.foreign.push(file.path.clone()),
+            Verdict::PlainJob => report.kept_plain_jobs.push(file.path.clone()),
             Verdict::Live => {}
             Verdict::InManifest => report.kept_for_manifests.push(file.path.clone()),
             Verdict::Retained => report.kept_for_retention.push(file.path.clone()),
@@ -364,26 +373,52 @@ fn human_ms(ms: i64) -> String {
     }
 }
 
-/// Reads every job's latest manifest: the sink's own names (by [`OwnNames`], with the default
-/// prefix and suffixes and those the manifests show) and the final paths the manifests list.
-/// A latest manifest that cannot be read is an error: its files may be in no entry yet.
-async fn read_manifests(storage: &dyn Storage) -> Result<(OwnNames, HashSet<String>)> {
+/// What every job's latest manifest tells vacuum.
+#[derive(Debug)]
+struct Manifests {
+    /// The sink's own names: by [`OwnNames`], with the default prefix and suffixes and those
+    /// the manifests show, of every job.
+    own: OwnNames,
+    /// The same names of the jobs that write into the table (a latest manifest with a table
+    /// section) only.
+    own_in_table: OwnNames,
+    /// The final paths the latest manifests list.
+    listed: HashSet<String>,
+}
+
+/// Reads every job's latest manifest ([`Manifests`]). A latest manifest that cannot be read
+/// is an error: its files may be in no entry yet.
+async fn read_manifests(storage: &dyn Storage) -> Result<Manifests> {
     let sink_id = manifest::sink_identity(storage, false)
         .await?
         .map(|i| i.sink_id);
     let jobs = manifest::list_jobs(storage).await?;
-    let mut own = OwnNames::of_jobs(jobs.clone());
+    let mut table_jobs = Vec::new();
+    let mut learnt = Vec::new();
     let mut listed = HashSet::new();
     for job in &jobs {
         let Some(m) = manifest::latest_manifest(storage, job, sink_id.as_deref()).await? else {
             continue;
         };
+        if m.table.is_some() {
+            table_jobs.push(job.clone());
+        }
         for f in m.final_paths() {
             listed.insert(f.to_owned());
-            own.learn(f);
+            learnt.push(f.to_owned());
         }
     }
-    Ok((own, listed))
+    let mut own = OwnNames::of_jobs(jobs);
+    let mut own_in_table = OwnNames::of_jobs(table_jobs);
+    for f in &learnt {
+        own.learn(f);
+        own_in_table.learn(f);
+    }
+    Ok(Manifests {
+        own,
+        own_in_table,
+        listed,
+    })
 }
 
 /// The files of the log at one version, by decoded path.
@@ -458,6 +493,8 @@ fn percent_decoded(s: &str) -> String {
 enum Verdict {
     /// Not one of the sink's own final part names: reported, never deleted.
     Foreign,
+    /// A part file of a job that does not write into the table: kept.
+    PlainJob,
     /// A live `add` references it.
     Live,
     /// A job's latest manifest lists it.
@@ -471,9 +508,8 @@ enum Verdict {
 /// The rule of the [module doc](self) for one visible file.
 fn verdict(
     file: &VisibleFile,
-    own: &OwnNames,
+    manifests: &Manifests,
     table: &TableFiles,
-    in_manifests: &HashSet<String>,
     cutoff_ms: i64,
 ) -> Verdict {
     let name = PartName::parse_final(split_rel(&file.path).1);
@@ -485,13 +521,16 @@ fn verdict(
         modified_ms: file.modified_ms,
     };
     // `remove_data_file` refuses the rest; they are not ours to delete anyway.
-    if !own.owns(&as_leftover) || validate_final_part_path(&file.path).is_err() {
+    if !manifests.own.owns(&as_leftover) || validate_final_part_path(&file.path).is_err() {
         return Verdict::Foreign;
     }
     if table.is_live(&file.path) {
         return Verdict::Live;
     }
-    if in_manifests.contains(&file.path) {
+    if !manifests.own_in_table.owns(&as_leftover) {
+        return Verdict::PlainJob;
+    }
+    if manifests.listed.contains(&file.path) {
         return Verdict::InManifest;
     }
     let left_at = match table.tombstones.get(&file.path) {
@@ -790,10 +829,15 @@ mod tests {
         table.tombstones.insert(name("day=1/", 2), Some(old));
         table.tombstones.insert(name("day=1/", 3), Some(young));
         table.tombstones.insert(name("day=1/", 4), None);
-        let manifests: HashSet<String> = [name("day=1/", 5)].into();
-        let v = |path: String, modified| {
-            verdict(&file(&path, modified), &own(), &table, &manifests, cutoff)
+        let mut own_all = own();
+        own_all.jobs.push("plain".into());
+        let manifests = Manifests {
+            own: own_all,
+            own_in_table: own(),
+            listed: [name("day=1/", 5)].into(),
         };
+        let v =
+            |path: String, modified| verdict(&file(&path, modified), &manifests, &table, cutoff);
         assert_eq!(v(name("day=1/", 0), old), Verdict::Live);
         assert_eq!(v(name("day=1/", 1), old), Verdict::Live, "absolute add");
         assert_eq!(
@@ -826,6 +870,11 @@ mod tests {
             Verdict::Foreign
         );
         assert_eq!(v("day=1/foo.parquet".into(), old), Verdict::Foreign);
+        // A plain job's file is in no log entry by design: kept however old.
+        assert_eq!(
+            v(format!("day=1/part-plain_0-{INC}-0.parquet"), old),
+            Verdict::PlainJob
+        );
     }
 
     #[test]
