@@ -205,6 +205,49 @@ fn a_replaced_input_is_refused_on_resume_also_on_stdin_and_in_a_finished_job() {
     assert_eq!(visible(&lake), before);
 }
 
+/// A file still being written when a run read it: its last line had no line end, the run
+/// wrote that record as it was, and the rest of the line came later. Reading on would make a
+/// second record of the rest (`1234` became `12` and `34`); the run is refused instead
+/// (exit 7), nothing written. A line end first only ends the record: read on.
+#[test]
+fn a_last_line_continued_after_a_run_read_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, first, continued) in [
+        ("g.csv", "id\n1\n12", "34\n56\n"),
+        (
+            "g.jsonl",
+            "{\"id\":1}\n{\"id\":12}",
+            "{\"id\":34}\n{\"id\":56}\n",
+        ),
+    ] {
+        let input = dir.path().join(name);
+        let lake = dir.path().join(format!("lake-{name}"));
+        fs::write(&input, first).unwrap();
+        let args = ingest_args(&[s(&input)], s(&lake), &["--format", "jsonl"]);
+        run_ok(&args);
+        let before = visible(&lake);
+        append(&input, continued);
+        let o = filesink(&args);
+        assert_code(&o, EXIT_INPUT_CHANGED, name);
+        assert!(stderr(&o).contains("had no line end"), "{}", stderr(&o));
+        assert_eq!(visible(&lake), before, "{name}: nothing written");
+        // The same job on an input whose line was ended first reads on.
+        fs::write(&input, first).unwrap();
+        let lake = dir.path().join(format!("lake-ended-{name}"));
+        let args = ingest_args(&[s(&input)], s(&lake), &["--format", "jsonl"]);
+        run_ok(&args);
+        append(&input, &format!("\n{continued}"));
+        run_ok(&args);
+        let text: String = visible(&lake)
+            .into_values()
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(lines.len(), 4, "{name}: {text}");
+    }
+}
+
 #[test]
 fn an_input_that_grew_is_ingested_further_exactly_once() {
     // A finished job: what was appended is ingested by the next run, once.

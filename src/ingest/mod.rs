@@ -34,7 +34,9 @@
 //! A run that is killed at any moment and started again with the same inputs restores from
 //! the last complete checkpoint (the coordinator removes what came after it) and reads on
 //! from its position, so every record is written once. An input that changed under the job
-//! is refused ([`Error::InputChanged`]); an input that only grew is read on.
+//! is refused ([`Error::InputChanged`]); an input that only grew is read on, unless what came
+//! continues a last line that a run read without its line end (refused too: that record was
+//! written as it was).
 //!
 //! With a time interval, a checkpoint is due once the interval has passed with records not
 //! yet checkpointed, whether or not the next chunk has come: a timer wakes the loop, so

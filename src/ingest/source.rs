@@ -1677,14 +1677,20 @@ impl Source {
                 input.display
             )));
         }
-        match p.crc32c {
+        let last = match p.crc32c {
+            Some(_) if p.offset == 0 => None,
             Some(_) => {
-                // Checked against the file by `check_read` before the run.
-                file.seek(SeekFrom::Start(p.offset)).map_err(open_err)?;
+                // Checked against the file by `check_read` before the run; the last byte
+                // again, for a line continued since (`continues_last_record`).
+                file.seek(SeekFrom::Start(p.offset - 1)).map_err(open_err)?;
+                let mut last = [0u8; 1];
+                file.read_exact(&mut last).map_err(open_err)?;
+                Some(last[0])
             }
             None => {
                 // A position that did not record a checksum: read the bytes to compute it.
-                let (crc, newlines, n) = crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
+                let (crc, newlines, n, last) =
+                    crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
                 if n < p.offset {
                     return Err(Error::InputChanged(format!(
                         "input `{}` changed while the job ran: it was cut short",
@@ -1697,11 +1703,12 @@ impl Source {
                     crc32c: Some(crc),
                 };
                 self.set_read(i, p);
+                last
             }
-        }
+        };
         let reader: Box<dyn BufRead + Send> =
             Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file));
-        self.reader_at(i, &input, reader, p)
+        self.reader_at(i, &input, reader, p, last)
     }
 
     /// The reader of the compressed input `i`, past what the job read of it: a compressed
@@ -1720,7 +1727,7 @@ impl Source {
             return Err(changed());
         }
         let mut p = self.read[i];
-        let (crc, newlines, n) = crc_of_prefix(&mut reader, p.offset).map_err(|e| {
+        let (crc, newlines, n, last) = crc_of_prefix(&mut reader, p.offset).map_err(|e| {
             if e.kind() == io::ErrorKind::InvalidData {
                 changed()
             } else {
@@ -1738,20 +1745,30 @@ impl Source {
             };
             self.set_read(i, p);
         }
-        self.reader_at(i, input, reader, p)
+        self.reader_at(i, input, reader, p, last)
     }
 
-    /// The record reader of input `i` over `reader`, which stands at the end of `p`; at the
-    /// start of a CSV input, past its header, checked against the schema.
+    /// The record reader of input `i` over `reader`, which stands at the end of `p`, whose
+    /// last byte is `last`; at the start of a CSV input, past its header, checked against the
+    /// schema. An input that continues the line of the record read last is refused
+    /// ([`continues_last_record`]): it grew that way after [`check_read`] looked.
     fn reader_at(
         &mut self,
         i: usize,
         input: &Input,
         mut reader: Box<dyn BufRead + Send>,
         mut p: Prefix,
+        last: Option<u8>,
     ) -> Result<RecordReader> {
         let csv = self.format == InputFormat::Csv;
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
+        let next = reader.fill_buf().map_err(open_err)?.first().copied();
+        if continues_last_record(last, next) {
+            return Err(Error::InputChanged(format!(
+                "input `{}` changed while the job ran: {CONTINUED}",
+                input.display
+            )));
+        }
         if csv && p.offset == 0 {
             // The header: check it against the schema.
             let mut header = Vec::new();
@@ -2056,11 +2073,12 @@ fn stdin_file_id() -> Option<(u64, u64)> {
     meta.is_file().then(|| (meta.dev(), meta.ino()))
 }
 
-/// CRC-32C and number of line ends of the first `len` bytes of `r`, and how many bytes there
-/// were (fewer than `len` if it ends sooner).
-fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64)> {
+/// CRC-32C and number of line ends of the first `len` bytes of `r`, how many bytes there
+/// were (fewer than `len` if it ends sooner), and the last of them.
+fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64, Option<u8>)> {
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
     let (mut crc, mut newlines, mut n) = (0u32, 0u64, 0u64);
+    let mut last = None;
     while n < len {
         let want = (len - n).min(buf.len() as u64) as usize;
         let got = match r.read(&mut buf[..want]) {
@@ -2072,9 +2090,25 @@ fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64)> {
         crc = crc32c::crc32c_append(crc, &buf[..got]);
         newlines += buf[..got].iter().filter(|&&b| b == b'\n').count() as u64;
         n += got as u64;
+        last = Some(buf[got - 1]);
     }
-    Ok((crc, newlines, n))
+    Ok((crc, newlines, n, last))
 }
+
+/// Whether an input whose first bytes a job read, the last of them `last`, continues the
+/// record the job read last, when its next byte is `next`: that record then ended the input
+/// without a line end (a file still being written), the job wrote it as it was, and the rest
+/// of its line has come since. Reading on would make a second record of that rest. A line
+/// end first (`\n`, or `\r` of `\r\n`) only ends the record the job read.
+fn continues_last_record(last: Option<u8>, next: Option<u8>) -> bool {
+    matches!((last, next), (Some(l), Some(n)) if l != b'\n' && n != b'\n' && n != b'\r')
+}
+
+/// What [`Error::InputChanged`] says of an input that [`continues_last_record`].
+const CONTINUED: &str = "its last record had no line end when the job read it, and what was \
+    added since continues that line: the job wrote the record as it was then, and reading on \
+    would split it in two. Write each line whole before a file is ingested (or write to \
+    another name and rename), and ingest what was added as another job";
 
 /// Checks that every input file still begins with the bytes `job` read of it (`read`, one
 /// prefix per input): at least as long, and the same CRC-32C over those bytes. Returns, per
@@ -2115,7 +2149,7 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bo
             )));
         }
         if let Some(want) = p.crc32c {
-            let (crc, _, n) = crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
+            let (crc, _, n, last) = crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
             if n < p.offset {
                 return Err(changed(format!(
                     "it has {n} bytes, and the job already read {}",
@@ -2128,6 +2162,14 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bo
                     p.offset
                 )));
             }
+            let mut next = [0u8; 1];
+            let next = match file.read(&mut next).map_err(open_err)? {
+                0 => None,
+                _ => Some(next[0]),
+            };
+            if continues_last_record(last, next) {
+                return Err(changed(CONTINUED.into()));
+            }
         }
         grew.push(len > p.offset && p.crc32c.is_some());
     }
@@ -2139,7 +2181,7 @@ fn check_compressed(input: &Input, p: &Prefix, changed: &dyn Fn(String) -> Error
     let (mut reader, _) =
         open_file(input).map_err(|e| Error::io("open input", &input.display, e))?;
     let read_err = |e: io::Error| Error::io("read input", &input.display, e);
-    let (crc, _, n) = crc_of_prefix(&mut reader, p.offset).map_err(|e| {
+    let (crc, _, n, last) = crc_of_prefix(&mut reader, p.offset).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidData {
             changed(format!(
                 "the first {} bytes once decompressed, which the job already read, cannot be \
@@ -2161,7 +2203,13 @@ fn check_compressed(input: &Input, p: &Prefix, changed: &dyn Fn(String) -> Error
             "its first {} bytes once decompressed, which the job already read, are not the same",
             p.offset
         ))),
-        Some(_) => Ok(!reader.fill_buf().map_err(read_err)?.is_empty()),
+        Some(_) => {
+            let next = reader.fill_buf().map_err(read_err)?.first().copied();
+            if continues_last_record(last, next) {
+                return Err(changed(CONTINUED.into()));
+            }
+            Ok(next.is_some())
+        }
         None => Ok(false),
     }
 }
@@ -2220,6 +2268,79 @@ pub fn schema_ref(schema: &Schema) -> SchemaRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job read `first` (whose last line has no line end) of a file, then `added` came: a
+    /// reader resuming there refuses a continued line, and reads on after a line end. Both
+    /// plain and gzip, where the check sits in the reader itself (the input may grow after
+    /// `check_read` looked), and in `check_read`.
+    #[test]
+    fn a_continued_last_line_is_refused_where_reading_resumes() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema_ref(&Schema::new(vec![arrow::datatypes::Field::new(
+            "n",
+            arrow::datatypes::DataType::Int64,
+            true,
+        )]));
+        let gzip = |text: &str| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(text.as_bytes()).unwrap();
+            e.finish().unwrap()
+        };
+        for (name, first, added, refused) in [
+            ("cut.csv", "n\n12", "34\n56\n", true),
+            ("ended.csv", "n\n12", "\n56\n", false),
+            ("crlf.csv", "n\r\n12", "\r\n56\r\n", false),
+            ("cut.jsonl", "{\"n\":12}", "{\"n\":34}\n", true),
+            ("cut.csv.gz", "n\n12", "34\n56\n", true),
+            ("ended.csv.gz", "n\n12", "\n56\n", false),
+        ] {
+            let path = dir.path().join(name);
+            let compressed = name.ends_with(".gz");
+            let bytes = |t: &str| {
+                if compressed {
+                    gzip(t)
+                } else {
+                    t.as_bytes().to_vec()
+                }
+            };
+            std::fs::write(&path, bytes(first)).unwrap();
+            let input = Input::file(&path).unwrap();
+            let read = Prefix {
+                offset: first.len() as u64,
+                line: 1 + first.matches('\n').count() as u64,
+                crc32c: Some(crc32c::crc32c(first.as_bytes())),
+            };
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(&bytes(added)).unwrap(); // another gzip member
+            let format = InputFormat::from_path(name).unwrap();
+            let mut source = Source::new(
+                vec![input.clone()],
+                format,
+                schema.clone(),
+                true,
+                vec![read],
+                None,
+                false,
+                Duration::from_secs(1),
+            );
+            let got = source.next_raw(100);
+            let checked = check_read("j", &[input], &[read]);
+            if refused {
+                let e = got.expect_err(name).to_string();
+                assert!(e.contains("had no line end"), "{name}: {e}");
+                let e = checked.expect_err(name).to_string();
+                assert!(e.contains("had no line end"), "{name}: {e}");
+            } else {
+                let raw = got.unwrap().expect(name);
+                assert_eq!(raw.records(), 1, "{name}");
+                assert_eq!(checked.unwrap(), vec![true], "{name}");
+            }
+        }
+    }
 
     /// A chunk of `in.jsonl` holding `records` (each ending with `\n`), from line 1.
     fn raw_of(records: &[Vec<u8>]) -> RawChunk {
