@@ -392,3 +392,71 @@ fn abort_removes_the_temporary_files_of_metadata_writes_that_died() {
     assert_eq!(after["table"], before["table"], "the table is the same");
     assert_eq!(after["committed"], before["committed"]);
 }
+
+/// Compaction rounds and ingest checkpoints are not one job's: `compact --job` refuses an
+/// ingest's job (also when the ingest took the default name `compact`), and `ingest --job`
+/// a compaction job's; exit 3, neither job's checkpoints touched.
+#[test]
+fn compact_and_ingest_refuse_each_others_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = input(dir.path(), 3000);
+    let lake = dir.path().join("lake");
+    let ingest = |job: &str, code: i32| {
+        run_expect(
+            &[
+                "ingest",
+                s(&events),
+                "--to",
+                s(&lake),
+                "--table",
+                "delta",
+                "--partition-by",
+                "day",
+                "--checkpoint-every",
+                "500rows",
+                "--job",
+                job,
+            ],
+            code,
+        )
+    };
+    let checkpoints = |job: &str| {
+        std::fs::read_dir(lake.join("_filesink/jobs").join(job).join("checkpoints"))
+            .unwrap()
+            .count()
+    };
+    ingest("compact", 0);
+    ingest("events", 0);
+    let before = (checkpoints("compact"), checkpoints("events"));
+    for args in [
+        &["compact", s(&lake)][..],
+        &["compact", s(&lake), "--job", "events"],
+    ] {
+        let o = run_expect(args, 3);
+        assert!(
+            stderr(&o).contains("is not a compaction job"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert_eq!((checkpoints("compact"), checkpoints("events")), before);
+    // Both ingests are still theirs: nothing to do.
+    assert!(stdout(&ingest("compact", 0)).contains("nothing to do"));
+    assert!(stdout(&ingest("events", 0)).contains("nothing to do"));
+
+    // A compaction job of its own merges; an ingest under its name is refused.
+    let out = stdout(&run_ok(&["compact", s(&lake), "--job", "tidy"]));
+    assert!(out.contains("merged"), "{out}");
+    let rounds = checkpoints("tidy");
+    let o = ingest("tidy", 3);
+    assert!(stderr(&o).contains("is a compaction job"), "{}", stderr(&o));
+    assert_eq!(checkpoints("tidy"), rounds);
+    let ls = json_of(&run_ok(&["ls", s(&lake), "--json"]));
+    let tidy = ls["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == "tidy")
+        .unwrap();
+    assert!(tidy["compaction_round"].as_u64().is_some(), "{ls}");
+}

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::io::Write;
 
 use filesink::ingest::SourcePosition;
+use filesink::maintain::compaction_round;
 use filesink::storage::Leftover;
 use serde_json::json;
 
@@ -410,21 +411,6 @@ pub fn records_of(m: &filesink::checkpoint::Manifest) -> Option<u64> {
     SourcePosition::from_json(&m.job, &m.source_position)
         .ok()
         .map(|p| p.records)
-}
-
-/// The last round of a compaction job (`filesink compact`, an ingest's `<job>_compact`) as its
-/// latest manifest has it, or `None` for any other job. A round's position is `{"round": N}`;
-/// the checkpoint that records abandoned round N is `{"round": N + 1, "abandoned": N}`.
-pub fn compaction_round(m: &filesink::checkpoint::Manifest) -> Option<u64> {
-    let position = m.source_position.as_object()?;
-    let round = position.get("round")?.as_u64()?;
-    if !position.keys().all(|k| k == "round" || k == "abandoned") {
-        return None;
-    }
-    match position.get("abandoned") {
-        Some(a) => a.as_u64(),
-        None => Some(round),
-    }
 }
 
 /// An error and its causes on one line.

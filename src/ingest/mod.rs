@@ -397,6 +397,15 @@ async fn peek_schema(storage: &dyn Storage, job: &str) -> Result<Option<Schema>>
     let Some(m) = manifest::latest_manifest(storage, job, None).await? else {
         return Ok(None);
     };
+    if crate::maintain::compaction_round(&m).is_some() {
+        return Err(Error::conflict(
+            crate::protocol::job_dir(job),
+            format!(
+                "job `{job}` is a compaction job (`filesink compact`, an ingest's \
+                 `<job>_compact`), not an ingest: choose another job name"
+            ),
+        ));
+    }
     Ok(Some(
         SourcePosition::from_json(job, &m.source_position)?.schema,
     ))

@@ -56,7 +56,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::BucketAssigner;
-use crate::checkpoint::Coordinator;
+use crate::checkpoint::{manifest, Coordinator, Manifest};
 use crate::format::FileFormat;
 use crate::protocol::BucketId;
 use crate::sink::{RollingPolicy, Sink};
@@ -241,7 +241,9 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     if let Some(l) = &options.location {
         table_options = table_options.location(l.clone());
     }
-    let mut job = Coordinator::builder(&sink, options.job.as_deref().unwrap_or("compact"))
+    let job_name = options.job.as_deref().unwrap_or("compact");
+    check_compaction_job(storage.as_ref(), job_name).await?;
+    let mut job = Coordinator::builder(&sink, job_name)
         .delta_table(table_options)
         .open()
         .await?;
@@ -295,6 +297,45 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     }
     job.close().await?;
     Ok(report)
+}
+
+/// The last round of a compaction job (`filesink compact`, an ingest's `<job>_compact`) as its
+/// latest manifest has it, or `None` for any other job. A round's position is `{"round": N}`;
+/// the checkpoint that records abandoned round N is `{"round": N + 1, "abandoned": N}`.
+pub fn compaction_round(m: &Manifest) -> Option<u64> {
+    let position = m.source_position.as_object()?;
+    let round = position.get("round")?.as_u64()?;
+    if !position.keys().all(|k| k == "round" || k == "abandoned") {
+        return None;
+    }
+    match position.get("abandoned") {
+        Some(a) => a.as_u64(),
+        None => Some(round),
+    }
+}
+
+/// Refuses to run rounds as job `job` unless it is new or a compaction job
+/// ([`compaction_round`]). Another job's checkpoints (an ingest's) are not rounds: opened as
+/// this job, its writers would be restored with the compactor's settings and a round written
+/// into its manifests, which its own runs then refuse.
+async fn check_compaction_job(storage: &dyn Storage, job: &str) -> Result<()> {
+    let sink_id = manifest::sink_identity(storage, false)
+        .await?
+        .map(|i| i.sink_id);
+    if let Some(m) = manifest::latest_manifest(storage, job, sink_id.as_deref()).await? {
+        if compaction_round(&m).is_none() {
+            return Err(Error::conflict(
+                crate::protocol::job_dir(job),
+                format!(
+                    "job `{job}` is not a compaction job (checkpoint {} is another writer's, \
+                     an ingest's): compact with another job name (`--job`; the default is \
+                     `compact`)",
+                    m.checkpoint_id
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Records an abandoned round with a checkpoint of the job that commits nothing: its manifest

@@ -24,5 +24,5 @@
 pub mod compact;
 pub mod vacuum;
 
-pub use compact::{compact, Bin, CompactOptions, CompactReport};
+pub use compact::{compact, compaction_round, Bin, CompactOptions, CompactReport};
 pub use vacuum::{vacuum, VacuumOptions, VacuumReport};
