@@ -568,6 +568,54 @@ fn a_truncated_manifest_is_corrupt_state_named_by_its_file() {
     assert_eq!(snapshot(&lake), before);
 }
 
+/// `_filesink/sink.json` deleted while jobs have checkpoints: no new identity is made (it
+/// would turn every manifest foreign, and their pending files committable by nothing); the
+/// error names the identity to put back, and with it back the job goes on.
+#[test]
+fn a_lost_sink_identity_is_not_replaced_while_jobs_have_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let ingest = |job: &str, code: i32| {
+        run_expect(
+            &[
+                "ingest",
+                s(&fixture("events.jsonl")),
+                "--to",
+                s(&lake),
+                "--checkpoint-every",
+                "2000rows",
+                "--job",
+                job,
+            ],
+            code,
+        )
+    };
+    ingest("first", 0);
+    let identity = lake.join("_filesink/sink.json");
+    let original = fs::read(&identity).unwrap();
+    let sink_id = serde_json::from_slice::<Value>(&original).unwrap()["sink_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    fs::remove_file(&identity).unwrap();
+    let before = snapshot(&lake);
+    for job in ["first", "second"] {
+        let o = ingest(job, EXIT_CORRUPT);
+        assert!(stderr(&o).contains("is missing"), "{}", stderr(&o));
+        assert!(stderr(&o).contains(&sink_id), "{}", stderr(&o));
+    }
+    assert!(!identity.exists(), "no identity made");
+    assert_eq!(snapshot(&lake), before);
+    // Written back as the message says: the jobs are the sink's again.
+    fs::write(
+        &identity,
+        format!("{{\"version\":1,\"sink_id\":\"{sink_id}\",\"created_at_ms\":0}}"),
+    )
+    .unwrap();
+    assert!(stdout(&ingest("first", 0)).contains("nothing to do"));
+    ingest("second", 0);
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let o = run_expect(&["ingest", "x.jsonl"], EXIT_USAGE); // no --to

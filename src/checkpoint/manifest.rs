@@ -208,6 +208,7 @@ pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option
         if !create {
             return Ok(None);
         }
+        refuse_lost_identity(storage).await?;
         // Each sink owns its whole tree: no sink inside another's, none around another.
         let others = storage.other_sinks().await?;
         if !others.is_empty() {
@@ -250,6 +251,51 @@ pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Refuses to give a new identity to a sink whose identity file is gone while jobs have
+/// checkpoints under it: each manifest names the sink that wrote it, and a new identity would
+/// make every one of them foreign, their pending files committable by nothing. The error
+/// names the identity to put back.
+async fn refuse_lost_identity(storage: &dyn Storage) -> Result<()> {
+    let mut jobs = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    for job in list_jobs(storage).await? {
+        if list_checkpoints(storage, &job).await?.is_empty() {
+            continue;
+        }
+        if let Ok(Some(m)) = latest_manifest(storage, &job, None).await {
+            ids.insert(m.sink_id);
+        }
+        jobs.push(job);
+    }
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let named = match ids.len() {
+        0 => "their manifests could not be read".to_string(),
+        1 => format!(
+            "they were written by sink `{}`: put `{SINK_FILE}` back, or write it as \
+             {{\"version\":{FORMAT_VERSION},\"sink_id\":\"{}\",\"created_at_ms\":0}}",
+            ids.first().expect("one"),
+            ids.first().expect("one")
+        ),
+        _ => format!(
+            "they name several sinks ({}): put the lake's own `{SINK_FILE}` back",
+            ids.iter()
+                .map(|i| format!("`{i}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Err(Error::corrupt(
+        format!("sink identity `{SINK_FILE}`"),
+        format!(
+            "it is missing, but job(s) `{}` have checkpoints here; a new identity would leave \
+             them and their pending files to no sink, so none is made: {named}",
+            jobs.join("`, `")
+        ),
+    ))
 }
 
 /// The jobs that have manifests under this sink.
