@@ -386,6 +386,20 @@ fn invalid_arguments_exit_2_and_create_nothing() {
     );
     let not_schema = d.join("not-schema.json");
     fs::write(&not_schema, "{\"x\":1}").unwrap();
+    let twice = d.join("twice.json");
+    write_schema(
+        &twice,
+        serde_json::json!([
+            field("id", "Int64".into(), true),
+            field("id", "Utf8".into(), true)
+        ]),
+    );
+    let twice_csv = d.join("twice.csv");
+    fs::write(&twice_csv, "id,id\n1,2\n").unwrap();
+    let nested = d.join("nested.jsonl");
+    fs::write(&nested, "{\"id\":1,\"l\":[\"a, b\"],\"s\":{\"a\":1}}\n").unwrap();
+    let a_dir = d.join("a-dir");
+    fs::create_dir(&a_dir).unwrap();
     let lake = d.join("lake");
     let missing = d.join("missing.json");
     let (j, c, t, l) = (s(&jsonl), s(&csv), s(&txt), s(&lake));
@@ -409,6 +423,15 @@ fn invalid_arguments_exit_2_and_create_nothing() {
         vec!["ingest", j, "--to", l, "--schema", s(&missing)],
         vec!["ingest", j, "--to", l, "--schema", s(&not_schema)],
         vec!["ingest", j, "--to", l, "--schema", s(&decimal)],
+        // A column name twice: Parquet readers refuse such a file.
+        vec!["ingest", j, "--to", l, "--schema", s(&twice)],
+        vec!["ingest", s(&twice_csv), "--to", l],
+        // A list or a structure has no one directory name.
+        vec!["ingest", s(&nested), "--to", l, "--partition-by", "l"],
+        vec!["ingest", s(&nested), "--to", l, "--partition-by", "s"],
+        // Nested columns in CSV output; a directory as the bad records file.
+        vec!["ingest", s(&nested), "--to", l, "--format", "csv"],
+        vec!["ingest", j, "--to", l, "--bad-records", s(&a_dir)],
         vec!["ingest", j, "--to", l, "--checkpoint-every", "0rows"],
         vec!["ingest", j, "--to", l, "--checkpoint-every", "often"],
         vec!["ingest", j, "--to", l, "--max-part-size", "0"],

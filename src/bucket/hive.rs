@@ -184,6 +184,15 @@ struct ColumnNamer<'a> {
 
 impl<'a> ColumnNamer<'a> {
     fn new(name: &'a str, escaped_name: &'a str, array: &'a ArrayRef) -> Result<Self> {
+        // A list or a structure formats into text that other values share (`["a, b"]` and
+        // `["a","b"]` both as `[a, b]`), and the column leaves the data: refused.
+        if array.data_type().is_nested() {
+            return Err(Error::InvalidInput(format!(
+                "partition column `{name}` has type {}; a partition column must hold one value \
+                 per row, not a list or a structure",
+                array.data_type()
+            )));
+        }
         let formatter =
             ArrayFormatter::try_new(array.as_ref(), &FormatOptions::default()).map_err(|e| {
                 Error::InvalidInput(format!(
@@ -620,6 +629,31 @@ mod tests {
             panic!("{err:?}")
         };
         assert!(msg.contains("`nope`"), "{msg}");
+    }
+
+    /// A list formats into text other lists share (`["a, b"]` and `["a","b"]` both as
+    /// `[a, b]`), and the column leaves the data: refused, not bucketed.
+    #[test]
+    fn a_nested_column_is_invalid_input() {
+        use arrow::array::{ListBuilder, StringBuilder};
+        let mut lists = ListBuilder::new(StringBuilder::new());
+        lists.values().append_value("a, b");
+        lists.append(true);
+        lists.values().append_value("a");
+        lists.values().append_value("b");
+        lists.append(true);
+        let rb = batch(vec![
+            ("id", id_column(2)),
+            ("l", Arc::new(lists.finish()) as ArrayRef),
+        ]);
+        let err = HivePartitioner::new(["l"])
+            .unwrap()
+            .assign(&rb, now())
+            .unwrap_err();
+        let Error::InvalidInput(msg) = err else {
+            panic!("{err:?}")
+        };
+        assert!(msg.contains("not a list or a structure"), "{msg}");
     }
 
     #[test]

@@ -138,7 +138,8 @@ pub use compaction::CompactionSummary;
 pub use json_types::{check_schema, StrictJson};
 pub use rules::{check_bad_records_path, check_distinct, default_job_name, describe_schema};
 use rules::{
-    check_partition_columns, check_same_job, infer_from_inputs, legacy_read, partition_check,
+    check_output_columns, check_partition_columns, check_same_job, infer_from_inputs, legacy_read,
+    partition_check,
 };
 pub use source::{
     check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input, InputCompression,
@@ -826,6 +827,7 @@ impl Ingest {
             // partition.
             Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
                 check_partition_columns(&partition_by, time.as_ref(), schema)?;
+                check_output_columns(&format, schema, &partition_by)?;
             }
             Ok(_) | Err(_) => {}
         }

@@ -121,6 +121,12 @@ pub fn check_bad_records_path(
         }
     }
     if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_dir() {
+            return Err(Error::Config(format!(
+                "bad-records `{}` is a directory; give the path of a file (created if missing)",
+                path.display()
+            )));
+        }
         let id = Some((meta.dev(), meta.ino()));
         if let Some(input) = inputs.iter().find(|i| i.file_id == id) {
             return Err(Error::Config(format!(
@@ -153,7 +159,10 @@ pub(super) fn infer_from_inputs(
     Ok(first.expect("at least one input"))
 }
 
-/// Each partition column must be a column of the schema; the time column too, of a type that
+/// No two columns may have one name (Parquet readers refuse such a file, and JSON lines
+/// output would write the name twice); each partition column must be a column of the schema,
+/// of a scalar type (a list or a struct has no one directory name: `["a, b"]` and `["a","b"]`
+/// would share one, and the column leaves the data); the time column too, of a type that
 /// holds times, and no time directory may have the name of a column (readers would see two
 /// columns of that name: the time column stays in the data).
 pub(super) fn check_partition_columns(
@@ -161,11 +170,28 @@ pub(super) fn check_partition_columns(
     time: Option<&TimePartitioning>,
     schema: &Schema,
 ) -> Result<()> {
+    let mut names = std::collections::HashSet::new();
+    for f in schema.fields() {
+        if !names.insert(f.name().as_str()) {
+            return Err(Error::Config(format!(
+                "column `{}` appears twice in the input's columns (a CSV header, or --schema); \
+                 give each column its own name",
+                f.name()
+            )));
+        }
+    }
     for col in partition_by {
-        if schema.field_with_name(col).is_err() {
+        let Ok(field) = schema.field_with_name(col) else {
             return Err(Error::Config(format!(
                 "partition column `{col}` is not in the input (columns: {})",
                 describe_schema(schema)
+            )));
+        };
+        if field.data_type().is_nested() {
+            return Err(Error::Config(format!(
+                "partition column `{col}` has type {}; a partition column must hold one value \
+                 per record (a number, a string, a date, a time), not a list or a structure",
+                field.data_type()
             )));
         }
     }
@@ -190,6 +216,31 @@ pub(super) fn check_partition_columns(
         return Err(Error::Config(format!(
             "time directory `{name}` has the name of a column of the input; name it otherwise"
         )));
+    }
+    Ok(())
+}
+
+/// Every column of `schema` that stays in the data (not a partition column) can be written
+/// in `format`: CSV holds no lists or structures. Checked before anything is created, so that
+/// such a job fails before it exists rather than at its first write.
+pub(super) fn check_output_columns(
+    format: &crate::format::FileFormat,
+    schema: &Schema,
+    partition_by: &[String],
+) -> Result<()> {
+    if let crate::format::FileFormat::Csv(_) = format {
+        if let Some(f) = schema
+            .fields()
+            .iter()
+            .find(|f| f.data_type().is_nested() && !partition_by.contains(f.name()))
+        {
+            return Err(Error::Config(format!(
+                "column `{}` of type {} cannot be written as CSV; write JSON lines or Parquet \
+                 (--format), or give a --schema without it",
+                f.name(),
+                f.data_type()
+            )));
+        }
     }
     Ok(())
 }
