@@ -248,6 +248,44 @@ fn a_last_line_continued_after_a_run_read_it_is_refused() {
     }
 }
 
+/// A finished job fed standard input again (a cron job's pipe): the same stream does
+/// nothing, the same stream with more records ingests the rest once, another stream is
+/// refused (exit 7). Until it was read again, the new records were dropped with exit 0.
+#[test]
+fn a_finished_stdin_job_reads_its_stream_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let feed = dir.path().join("feed.jsonl");
+    let args = ingest_args(&["-"], s(&lake), &["--job", "piped"]);
+    let run = |text: String, code: i32, what: &str| {
+        fs::write(&feed, text).unwrap();
+        let o = filesink_with_stdin(&args, &feed);
+        assert_code(&o, code, what);
+        o
+    };
+    run(recs(0..100), 0, "first");
+    let o = run(recs(0..100), 0, "the same stream");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    let checkpoints = || {
+        fs::read_dir(lake.join("_filesink/jobs/piped/checkpoints"))
+            .unwrap()
+            .count()
+    };
+    let before = checkpoints();
+    let o = run(recs(0..100), 0, "the same stream again");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert_eq!(checkpoints(), before, "nothing new: no checkpoint");
+    run(recs(0..250), 0, "the same stream, longer");
+    assert_eq!(ids(&lake), (0..250).collect::<Vec<_>>());
+    let before = visible(&lake);
+    let o = run(recs(500..600), EXIT_INPUT_CHANGED, "another stream");
+    assert!(stderr(&o).contains("standard input"), "{}", stderr(&o));
+    assert_eq!(visible(&lake), before);
+    let o = run(recs(0..250), 0, "the whole stream once more");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert_eq!(ids(&lake), (0..250).collect::<Vec<_>>());
+}
+
 #[test]
 fn an_input_that_grew_is_ingested_further_exactly_once() {
     // A finished job: what was appended is ingested by the next run, once.

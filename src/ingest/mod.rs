@@ -940,8 +940,10 @@ impl Ingest {
             .source_position::<serde_json::Value>()?
             .map(|v| SourcePosition::from_json(&job, &v))
             .transpose()?;
-        // A finished job is read again only for its files that grew; standard input never.
+        // A finished job is read again for its files that grew, and for a stream (standard
+        // input, a reader), which is read again to tell (below).
         let finished_before = coordinator.is_finished();
+        let mut files_grew = false;
         if let Some(p) = &mut restored {
             check_same_job(
                 &job,
@@ -972,11 +974,26 @@ impl Ingest {
                         names.join("`, `")
                     ));
                     coordinator.reopen();
+                    files_grew = true;
                 }
             } else if !finished_before {
                 p.read = legacy_read(&job, p, &inputs, observer);
             }
         }
+        // A stream cannot be looked at without reading it: a finished job reads it again. It
+        // must begin with what the job read (else `Error::InputChanged`), and what follows is
+        // new; one that brings nothing more leaves the job finished as it was, no checkpoint.
+        // (Not reading it would drop whatever a rerun with more input piped in.)
+        let rereads_stream = finished_before
+            && restored.as_ref().is_some_and(|p| !p.read.is_empty())
+            && inputs.iter().any(Input::is_stdin);
+        if rereads_stream {
+            coordinator.reopen();
+        }
+        let (records_before, bad_before) = restored
+            .as_ref()
+            .map_or((0, 0), |p| (p.records, p.bad_records));
+        let mut nothing_new = false;
         if coordinator.is_finished() {
             return Ok(IngestSummary {
                 job,
@@ -1128,7 +1145,7 @@ impl Ingest {
             strict,
             position.read.clone(),
             stdin_prefix,
-            finished_before,
+            finished_before && !rereads_stream,
             linger,
         );
         if let Some(p) = &partitioner {
@@ -1314,6 +1331,15 @@ impl Ingest {
                         }
                     }
                     Some(Msg::End(cursor, read, bytes_read)) => {
+                        if rereads_stream
+                            && !files_grew
+                            && position.records == records_before
+                            && position.bad_records == bad_before
+                        {
+                            // The stream was the one the job read, and brought nothing more.
+                            nothing_new = true;
+                            return Ok(false);
+                        }
                         position.cursor = cursor;
                         position.read = read;
                         summary.input_bytes = bytes_read;
@@ -1391,6 +1417,10 @@ impl Ingest {
         }
         // Gives the job up now, and lets a log checkpoint of a table still being written end.
         coordinator.close().await?;
+        if nothing_new {
+            summary.status = IngestStatus::AlreadyFinished;
+            summary.input_bytes = 0;
+        }
         // The last round compacts what the last checkpoints added.
         if let Some(c) = compacting {
             summary.compaction = Some(c.finish(true).await);
