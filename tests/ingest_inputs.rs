@@ -283,7 +283,34 @@ fn a_finished_stdin_job_reads_its_stream_again() {
     assert_eq!(visible(&lake), before);
     let o = run(recs(0..250), 0, "the whole stream once more");
     assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    // A rerun without a pipe (an empty stream) brings nothing either.
+    let before = checkpoints();
+    let o = run(String::new(), 0, "an empty stream");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert_eq!(checkpoints(), before);
     assert_eq!(ids(&lake), (0..250).collect::<Vec<_>>());
+
+    // A file and the stream: the file grew, the rerun has no pipe; what the job read of the
+    // stream stays recorded, so the original stream later is nothing new again.
+    let lake = dir.path().join("lake2");
+    let file = dir.path().join("a.jsonl");
+    fs::write(&file, recs(1000..1100)).unwrap();
+    let args = ingest_args(&[s(&file), "-"], s(&lake), &["--job", "both"]);
+    let run = |text: String, code: i32, what: &str| {
+        fs::write(&feed, text).unwrap();
+        let o = filesink_with_stdin(&args, &feed);
+        assert_code(&o, code, what);
+        o
+    };
+    run(recs(0..100), 0, "first");
+    append(&file, &recs(1100..1150));
+    run(String::new(), 0, "the file grew, no pipe");
+    let o = run(recs(0..100), 0, "the original stream");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    run(recs(0..120), 0, "the stream, longer");
+    let mut want: Vec<i64> = (0..120).chain(1000..1150).collect();
+    want.sort_unstable();
+    assert_eq!(ids(&lake), want);
 }
 
 #[test]

@@ -169,6 +169,13 @@ async fn recover_and_finish(
     temps_found
 }
 
+/// Whether the seeds are chosen by `FILESINK_POWER_SEED(S)`: one seed need not reach every
+/// window the default ones do.
+fn seeds_chosen() -> bool {
+    std::env::var_os("FILESINK_POWER_SEED").is_some()
+        || std::env::var_os("FILESINK_POWER_SEEDS").is_some()
+}
+
 fn power_loss_of(rng: &mut Rng) -> PowerLoss {
     if rng.next() % 2 == 0 {
         PowerLoss::DropUnflushed
@@ -274,7 +281,7 @@ async fn power_loss_at_every_call(variant: Variant, seeds: Vec<u64>) {
          {temps} with a dead manifest write's temporary file)"
     );
     assert!(
-        temps > 0,
+        temps > 0 || seeds_chosen(),
         "no power loss kept a manifest's temporary file that its write did not rename"
     );
 }
@@ -336,7 +343,7 @@ async fn crash_then_power_loss(variant: Variant, seeds: Vec<u64>) {
     // The window between a manifest's temporary file and its rename is one of the crash
     // points walked (and `recover_and_finish` checks that the restart removes what it left).
     assert!(
-        temps_after_crash > 0,
+        temps_after_crash > 0 || seeds_chosen(),
         "no process crash fell between a manifest's temporary file and its rename"
     );
 }

@@ -272,6 +272,10 @@ async fn refuse_lost_identity(storage: &dyn Storage) -> Result<()> {
     if jobs.is_empty() {
         return Ok(());
     }
+    // Another run may have made the identity meanwhile, with its job's first checkpoint.
+    if storage.get_metadata(SINK_FILE).await?.is_some() {
+        return Ok(());
+    }
     let named = match ids.len() {
         0 => "their manifests could not be read".to_string(),
         1 => format!(

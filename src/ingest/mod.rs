@@ -827,7 +827,15 @@ impl Ingest {
             // partition.
             Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
                 check_partition_columns(&partition_by, time.as_ref(), schema)?;
-                check_output_columns(&format, schema, &partition_by)?;
+                let new_job = match &early {
+                    None => true,
+                    Some(s) => manifest::list_checkpoints(s.as_ref(), &job)
+                        .await?
+                        .is_empty(),
+                };
+                if new_job {
+                    check_output_columns(&format, schema, &partition_by)?;
+                }
             }
             Ok(_) | Err(_) => {}
         }
@@ -984,9 +992,13 @@ impl Ingest {
         // must begin with what the job read (else `Error::InputChanged`), and what follows is
         // new; one that brings nothing more leaves the job finished as it was, no checkpoint.
         // (Not reading it would drop whatever a rerun with more input piped in.)
+        // A terminal is not read again: nobody pipes records into a finished job from one.
         let rereads_stream = finished_before
             && restored.as_ref().is_some_and(|p| !p.read.is_empty())
-            && inputs.iter().any(Input::is_stdin);
+            && inputs.iter().any(|i| {
+                i.is_stdin()
+                    && (i.stream.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdin()))
+            });
         if rereads_stream {
             coordinator.reopen();
         }
@@ -1148,6 +1160,9 @@ impl Ingest {
             finished_before && !rereads_stream,
             linger,
         );
+        if rereads_stream {
+            source = source.with_stream_reread();
+        }
         if let Some(p) = &partitioner {
             // The decoding threads check the partition values and split each chunk by them,
             // with the sink's own assigner.
@@ -1421,9 +1436,14 @@ impl Ingest {
             summary.status = IngestStatus::AlreadyFinished;
             summary.input_bytes = 0;
         }
-        // The last round compacts what the last checkpoints added.
+        // The last round compacts what the last checkpoints added; a finished job whose
+        // stream brought nothing new added nothing.
         if let Some(c) = compacting {
-            summary.compaction = Some(c.finish(true).await);
+            if nothing_new {
+                c.abort();
+            } else {
+                summary.compaction = Some(c.finish(true).await);
+            }
         }
         // The reader and decoding threads have sent their last messages and are ending.
         let _ = tokio::task::spawn_blocking(move || {

@@ -159,8 +159,7 @@ pub(super) fn infer_from_inputs(
     Ok(first.expect("at least one input"))
 }
 
-/// No two columns may have one name (Parquet readers refuse such a file, and JSON lines
-/// output would write the name twice); each partition column must be a column of the schema,
+/// Each partition column must be a column of the schema,
 /// of a scalar type (a list or a struct has no one directory name: `["a, b"]` and `["a","b"]`
 /// would share one, and the column leaves the data); the time column too, of a type that
 /// holds times, and no time directory may have the name of a column (readers would see two
@@ -170,16 +169,6 @@ pub(super) fn check_partition_columns(
     time: Option<&TimePartitioning>,
     schema: &Schema,
 ) -> Result<()> {
-    let mut names = std::collections::HashSet::new();
-    for f in schema.fields() {
-        if !names.insert(f.name().as_str()) {
-            return Err(Error::Config(format!(
-                "column `{}` appears twice in the input's columns (a CSV header, or --schema); \
-                 give each column its own name",
-                f.name()
-            )));
-        }
-    }
     for col in partition_by {
         let Ok(field) = schema.field_with_name(col) else {
             return Err(Error::Config(format!(
@@ -220,14 +209,27 @@ pub(super) fn check_partition_columns(
     Ok(())
 }
 
-/// Every column of `schema` that stays in the data (not a partition column) can be written
-/// in `format`: CSV holds no lists or structures. Checked before anything is created, so that
-/// such a job fails before it exists rather than at its first write.
+/// The schema of a new job can be written: no two columns have one name (Parquet readers
+/// refuse such a file, and JSON lines output would write the name twice), and every column
+/// that stays in the data (not a partition column) can be written in `format`: CSV holds no
+/// lists or structures. Checked before anything is created, so that such a job fails before
+/// it exists rather than at its first write. (A resumed job keeps the schema it started
+/// with, which passed.)
 pub(super) fn check_output_columns(
     format: &crate::format::FileFormat,
     schema: &Schema,
     partition_by: &[String],
 ) -> Result<()> {
+    let mut names = std::collections::HashSet::new();
+    for f in schema.fields() {
+        if !names.insert(f.name().as_str()) {
+            return Err(Error::Config(format!(
+                "column `{}` appears twice in the input's columns (a CSV header, or --schema); \
+                 give each column its own name",
+                f.name()
+            )));
+        }
+    }
     if let crate::format::FileFormat::Csv(_) = format {
         if let Some(f) = schema
             .fields()

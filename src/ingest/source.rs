@@ -733,19 +733,30 @@ impl<R: BufRead> RecordReader<R> {
                         format!("the record at line {first_line} is longer than {RECORD_BYTES_MAX} bytes"),
                     ));
                 }
+                if self.csv {
+                    quotes += piece.iter().filter(|&&b| b == b'"').count();
+                }
                 if !piece.ends_with(b"\n") {
                     break; // end of input
                 }
-                if self.csv {
-                    quotes += piece.iter().filter(|&&b| b == b'"').count();
-                    if quotes % 2 == 1 {
-                        continue; // a quoted field spans lines
-                    }
+                if quotes % 2 == 1 {
+                    continue; // a quoted field spans lines
                 }
                 break;
             }
             if buf.len() == start {
                 return Ok(None);
+            }
+            if quotes % 2 == 1 {
+                // The input ends inside a quoted field: a file cut while it was written. Taken
+                // as a record, its rest would later become records of its own.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the CSV record at line {first_line} ends inside a quoted field at the \
+                         end of the input (a file still being written?)"
+                    ),
+                ));
             }
             if at_start && buf[start..].starts_with(BYTE_ORDER_MARK) {
                 // A UTF-8 byte order mark opens the input, not its first record.
@@ -1269,6 +1280,9 @@ pub struct Source {
     stdin_opened: bool,
     /// Standard input is not read at all (a finished job that goes on for its files).
     stdin_done: bool,
+    /// A finished job reads its stream again ([`Source::with_stream_reread`]): one that is
+    /// empty brings nothing and is passed over, its position kept.
+    stream_reread: bool,
     /// How long a chunk of standard input waits for more records once it has one.
     linger: Duration,
     /// Input bytes consumed so far (headers and blank lines included).
@@ -1326,6 +1340,7 @@ impl Source {
             stdin,
             stdin_opened: false,
             stdin_done,
+            stream_reread: false,
             linger,
             bytes_read: 0,
             row_check: None,
@@ -1336,6 +1351,14 @@ impl Source {
             },
             schema,
         }
+    }
+
+    /// The job had finished, and reads its stream (standard input, a reader) again: an empty
+    /// one is passed over, without touching what the job read of it (a rerun without a pipe),
+    /// any other must begin with what the job read.
+    pub fn with_stream_reread(mut self) -> Source {
+        self.stream_reread = true;
+        self
     }
 
     /// Also rejects the decoded records that `check` rejects.
@@ -1527,6 +1550,17 @@ impl Source {
             self.stdin = Some(stream);
         }
         if !self.stdin_opened {
+            if self.stream_reread && self.read[i].offset > 0 {
+                let stdin = self.stdin.as_mut().expect("started above");
+                while stdin.queued() == 0 && !stdin.at_end() {
+                    stdin.receive(None).map_err(read_err)?;
+                }
+                if stdin.queued() == 0 && stdin.eof.is_none_or(|p| p.offset == 0) {
+                    // Empty: nothing new, and what the job read of it stays as it was.
+                    self.stdin_done = true;
+                    return Ok(None);
+                }
+            }
             self.open_stdin()?;
             self.stdin_opened = true;
         }
@@ -2107,8 +2141,10 @@ fn continues_last_record(last: Option<u8>, next: Option<u8>) -> bool {
 /// What [`Error::InputChanged`] says of an input that [`continues_last_record`].
 const CONTINUED: &str = "its last record had no line end when the job read it, and what was \
     added since continues that line: the job wrote the record as it was then, and reading on \
-    would split it in two. Write each line whole before a file is ingested (or write to \
-    another name and rename), and ingest what was added as another job";
+    would split it in two. Nothing was written; the job cannot go on with this file. Ingest \
+    the lines after the continued one as another job (a file of its own), and mend that \
+    record by hand. Write each line whole before a file is ingested (or write to another \
+    name and rename)";
 
 /// Checks that every input file still begins with the bytes `job` read of it (`read`, one
 /// prefix per input): at least as long, and the same CRC-32C over those bytes. Returns, per
@@ -2643,6 +2679,32 @@ mod tests {
         buf.clear();
         assert_eq!(r.next_record(&mut buf).unwrap(), Some(4));
         assert_eq!(r.line, 5);
+    }
+
+    /// A CSV input that ends inside a quoted field was cut while it was written: an error,
+    /// not a record whose rest would later become records of its own.
+    #[test]
+    fn a_csv_input_ending_inside_quotes_is_an_error() {
+        for data in ["a,b\n1,\"abc", "a,b\n1,\"abc\n", "a,b\n1,\"a\"\"b"] {
+            let mut r = reader(data, true);
+            let mut buf = Vec::new();
+            assert_eq!(r.next_record(&mut buf).unwrap(), Some(1));
+            buf.clear();
+            let e = r.next_record(&mut buf).unwrap_err();
+            assert!(
+                e.to_string().contains("inside a quoted field"),
+                "{data:?}: {e}"
+            );
+        }
+        let mut r = reader("a,b\n1,\"a\"\"b\"", true);
+        let mut buf = Vec::new();
+        r.next_record(&mut buf).unwrap();
+        buf.clear();
+        assert_eq!(
+            r.next_record(&mut buf).unwrap(),
+            Some(2),
+            "quotes closed at the end"
+        );
     }
 
     #[test]
