@@ -1500,9 +1500,15 @@ async fn check_one_kind(
     if !manifest::list_checkpoints(storage, job).await?.is_empty() {
         return Ok(());
     }
-    let table_exists = storage.list_metadata(DELTA_LOG_DIR).await?.iter().any(|e| {
-        !e.is_dir && crate::table::delta::checkpoint::parse_log_file_name(&e.name).is_some()
-    });
+    // A table with a log checkpoint names it in `_last_checkpoint` (one read); one without is
+    // young, its log short to list.
+    let table_exists = storage
+        .get_metadata(crate::table::delta::log::LAST_CHECKPOINT)
+        .await?
+        .is_some()
+        || storage.list_metadata(DELTA_LOG_DIR).await?.iter().any(|e| {
+            !e.is_dir && crate::table::delta::checkpoint::parse_log_file_name(&e.name).is_some()
+        });
     match (table, table_exists) {
         (None, true) => {
             return Err(Error::conflict(
