@@ -532,6 +532,15 @@ fn abort_refuses_a_directory_that_is_not_a_filesink_output_and_deletes_nothing()
         &["abort", s(&dir.path().join("missing")), "--force"],
         EXIT_REFUSED,
     );
+    // Every command that reads a lake says the same of a missing one.
+    for cmd in ["ls", "commit", "vacuum"] {
+        let o = run_expect(&[cmd, s(&dir.path().join("missing"))], EXIT_REFUSED);
+        assert!(
+            stderr(&o).contains("is not a filesink output"),
+            "{cmd}: {}",
+            stderr(&o)
+        );
+    }
     assert!(!dir.path().join("missing").exists());
 }
 

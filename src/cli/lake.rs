@@ -66,8 +66,9 @@ impl Lake {
     pub async fn open(location: Location) -> CliResult<Lake> {
         if let Some(path) = location.local_path() {
             if !path.is_dir() {
-                return Err(CliError::msg(format!(
-                    "`{location}` does not exist or is not a directory"
+                return Err(CliError::refused(format!(
+                    "`{location}` is not a filesink output: it does not exist or is not a \
+                     directory"
                 )));
             }
         }

@@ -52,8 +52,8 @@ pub struct VacuumArgs {
 pub async fn run(args: VacuumArgs, out: &mut dyn Write) -> CliResult {
     let location = Location::parse(&args.url)?;
     if location.local_path().is_some_and(|p| !p.is_dir()) {
-        return Err(CliError::msg(format!(
-            "`{location}` does not exist or is not a directory"
+        return Err(CliError::refused(format!(
+            "`{location}` is not a filesink output: it does not exist or is not a directory"
         )));
     }
     let (storage, _) = open_storage(&location)
