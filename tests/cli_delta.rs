@@ -129,6 +129,16 @@ fn ls_shows_the_table_and_compact_merges_its_small_files() {
     assert!(files_before >= 6, "{v}");
     assert!(v["jobs"][0]["in_table_log"].as_i64().is_some(), "{v}");
 
+    // A partition with no live file is named as such, not "nothing to compact".
+    let o = run_expect(
+        &["compact", s(&lake), "--partition", "day=nope", "--dry-run"],
+        1,
+    );
+    assert!(
+        stderr(&o).contains("partition `day=nope` has no live file"),
+        "{}",
+        stderr(&o)
+    );
     let dry = json_of(&run_ok(&["compact", s(&lake), "--dry-run", "--json"]));
     assert_eq!(dry["report"]["bins"].as_array().unwrap().len(), 3, "{dry}");
     let again = json_of(&run_ok(&["ls", s(&lake), "--json"]));

@@ -361,7 +361,14 @@ fn plan(table: &DeltaTable, options: &CompactOptions) -> Result<Vec<PlannedBin>>
     let partition_columns = table.partition_columns().to_vec();
     let small = options.target_size_bytes / 2;
     let mut by_partition: BTreeMap<String, (BucketId, Vec<_>)> = BTreeMap::new();
+    // Every partition with a live file, so that a partition asked for that has none is an
+    // error rather than "nothing to compact".
+    let mut seen = std::collections::BTreeSet::new();
     for add in table.live_files() {
+        let Ok(bucket) = bucket_of(&add.partition_values, &partition_columns) else {
+            continue;
+        };
+        seen.insert(bucket.as_str().to_owned());
         let Ok(FilePath::Relative(path)) = decode_path(&add.path) else {
             continue;
         };
@@ -372,9 +379,6 @@ fn plan(table: &DeltaTable, options: &CompactOptions) -> Result<Vec<PlannedBin>>
         if add.deletion_vector.is_some() || hidden || size >= small {
             continue;
         }
-        let Ok(bucket) = bucket_of(&add.partition_values, &partition_columns) else {
-            continue;
-        };
         if !options.partitions.is_empty()
             && !options.partitions.iter().any(|p| p == bucket.as_str())
         {
@@ -385,6 +389,27 @@ fn plan(table: &DeltaTable, options: &CompactOptions) -> Result<Vec<PlannedBin>>
             .or_insert_with(|| (bucket.clone(), Vec::new()))
             .1
             .push((add, path, size));
+    }
+    if let Some(missing) = options
+        .partitions
+        .iter()
+        .find(|p| !seen.contains(p.as_str()))
+    {
+        let known: Vec<&str> = seen.iter().take(5).map(String::as_str).collect();
+        return Err(Error::Config(format!(
+            "partition `{missing}` has no live file in the table (partitions: {}{}); name a \
+             partition by its directory, `column=value/...`",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            },
+            if seen.len() > known.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        )));
     }
     let mut bins = Vec::new();
     let mut planned_bytes = 0u64;
