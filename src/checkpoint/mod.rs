@@ -1486,9 +1486,10 @@ fn abandon_round(job: &str, id: u64, outputs: &[Committable]) -> Vec<String> {
 
 /// Refuses to start new job `job` (one without a manifest) where it would mix a plain
 /// directory's files with a Delta table's in one location: a plain job where a table exists
-/// (a log entry in `_delta_log/`), and the first job of a table where plain jobs wrote. Mixed, the table's vacuum and compaction would take the plain
-/// files for the table's own files outside the log, and readers of the plain directory would
-/// see every file the table ever removed. A job that exists goes on as it started
+/// (a log entry in `_delta_log/`), and the first job of a table where plain jobs wrote.
+/// Mixed, the table's vacuum and compaction would take the plain files for the table's own
+/// files outside the log, and readers of the plain directory would see every file the table
+/// ever removed. A job that exists goes on as it started
 /// ([`check_table_job`]).
 async fn check_one_kind(
     storage: &dyn Storage,
