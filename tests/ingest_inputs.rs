@@ -313,6 +313,132 @@ fn a_finished_stdin_job_reads_its_stream_again() {
     assert_eq!(ids(&lake), want);
 }
 
+/// A finished job's stream may have ended anywhere: after blank lines, on a last record
+/// without its line end, with `\r\n` line ends, in CSV, compressed. Fed again with more, the
+/// job compares the bytes it read, whatever they end with, and ingests the rest once; a
+/// stream that continues the last line instead is refused (exit 7), nothing written. (The
+/// stream was matched record by record, so any such end was refused as another stream.)
+#[test]
+fn a_finished_stdin_job_goes_on_after_any_end_of_its_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed");
+    let gzip = |text: &str| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let crlf = |text: String| text.replace('\n', "\r\n");
+    let csv = |ids: std::ops::Range<i64>| -> String {
+        ids.map(|i| format!("{i},2026-11-{:02},n{}\n", 25 + i % 5, i % 10))
+            .collect()
+    };
+    // (name, format, first stream, the same stream with more).
+    let cases: Vec<(&str, &str, String, String)> = vec![
+        (
+            "blank lines",
+            "jsonl",
+            format!("{}\n\n", recs(0..50)),
+            format!("{}\n\n{}", recs(0..50), recs(50..80)),
+        ),
+        (
+            "no last line end",
+            "jsonl",
+            recs(0..50).trim_end().to_string(),
+            recs(0..80),
+        ),
+        (
+            "crlf, no last line end",
+            "jsonl",
+            crlf(recs(0..50)).trim_end().to_string(),
+            crlf(recs(0..80)),
+        ),
+        (
+            "csv, blank line",
+            "csv",
+            format!("id,day,note\n{}\n", csv(0..50)),
+            format!("id,day,note\n{}\n{}", csv(0..50), csv(50..80)),
+        ),
+        (
+            "csv, no last line end",
+            "csv",
+            format!("id,day,note\n{}", csv(0..50))
+                .trim_end()
+                .to_string(),
+            format!("id,day,note\n{}", csv(0..80)),
+        ),
+    ];
+    for (name, format, first, more) in cases {
+        for compressed in [false, true] {
+            let what = format!("{name}, gzip {compressed}");
+            let lake = dir.path().join(format!(
+                "lake-{}-{compressed}",
+                name.replace([' ', ','], "")
+            ));
+            let args = ingest_args(
+                &["-"],
+                s(&lake),
+                &["--job", "piped", "--input-format", format],
+            );
+            let run = |text: &str, code: i32, step: &str| {
+                match compressed {
+                    true => fs::write(&feed, gzip(text)).unwrap(),
+                    false => fs::write(&feed, text).unwrap(),
+                }
+                let o = filesink_with_stdin(&args, &feed);
+                assert_code(&o, code, &format!("{what}: {step}"));
+                o
+            };
+            run(&first, 0, "first");
+            assert_eq!(ids(&lake), (0..50).collect::<Vec<_>>(), "{what}");
+            let o = run(&first, 0, "the same stream");
+            assert!(
+                stdout(&o).contains("nothing to do"),
+                "{what}: {}",
+                stdout(&o)
+            );
+            run(&more, 0, "the same stream with more");
+            assert_eq!(ids(&lake), (0..80).collect::<Vec<_>>(), "{what}");
+            let o = run(&more, 0, "the longer stream again");
+            assert!(
+                stdout(&o).contains("nothing to do"),
+                "{what}: {}",
+                stdout(&o)
+            );
+        }
+    }
+
+    // The last line continued: refused, nothing written, whatever came after it.
+    for (name, format, first, rest) in [
+        (
+            "jsonl",
+            "jsonl",
+            "{\"id\":1}\n{\"id\":12}",
+            "{\"id\":34}\n{\"id\":56}\n",
+        ),
+        ("csv", "csv", "id\n1\n12", "34\n56\n"),
+    ] {
+        let continued = format!("{first}{rest}");
+        let lake = dir.path().join(format!("continued-{name}"));
+        let args = ingest_args(
+            &["-"],
+            s(&lake),
+            &["--job", "piped", "--input-format", format],
+        );
+        fs::write(&feed, first).unwrap();
+        assert_code(&filesink_with_stdin(&args, &feed), 0, name);
+        let before = visible(&lake);
+        fs::write(&feed, &continued).unwrap();
+        let o = filesink_with_stdin(&args, &feed);
+        assert_code(&o, EXIT_INPUT_CHANGED, name);
+        assert!(
+            stderr(&o).contains("had no line end"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert_eq!(visible(&lake), before, "{name}: nothing written");
+    }
+}
+
 #[test]
 fn an_input_that_grew_is_ingested_further_exactly_once() {
     // A finished job: what was appended is ingested by the next run, once.

@@ -807,8 +807,23 @@ impl Ingest {
         // The schema a new job would take: the given one, else inferred from the inputs (the
         // first with records). A job that is resumed keeps its own; an inference error counts
         // only for a new job.
+        // A job that exists keeps its schema: nothing to infer, and its standard input is
+        // read from the start by the source, which compares what the job read of it byte for
+        // byte (inference would take its first records first).
+        let new_job = match &early {
+            None => true,
+            Some(s) => manifest::list_checkpoints(s.as_ref(), &job)
+                .await?
+                .is_empty(),
+        };
         let (mut fresh_schema, stdin_prefix) = match explicit.clone() {
             Some(s) => (Ok(s), None),
+            None if !new_job => (
+                Err(Error::InvalidInput(format!(
+                    "job `{job}` lost its checkpoints while this run opened it; run it again"
+                ))),
+                None,
+            ),
             None => {
                 let inputs = inputs.clone();
                 let inferred = tokio::task::spawn_blocking(move || {
@@ -827,12 +842,6 @@ impl Ingest {
             // partition.
             Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
                 check_partition_columns(&partition_by, time.as_ref(), schema)?;
-                let new_job = match &early {
-                    None => true,
-                    Some(s) => manifest::list_checkpoints(s.as_ref(), &job)
-                        .await?
-                        .is_empty(),
-                };
                 if new_job {
                     check_output_columns(&format, schema, &partition_by)?;
                 }

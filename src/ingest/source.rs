@@ -905,6 +905,8 @@ struct RawBatch {
 /// already came, and the records read for schema inference are kept for [`Source`].
 pub struct StdinRecords {
     rx: mpsc::Receiver<io::Result<RawBatch>>,
+    /// What skipping the prefix a job read found ([`StdinRecords::start_after`]), until taken.
+    skipped: Option<mpsc::Receiver<io::Result<Skipped>>>,
     queue: VecDeque<RawBatch>,
     /// Records of the front batch already taken.
     taken: usize,
@@ -912,37 +914,87 @@ pub struct StdinRecords {
     eof: Option<Prefix>,
 }
 
+/// What the first bytes of a stream are, against the prefix a job read of it
+/// ([`StdinRecords::start_after`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skipped {
+    /// The same bytes: records are read on after them.
+    Same(Prefix),
+    /// No bytes at all.
+    Empty,
+    /// Other bytes, or fewer.
+    Differs,
+    /// The same bytes, the last of them not a line end, and the stream goes on with the same
+    /// line ([`continues_last_record`]).
+    Continued,
+}
+
 impl StdinRecords {
     /// Starts the reader thread of the stream `input`.
     pub fn start(input: &Input, csv: bool) -> Result<StdinRecords> {
+        StdinRecords::start_after(input, csv, None)
+    }
+
+    /// Starts the reader thread of the stream `input`, which first reads the bytes of
+    /// `prefix`, what a job read of the stream before, and compares them byte for byte
+    /// (CRC-32C), whatever they end with (blank lines, a last record without a line end);
+    /// [`StdinRecords::skipped`] tells what it found, and records come only after them.
+    fn start_after(input: &Input, csv: bool, prefix: Option<Prefix>) -> Result<StdinRecords> {
         let stream = input.take_stream()?;
         let (tx, rx) = mpsc::sync_channel(STDIN_BATCHES_AHEAD);
+        let (skip_tx, skip_rx) = mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("filesink-stdin".into())
             .spawn(move || {
                 let stream = match sniffed(stream) {
                     Ok(s) => s,
                     Err(e) => {
+                        let _ = skip_tx.send(Err(io::Error::new(e.kind(), e.to_string())));
                         let _ = tx.send(Err(e));
                         return;
                     }
                 };
-                let reader = RecordReader {
+                let mut reader = RecordReader {
                     reader: BufReader::with_capacity(READ_BUFFER_BYTES, stream),
                     offset: 0,
                     line: 1,
                     crc: 0,
                     csv,
                 };
+                if let Some(want) = prefix {
+                    let skipped = skip_prefix(&mut reader.reader, want);
+                    let at = match &skipped {
+                        Ok(Skipped::Same(p)) => Some(*p),
+                        _ => None,
+                    };
+                    let _ = skip_tx.send(skipped);
+                    let Some(at) = at else {
+                        return;
+                    };
+                    reader.offset = at.offset;
+                    reader.line = at.line;
+                    reader.crc = at.crc32c.expect("set by skip_prefix");
+                }
                 read_stdin(reader, tx)
             })
             .map_err(|e| Error::io("start a reader thread for", &input.display, e))?;
         Ok(StdinRecords {
             rx,
+            skipped: prefix.map(|_| skip_rx),
             queue: VecDeque::new(),
             taken: 0,
             eof: None,
         })
+    }
+
+    /// What the reader thread found where the job's prefix should be; `None` for a stream
+    /// started without one, or once taken.
+    fn skipped(&mut self) -> Option<io::Result<Skipped>> {
+        let rx = self.skipped.take()?;
+        Some(
+            rx.recv()
+                .unwrap_or_else(|_| Err(io::Error::other("the standard input reader stopped"))),
+        )
     }
 
     /// Records received and not taken yet.
@@ -1546,20 +1598,16 @@ impl Source {
         let display = self.inputs[i].display.clone();
         let read_err = |e: io::Error| Error::io("read", &display, e);
         if self.stdin.is_none() {
-            let stream = StdinRecords::start(&self.inputs[i], self.format == InputFormat::Csv)?;
+            // Past what the job read of it, if anything: the reader thread compares those
+            // bytes first.
+            let want = Some(self.read[i]).filter(|p| p.offset > 0);
+            let csv = self.format == InputFormat::Csv;
+            let stream = StdinRecords::start_after(&self.inputs[i], csv, want)?;
             self.stdin = Some(stream);
         }
         if !self.stdin_opened {
-            if self.stream_reread && self.read[i].offset > 0 {
-                let stdin = self.stdin.as_mut().expect("started above");
-                while stdin.queued() == 0 && !stdin.at_end() {
-                    stdin.receive(None).map_err(read_err)?;
-                }
-                if stdin.queued() == 0 && stdin.eof.is_none_or(|p| p.offset == 0) {
-                    // Empty: nothing new, and what the job read of it stays as it was.
-                    self.stdin_done = true;
-                    return Ok(None);
-                }
+            if let Some(skipped) = self.stdin.as_mut().expect("started above").skipped() {
+                return self.skipped_stdin(skipped.map_err(read_err)?, records_max);
             }
             self.open_stdin()?;
             self.stdin_opened = true;
@@ -1608,8 +1656,40 @@ impl Source {
         Ok(Some(self.raw_chunk(buf, spans)))
     }
 
-    /// Skips the records of standard input the job already read, checking that they are the
-    /// same bytes, and checks a CSV header.
+    /// Goes on after the reader thread of standard input compared the bytes the job read of
+    /// it with what came: the next chunk if they are the same, nothing if the stream is empty
+    /// and the job had finished (a rerun without a pipe), otherwise an error.
+    fn skipped_stdin(&mut self, skipped: Skipped, records_max: usize) -> Result<Option<RawChunk>> {
+        let i = self.cursor.input;
+        let want = self.read[i];
+        let what = match self.inputs[i].stream.is_some() {
+            true => format!("input `{}`", self.inputs[i].display),
+            false => "standard input".to_string(),
+        };
+        match skipped {
+            Skipped::Same(p) => {
+                self.set_read(i, p);
+                self.cursor = Cursor {
+                    input: i,
+                    offset: p.offset,
+                    line: p.line,
+                };
+                self.stdin_opened = true;
+                self.next_stdin_chunk(records_max)
+            }
+            Skipped::Empty if self.stream_reread => {
+                // Nothing new, and what the job read of it stays as it was.
+                self.stdin_done = true;
+                Ok(None)
+            }
+            Skipped::Empty | Skipped::Differs => Err(stream_differs(&what, want.offset)),
+            Skipped::Continued => Err(Error::InputChanged(format!("{what}: {CONTINUED}"))),
+        }
+    }
+
+    /// For a stream started before the source (by schema inference, so of a job that read
+    /// nothing of it yet): skips the records of standard input the job already read, checking
+    /// that they are the same bytes, and checks a CSV header.
     fn open_stdin(&mut self) -> Result<()> {
         let i = self.cursor.input;
         let want = self.read[i];
@@ -1640,12 +1720,7 @@ impl Source {
             } else {
                 "standard input".to_string()
             };
-            return Err(Error::InputChanged(format!(
-                "{what} is not what the job read before: the job already read {} bytes of it, \
-                 and the first bytes now differ or end sooner; feed it the same input again, or \
-                 use another --job for this one",
-                want.offset
-            )));
+            return Err(stream_differs(&what, want.offset));
         }
         self.set_read(i, at);
         let stdin = self.stdin.as_mut().expect("started");
@@ -2127,6 +2202,42 @@ fn crc_of_prefix(r: &mut impl Read, len: u64) -> io::Result<(u32, u64, u64, Opti
         last = Some(buf[got - 1]);
     }
     Ok((crc, newlines, n, last))
+}
+
+/// The error for a stream (`what`) that does not begin with the `read` bytes a job read.
+fn stream_differs(what: &str, read: u64) -> Error {
+    Error::InputChanged(format!(
+        "{what} is not what the job read before: the job already read {read} bytes of it, and \
+         the first bytes now differ or end sooner; feed it the same input again, or use \
+         another --job for this one"
+    ))
+}
+
+/// Reads the first `want.offset` bytes of `r` and compares them with what a job read
+/// ([`Skipped`]); `r` then stands after them.
+fn skip_prefix(r: &mut impl BufRead, want: Prefix) -> io::Result<Skipped> {
+    let (crc, _, n, last) = crc_of_prefix(r, want.offset)?;
+    if n == 0 {
+        return Ok(Skipped::Empty);
+    }
+    if n < want.offset || want.crc32c.is_some_and(|c| c != crc) {
+        return Ok(Skipped::Differs);
+    }
+    let next = loop {
+        match r.fill_buf() {
+            Ok(b) => break b.first().copied(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    if continues_last_record(last, next) {
+        return Ok(Skipped::Continued);
+    }
+    Ok(Skipped::Same(Prefix {
+        offset: want.offset,
+        line: want.line,
+        crc32c: Some(crc),
+    }))
 }
 
 /// Whether an input whose first bytes a job read, the last of them `last`, continues the
