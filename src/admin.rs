@@ -356,13 +356,7 @@ impl Lake {
     pub async fn leftovers(&self, jobs: &[JobInfo]) -> Result<(Vec<Leftover>, Vec<Leftover>)> {
         let mut l = self.storage.list_leftovers().await?;
         l.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut own = OwnNames::of_jobs(jobs.iter().map(|j| j.job.clone()).collect());
-        for m in jobs
-            .iter()
-            .filter_map(|j| j.latest.as_ref().ok().and_then(Option::as_ref))
-        {
-            m.final_paths().for_each(|f| own.learn(f));
-        }
+        let own = own_names(jobs);
         Ok(l.into_iter().partition(|l| own.owns(l)))
     }
 
@@ -439,6 +433,30 @@ impl Lake {
     pub async fn file_state(&self, c: &Committable) -> Result<FileState> {
         self.storage.probe(c).await.map(FileState::from)
     }
+}
+
+/// The names that are the sink's own ([`OwnNames`]): of writers of `jobs`, with the default
+/// prefix and a default suffix, or a prefix and suffix that a latest manifest of `jobs` shows.
+pub fn own_names(jobs: &[JobInfo]) -> OwnNames {
+    let mut own = OwnNames::of_jobs(jobs.iter().map(|j| j.job.clone()).collect());
+    for m in jobs
+        .iter()
+        .filter_map(|j| j.latest.as_ref().ok().and_then(Option::as_ref))
+    {
+        m.final_paths().for_each(|f| own.learn(f));
+    }
+    own
+}
+
+/// Splits a listing of the visible files into the sink's own (part names of its jobs'
+/// writers, [`OwnNames::owns_final`]) and the others: files another tool, a person or a job
+/// of another sink put there, which the sink never wrote, never removes, and does not count
+/// as its output.
+pub fn own_visible(
+    visible: Vec<VisibleFile>,
+    own: &OwnNames,
+) -> (Vec<VisibleFile>, Vec<VisibleFile>) {
+    visible.into_iter().partition(|f| own.owns_final(&f.path))
 }
 
 /// Committed files per partition directory (`""` is the base) of a listing of the visible

@@ -195,6 +195,86 @@ fn ingest_writes_every_fixture_record_once_and_ls_reports_it() {
     assert_eq!(v["manifest"]["source_position"]["records"], 5000);
 }
 
+/// Files the sink did not write (a README, another tool's output, a file named like a part
+/// of a job this sink does not have) are listed apart by `ls`, not counted as committed: they
+/// were, so an operator checking a job's output against `ls` saw other people's files as it.
+/// A part of the sink's job under a prefix its latest manifest does not show still counts.
+#[test]
+fn ls_lists_files_the_sink_did_not_write_apart_from_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    run_ok(&[
+        "ingest",
+        s(&fixture("events.jsonl")),
+        "--to",
+        s(&lake),
+        "--partition-by",
+        "day",
+        "--job",
+        "events",
+    ]);
+    let ours = visible_files(&lake);
+    let part = ours[0].clone();
+    let name = part.file_name().unwrap().to_str().unwrap().to_string();
+    let partition = part.parent().unwrap().to_path_buf();
+    // Another prefix, the same writer's name otherwise: the job's file under a library
+    // user's prefix.
+    let renamed = partition.join(name.replacen("part-", "events-", 1));
+    fs::copy(&part, &renamed).unwrap();
+    let foreign = [
+        lake.join("README.txt"),
+        partition.join("notes.csv"),
+        partition.join(name.replacen("-events_", "-other_", 1)),
+    ];
+    for f in &foreign {
+        assert!(!f.exists(), "{f:?}");
+        fs::write(f, "not ours").unwrap();
+    }
+    let ls = json_of(&run_ok(&["ls", s(&lake), "--json"]));
+    assert_eq!(
+        ls["committed"]["files"].as_u64().unwrap() as usize,
+        ours.len() + 1,
+        "{ls}"
+    );
+    assert_eq!(ls["other_files"]["files"], 3, "{ls}");
+    assert_eq!(ls["other_files"]["bytes"], 3 * 8, "{ls}");
+    let mut listed: Vec<&str> = ls["other_files"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    listed.sort_unstable();
+    let mut want: Vec<String> = foreign
+        .iter()
+        .map(|f| f.strip_prefix(&lake).unwrap().to_str().unwrap().to_string())
+        .collect();
+    want.sort_unstable();
+    assert_eq!(listed, want);
+    let text = stdout(&run_ok(&["ls", s(&lake)]));
+    assert!(
+        text.contains(&format!("committed: {} file(s)", ours.len() + 1)),
+        "{text}"
+    );
+    assert!(
+        text.contains("other files (visible, not parts of this sink's jobs"),
+        "{text}"
+    );
+    assert!(text.contains("README.txt"), "{text}");
+
+    // A directory that is no sink: everything in it is another's.
+    let plain = dir.path().join("plain");
+    fs::create_dir(&plain).unwrap();
+    fs::write(plain.join("a.parquet"), "x").unwrap();
+    let ls = json_of(&run_ok(&["ls", s(&plain), "--json"]));
+    assert_eq!(ls["committed"]["files"], 0, "{ls}");
+    assert_eq!(ls["other_files"]["files"], 1, "{ls}");
+    // The foreign files are still there: ls touches nothing.
+    for f in &foreign {
+        assert!(f.exists(), "{f:?}");
+    }
+}
+
 #[test]
 fn csv_input_and_output_formats_work() {
     let dir = tempfile::tempdir().unwrap();

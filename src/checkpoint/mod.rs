@@ -1725,10 +1725,22 @@ impl OwnNames {
 
     /// Whether `leftover` is one of the sink's own.
     pub fn owns(&self, leftover: &Leftover) -> bool {
-        leftover.name.as_ref().is_some_and(|n| {
-            self.prefixes.contains(&n.prefix)
-                && self.suffixes.contains(&n.suffix)
-                && job_of_writer(&n.writer_id).is_some_and(|job| self.jobs.iter().any(|j| j == job))
-        })
+        leftover.name.as_ref().is_some_and(|n| self.owns_name(n))
+    }
+
+    /// Whether the visible file at `path` has a final part name of a writer of one of the
+    /// sink's jobs (a file one of them committed, or one named exactly like it), whatever its
+    /// prefix and suffix: a job's latest manifest shows only the names of its latest files,
+    /// and a visible file is only counted by this, never removed.
+    pub fn owns_final(&self, path: &str) -> bool {
+        PartName::parse_final(split_rel(path).1).is_some_and(|n| self.of_a_job(&n))
+    }
+
+    fn owns_name(&self, n: &PartName) -> bool {
+        self.prefixes.contains(&n.prefix) && self.suffixes.contains(&n.suffix) && self.of_a_job(n)
+    }
+
+    fn of_a_job(&self, n: &PartName) -> bool {
+        job_of_writer(&n.writer_id).is_some_and(|job| self.jobs.iter().any(|j| j == job))
     }
 }

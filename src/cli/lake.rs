@@ -10,7 +10,9 @@ use filesink::checkpoint::manifest::{self, Manifest, SinkIdentity};
 use filesink::storage::{Leftover, LocalStorage, ObjectStorage, Storage};
 use filesink::{Committable, Sink};
 
-pub use filesink::admin::{committed, references, FileState, HeldJobs, JobInfo};
+pub use filesink::admin::{
+    committed, own_names, own_visible, references, FileState, HeldJobs, JobInfo,
+};
 
 use super::exit::{CliError, CliResult};
 use filesink::storage::Location;

@@ -12,7 +12,7 @@ use filesink::storage::Leftover;
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};
-use super::lake::{committed, references, FileState, Lake};
+use super::lake::{committed, own_names, own_visible, references, FileState, Lake};
 use super::util::{human_age, human_bytes, human_time, now_ms};
 use filesink::storage::Location;
 
@@ -29,14 +29,20 @@ pub struct LsArgs {
     pub json: bool,
 }
 
+/// How many of the visible files that are not the sink's own the text output names.
+const OTHER_FILES_SHOWN: usize = 20;
+
 /// Runs `filesink ls`.
 pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open(Location::parse(&args.url)?).await?;
     let now = now_ms();
     let visible = lake.visible().await?;
-    let committed = committed(&visible);
-    let visible: HashSet<&str> = visible.iter().map(|f| f.path.as_str()).collect();
     let jobs = lake.jobs().await?;
+    // Files that are not the sink's own parts are not its output: listed apart, never
+    // counted as committed.
+    let (own, others) = own_visible(visible, &own_names(&jobs));
+    let committed = committed(&own);
+    let visible: HashSet<&str> = own.iter().map(|f| f.path.as_str()).collect();
     // A Delta table at the base: its latest version, and how far each job's checkpoints are
     // in its log.
     let table = match lake.sink() {
@@ -121,6 +127,11 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                     "partition": k, "files": p.files, "bytes": p.bytes,
                 })).collect::<Vec<_>>(),
             },
+            "other_files": {
+                "files": others.len(),
+                "bytes": others.iter().map(|f| f.size_bytes).sum::<u64>(),
+                "paths": others.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+            },
             "jobs": jobs.iter().zip(&holders).map(|(j, holder)| {
                 let latest = j.latest.as_ref().ok().and_then(|m| m.as_ref());
                 json!({
@@ -197,6 +208,25 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 p.files,
                 human_bytes(p.bytes)
             );
+        }
+        if !others.is_empty() {
+            outln!(
+                out,
+                "other files (visible, not parts of this sink's jobs; never counted or \
+                 touched): {} file(s), {}",
+                others.len(),
+                human_bytes(others.iter().map(|f| f.size_bytes).sum())
+            );
+            for f in others.iter().take(OTHER_FILES_SHOWN) {
+                outln!(out, "  {}  {}", f.path, human_bytes(f.size_bytes));
+            }
+            if others.len() > OTHER_FILES_SHOWN {
+                outln!(
+                    out,
+                    "  ... and {} more (`--json` lists them all)",
+                    others.len() - OTHER_FILES_SHOWN
+                );
+            }
         }
         if let Some(t) = &table {
             outln!(
