@@ -805,11 +805,9 @@ impl Ingest {
             CheckpointEvery::Rows(_) => None,
         };
         // The schema a new job would take: the given one, else inferred from the inputs (the
-        // first with records). A job that is resumed keeps its own; an inference error counts
-        // only for a new job.
-        // A job that exists keeps its schema: nothing to infer, and its standard input is
-        // read from the start by the source, which compares what the job read of it byte for
-        // byte (inference would take its first records first).
+        // first with records). A job that exists keeps its own: nothing to infer, and its
+        // standard input is read from the start by the source, which compares what the job
+        // read of it byte for byte (inference would take its first records first).
         let new_job = match &early {
             None => true,
             Some(s) => manifest::list_checkpoints(s.as_ref(), &job)
