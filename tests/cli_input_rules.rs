@@ -567,6 +567,153 @@ fn empty_inputs_follow_one_rule() {
     assert_eq!(visible_records(&lake).len(), 2);
 }
 
+/// A job whose runs saw no records yet (an empty or blank file, a CSV header alone, an empty
+/// stream) has no schema that could hold any: its first run that sees records takes their
+/// columns. Its later records were all "malformed" (or all bad records, exit 0), and a CSV
+/// header alone gave columns of type Null, which kept none of the values appended later
+/// ("2 records" written as `{}`).
+#[test]
+fn a_job_that_saw_no_records_takes_the_columns_of_its_first_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows_jsonl = "{\"id\":1,\"day\":\"a\"}\n{\"id\":2,\"day\":\"b\"}\n";
+    let rows_csv = "1,a\n2,b\n";
+    let cases = [
+        ("empty.jsonl", "", rows_jsonl),
+        ("blank.jsonl", "\n  \n", rows_jsonl),
+        ("header.csv", "id,day\n", rows_csv),
+        ("empty.csv", "", "id,day\n1,a\n2,b\n"),
+    ];
+    for (name, first, appended) in cases {
+        for extra in [&[][..], &["--partition-by", "day"][..]] {
+            let input = dir.path().join(name);
+            fs::write(&input, first).unwrap();
+            let lake = dir.path().join(format!("lake-{name}-{}", extra.len()));
+            let mut args = vec!["ingest", s(&input), "--to", s(&lake), "--format", "jsonl"];
+            args.extend_from_slice(extra);
+            run_ok(&args);
+            let mut f = fs::OpenOptions::new().append(true).open(&input).unwrap();
+            f.write_all(appended.as_bytes()).unwrap();
+            drop(f);
+            let o = run_ok(&args);
+            assert!(
+                stderr(&o).contains("has written no record yet"),
+                "{name}: {}",
+                stderr(&o)
+            );
+            // The values keep their types (numbers stay numbers); a partition column is in
+            // the directory names.
+            let mut got: Vec<String> = common::visible_files(&lake)
+                .iter()
+                .flat_map(|f| {
+                    let dir = f.parent().unwrap().file_name().unwrap().to_str().unwrap();
+                    let dir = dir.strip_prefix("day=").unwrap_or("").to_string();
+                    fs::read_to_string(f)
+                        .unwrap()
+                        .lines()
+                        .map(|l| {
+                            let r: Value = serde_json::from_str(l).unwrap();
+                            format!("{}/{}{dir}", r["id"], r["day"].as_str().unwrap_or(""))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            got.sort();
+            assert_eq!(got, ["1/a", "2/b"], "{name} {extra:?}");
+            // Decided now: a record of other columns is refused as before.
+            let mut f = fs::OpenOptions::new().append(true).open(&input).unwrap();
+            let other = match name.ends_with(".csv") {
+                true => "x,y,z\n",
+                false => "{\"other\":1}\n",
+            };
+            f.write_all(other.as_bytes()).unwrap();
+            drop(f);
+            run_expect(&args, EXIT_ERROR);
+            assert_eq!(visible_records(&lake).len(), 2, "{name}");
+        }
+    }
+
+    // Standard input: an empty stream, then one with records.
+    let lake = dir.path().join("lake-stdin");
+    let feed = dir.path().join("feed.jsonl");
+    let run = |text: &str| {
+        fs::write(&feed, text).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args([
+                "ingest",
+                "-",
+                "--job",
+                "piped",
+                "--to",
+                s(&lake),
+                "--format",
+                "jsonl",
+            ])
+            .stdin(fs::File::open(&feed).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    run("");
+    run(rows_jsonl);
+    assert_eq!(visible_records(&lake).len(), 2);
+    run(rows_jsonl);
+    assert_eq!(
+        visible_records(&lake).len(),
+        2,
+        "the same stream again: nothing new"
+    );
+}
+
+/// A CSV column empty in every record schema inference reads is text: it was inferred as
+/// Null, and the CSV decoder dropped every later value of a Null column (exit 0, no bad
+/// record). A `--schema` with a Null column is refused for CSV input.
+#[test]
+fn a_csv_column_empty_in_the_first_records_keeps_its_later_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("sparse.csv");
+    let mut text = String::from("id,msg\n");
+    for i in 0..1500 {
+        let msg = if i >= 1200 {
+            format!("hello {i}")
+        } else {
+            String::new()
+        };
+        text.push_str(&format!("{i},{msg}\n"));
+    }
+    fs::write(&input, &text).unwrap();
+    let lake = dir.path().join("lake");
+    run_ok(&["ingest", s(&input), "--to", s(&lake), "--format", "jsonl"]);
+    let records = visible_records(&lake);
+    assert_eq!(records.len(), 1500);
+    let mut msgs: Vec<&str> = records.iter().filter_map(|r| r["msg"].as_str()).collect();
+    msgs.sort_unstable();
+    assert_eq!(msgs.len(), 300);
+    assert_eq!(msgs[0], "hello 1200");
+
+    let schema = dir.path().join("schema.json");
+    write_schema(
+        &schema,
+        serde_json::json!([
+            field("id", serde_json::json!("Int64"), false),
+            field("msg", serde_json::json!("Null"), true),
+        ]),
+    );
+    let lake = dir.path().join("lake-null");
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&input),
+            "--to",
+            s(&lake),
+            "--schema",
+            s(&schema),
+        ],
+        EXIT_USAGE,
+    );
+    assert!(stderr(&o).contains("type Null"), "{}", stderr(&o));
+    assert!(!lake.exists());
+}
+
 #[test]
 fn a_record_level_error_names_its_line_and_goes_to_bad_records() {
     let dir = tempfile::tempdir().unwrap();

@@ -396,6 +396,12 @@ fn a_finished_stdin_job_goes_on_after_any_end_of_its_stream() {
                 "{what}: {}",
                 stdout(&o)
             );
+            // Nothing was pending: no note says a file was committed.
+            assert!(
+                !stderr(&o).contains("pending file"),
+                "{what}: {}",
+                stderr(&o)
+            );
             run(&more, 0, "the same stream with more");
             assert_eq!(ids(&lake), (0..80).collect::<Vec<_>>(), "{what}");
             let o = run(&more, 0, "the longer stream again");

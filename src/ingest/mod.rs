@@ -142,8 +142,9 @@ use rules::{
     partition_check,
 };
 pub use source::{
-    check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input, InputCompression,
-    InputFormat, Prefix, RawChunk, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
+    check_csv_schema, check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input,
+    InputCompression, InputFormat, Prefix, RawChunk, RowCheck, Source, SourcePosition,
+    StdinRecords, TimePartitionBy,
 };
 
 /// Most records decoded and written as one batch, while the writers hold few files.
@@ -394,6 +395,28 @@ pub struct Ingest {
 }
 
 /// The record schema of job `job` as its latest manifest says, if it has one.
+/// Whether a job's schema is not decided yet: it has written no record, and its schema can
+/// hold none (no columns, inferred from inputs without records; or only columns of type
+/// `Null`, inferred by an earlier build from a CSV header alone). Its next run that sees
+/// records takes their schema; until then nothing was written that the change could break.
+fn undecided_schema(p: &SourcePosition) -> bool {
+    p.records == 0
+        && p.schema
+            .fields()
+            .iter()
+            .all(|f| f.data_type() == &arrow::datatypes::DataType::Null)
+}
+
+/// The source position of `job`'s latest manifest, if it has one.
+async fn peek_position(storage: &dyn Storage, job: &str) -> Result<Option<SourcePosition>> {
+    match manifest::latest_manifest(storage, job, None).await? {
+        Some(m) if crate::maintain::compaction_round(&m).is_none() => {
+            SourcePosition::from_json(job, &m.source_position).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
 async fn peek_schema(storage: &dyn Storage, job: &str) -> Result<Option<Schema>> {
     let Some(m) = manifest::latest_manifest(storage, job, None).await? else {
         return Ok(None);
@@ -780,8 +803,14 @@ impl Ingest {
             }
             None => None,
         };
-        if let (Some(schema), InputFormat::Jsonl) = (&explicit, input_format) {
-            check_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?;
+        match (&explicit, input_format) {
+            (Some(schema), InputFormat::Jsonl) => {
+                check_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?
+            }
+            (Some(schema), InputFormat::Csv) => {
+                check_csv_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?
+            }
+            (None, _) => {}
         }
         // A run that overlaps a live run of its job is refused at once, before inference
         // reads any input (standard input may never end); opening the job below decides for
@@ -814,9 +843,17 @@ impl Ingest {
                 .await?
                 .is_empty(),
         };
+        // So does a job that has not decided its schema yet ([`undecided_schema`]): it takes
+        // the one inferred at its first run that sees records.
+        let undecided = match (&early, &table) {
+            (Some(s), None) if !new_job => peek_position(s.as_ref(), &job)
+                .await?
+                .is_some_and(|p| undecided_schema(&p)),
+            _ => false,
+        };
         let (mut fresh_schema, stdin_prefix) = match explicit.clone() {
             Some(s) => (Ok(s), None),
-            None if !new_job => (
+            None if !new_job && !undecided => (
                 Err(Error::InvalidInput(format!(
                     "job `{job}` lost its checkpoints while this run opened it; run it again"
                 ))),
@@ -840,7 +877,7 @@ impl Ingest {
             // partition.
             Ok(schema) if explicit.is_some() || !schema.fields().is_empty() => {
                 check_partition_columns(&partition_by, time.as_ref(), schema)?;
-                if new_job {
+                if new_job || undecided {
                     check_output_columns(&format, schema, &partition_by)?;
                 }
             }
@@ -1030,7 +1067,13 @@ impl Ingest {
                 compaction: None,
             });
         }
-        let restored_commits = coordinator.restored_outcomes().len();
+        // Only files that became visible now: a rerun re-commits the latest checkpoint's
+        // files, which are mostly there already (`AlreadyCommitted`).
+        let restored_commits = coordinator
+            .restored_outcomes()
+            .iter()
+            .filter(|o| **o == crate::protocol::CommitOutcome::Committed)
+            .count();
         if let Some(p) = &restored {
             let at = p
                 .inputs
@@ -1054,6 +1097,23 @@ impl Ingest {
 
         // The schema: the job's own when resuming, else the given one, else inferred.
         let schema = match (&restored, explicit) {
+            // The job wrote nothing its schema could hold: the one given or inferred now.
+            (Some(p), _) if table_schema.is_none() && undecided_schema(p) => {
+                if !undecided {
+                    return Err(Error::InvalidInput(format!(
+                        "job `{job}` changed while this run opened it; run it again"
+                    )));
+                }
+                let s = fresh_schema?;
+                if !s.fields().is_empty() {
+                    observer.note(&format!(
+                        "job `{job}` has written no record yet: it takes the columns of this \
+                         run's records ({})",
+                        describe_schema(&s)
+                    ));
+                }
+                s
+            }
             (Some(p), Some(s)) if s.fields() != p.schema.fields() => {
                 return Err(Error::InvalidInput(format!(
                     "job `{job}` was started with another schema ({}); use another --job for \
@@ -1103,6 +1163,7 @@ impl Ingest {
             bad_records_file: None,
             schema: schema.clone(),
         });
+        position.schema = schema.clone();
         position.bad_records_len = None;
         position.bad_records_file = None;
         let mut summary = IngestSummary {

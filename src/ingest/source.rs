@@ -44,7 +44,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::BooleanArray;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
@@ -1261,8 +1261,46 @@ pub fn infer_schema(
                 .with_header(true)
                 .infer_schema(IoCursor::new(&buf), None)
                 .map_err(|e| cannot_infer(input, e))?;
-            Ok((schema, prefix))
+            // With no record at all the columns have no types yet: `Null` (a job with them
+            // takes the types of its first records, in a later run).
+            match records {
+                0 => Ok((schema, prefix)),
+                _ => Ok((csv_text_where_empty(schema), prefix)),
+            }
         }
+    }
+}
+
+/// `schema`, inferred from CSV records, with text (`Utf8`) for every column that was empty in
+/// all of them: Arrow infers `Null` there, and its CSV decoder drops every value of a `Null`
+/// column without a word, so a column empty in the first records lost all its later values.
+/// Every CSV value is text; a column with none yet can hold any.
+fn csv_text_where_empty(schema: Schema) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Null => Field::new(f.name(), DataType::Utf8, true),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// Refuses a schema with a column of type `Null` for CSV input: the CSV decoder drops every
+/// value of such a column.
+pub fn check_csv_schema(schema: &Schema) -> std::result::Result<(), String> {
+    match schema
+        .fields()
+        .iter()
+        .find(|f| f.data_type() == &DataType::Null)
+    {
+        Some(f) => Err(format!(
+            "column `{}` has type Null, which holds no CSV value (every value in it would be \
+             dropped); give it a type such as Utf8",
+            f.name()
+        )),
+        None => Ok(()),
     }
 }
 
@@ -2099,7 +2137,11 @@ impl Decoder {
         };
         let (batch, decoder) = Self::decode_with(decoder, buf)?;
         *self.reused.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((decoder, rows));
-        let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(self.schema.clone()));
+        let batch = match batch {
+            Some(b) if self.format == InputFormat::Csv => self.csv_nulls(b)?,
+            Some(b) => b,
+            None => RecordBatch::new_empty(self.schema.clone()),
+        };
         if batch.num_rows() != n {
             return Err(ArrowError::JsonError(if n == 1 {
                 format!("{} records on one line", batch.num_rows())
@@ -2108,6 +2150,30 @@ impl Decoder {
             }));
         }
         Ok(batch)
+    }
+
+    /// `batch`, decoded from CSV with text for the schema's `Null` columns (Arrow's CSV
+    /// decoder drops every value of a `Null` column), back in the schema: an error if a record
+    /// has a value in one of them, which a `Null` column cannot hold. (A job's schema has
+    /// such columns when its runs saw a header and no record yet.)
+    fn csv_nulls(&self, batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+        let nulls: Vec<usize> = (0..self.schema.fields().len())
+            .filter(|&i| self.schema.field(i).data_type() == &DataType::Null)
+            .collect();
+        if nulls.is_empty() {
+            return Ok(batch);
+        }
+        let mut columns = batch.columns().to_vec();
+        for i in nulls {
+            if columns[i].null_count() != batch.num_rows() {
+                return Err(ArrowError::CsvError(format!(
+                    "column `{}` has type Null and holds no value, but the record has one",
+                    self.schema.field(i).name()
+                )));
+            }
+            columns[i] = arrow::array::new_null_array(&DataType::Null, batch.num_rows());
+        }
+        RecordBatch::try_new(self.schema.clone(), columns)
     }
 
     /// A new Arrow decoder of the input format that takes `batch_rows` rows at once.
@@ -2121,10 +2187,12 @@ impl Decoder {
                     .build_decoder()?,
             ),
             InputFormat::Csv => ArrowDecoder::Csv(Box::new(
-                arrow::csv::ReaderBuilder::new(self.schema.clone())
-                    .with_header(false)
-                    .with_batch_size(batch_rows)
-                    .build_decoder(),
+                arrow::csv::ReaderBuilder::new(Arc::new(csv_text_where_empty(
+                    self.schema.as_ref().clone(),
+                )))
+                .with_header(false)
+                .with_batch_size(batch_rows)
+                .build_decoder(),
             )),
         })
     }
@@ -2908,6 +2976,31 @@ mod tests {
     /// value, good and bad, of every column type it serves: a chunk decodes to the same
     /// records, the same bad records and the same error with it as without it. And it answers
     /// itself (does not hand the chunk on) for the records it is there for.
+    /// A CSV column of type `Null` (a job whose runs saw only a header) holds no value: a
+    /// record with one is refused, not decoded with the value dropped (Arrow's CSV decoder
+    /// drops every value of a `Null` column); empty values decode.
+    #[test]
+    fn a_csv_value_in_a_null_column_is_refused_not_dropped() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("msg", DataType::Null, true),
+        ]));
+        let decoder = Decoder {
+            format: InputFormat::Csv,
+            schema: schema.clone(),
+            strict: true,
+            row_check: None,
+            reused: Reused::default(),
+            flat: None,
+            assigner: None,
+        };
+        let b = decoder.decode_all(b"1,\n2,\n", 2).unwrap();
+        assert_eq!(b.schema(), schema);
+        assert_eq!(b.column(1).len(), 2);
+        let e = decoder.decode_all(b"3,\n4,hello\n", 2).unwrap_err();
+        assert!(e.to_string().contains("column `msg` has type Null"), "{e}");
+    }
+
     #[test]
     fn the_flat_json_decoder_agrees_with_arrows() {
         use arrow::datatypes::{DataType, Field, TimeUnit};
