@@ -589,6 +589,13 @@ async fn cli_vacuum_dry_run_json_lists_what_would_go() {
     assert_eq!(v["log_entries_deleted"], 0);
     assert!(v["log_cleanup_skipped"].is_null());
     assert!(exists(b.storage.as_ref(), &decode(&adds[0])).await);
+    // `ls` tells the removed files still on disk (time travel can read them) from those
+    // vacuum deleted: it called them all "kept for time travel".
+    let ls = stdout(&run_ok(&["ls", lake]));
+    assert!(
+        ls.contains("1 removed file(s) in the log (1 still on disk"),
+        "{ls}"
+    );
 
     // Text, for real.
     let o = run_ok(&["vacuum", lake]);
@@ -600,6 +607,11 @@ async fn cli_vacuum_dry_run_json_lists_what_would_go() {
     assert!(text.contains("foreign): 1\n  foo.parquet"), "{text}");
     assert!(text.contains("total: deleted 1 file(s)"), "{text}");
     assert!(!exists(b.storage.as_ref(), &decode(&adds[0])).await);
+    let ls = stdout(&run_ok(&["ls", lake]));
+    assert!(
+        ls.contains("1 removed file(s) in the log (0 still on disk"),
+        "{ls}"
+    );
 
     // A short retention is refused (exit 1) with the reason.
     let o = run_expect(&["vacuum", lake, "--retain", "0h"], 1);

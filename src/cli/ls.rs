@@ -231,12 +231,17 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
         if let Some(t) = &table {
             outln!(
                 out,
-                "delta table: version {}, {} live file(s), {}, {} removed file(s) kept for time \
-                 travel; protocol {}/{}; partitioned by {:?}",
+                "delta table: version {}, {} live file(s), {}, {} removed file(s) in the log \
+                 ({} still on disk for time travel, the rest deleted by vacuum); protocol \
+                 {}/{}; partitioned by {:?}",
                 t.version,
                 t.live_files,
                 human_bytes(u64::try_from(t.live_bytes).unwrap_or(0)),
                 t.tombstones,
+                t.tombstone_paths
+                    .iter()
+                    .filter(|p| visible.contains(p.as_str()))
+                    .count(),
                 t.protocol.0,
                 t.protocol.1,
                 t.partition_columns

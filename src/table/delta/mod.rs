@@ -133,6 +133,11 @@ pub struct TableInfo {
     pub live_bytes: i64,
     /// Removed files still remembered (until vacuum).
     pub tombstones: usize,
+    /// The paths of the tombstones within the table, relative to its base and decoded (not
+    /// in `ls --json`: `tombstones` counts them); whether each file is still there is for
+    /// the caller to tell (vacuum deletes the files before the log forgets them).
+    #[serde(skip)]
+    pub tombstone_paths: Vec<String>,
     /// The protocol's reader and writer versions.
     pub protocol: (i32, i32),
     /// The partition columns.
@@ -155,6 +160,14 @@ pub async fn table_info(storage: &dyn crate::storage::Storage) -> crate::Result<
         live_files: snapshot.adds.len(),
         live_bytes: snapshot.adds.values().map(|a| a.size).sum(),
         tombstones: snapshot.removes.len(),
+        tombstone_paths: snapshot
+            .removes
+            .keys()
+            .filter_map(|p| match stats::decode_path(p) {
+                Ok(stats::FilePath::Relative(r)) => Some(r),
+                _ => None,
+            })
+            .collect(),
         protocol: snapshot
             .protocol
             .as_ref()
