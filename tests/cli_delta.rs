@@ -102,6 +102,50 @@ fn ingest_compact_compacts_the_table_and_says_so() {
     assert!(!ls.contains("unfinished"), "{ls}");
 }
 
+/// A finished table job rerun with `--compact` runs one round: the run that finished it may
+/// have died in its last round (`kill -9` just after its last checkpoint), which the rerun
+/// used to leave as it was ("nothing to do", the table uncompacted, the round's leftovers).
+#[test]
+fn a_finished_table_jobs_rerun_with_compact_runs_a_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = input(dir.path(), 3000);
+    let lake = dir.path().join("lake");
+    let mut args = vec![
+        "ingest",
+        s(&events),
+        "--to",
+        s(&lake),
+        "--partition-by",
+        "day",
+        "--checkpoint-every",
+        "500rows",
+        "--job",
+        "events",
+        "--table",
+        "delta",
+    ];
+    run_ok(&args);
+    let live = |lake: &std::path::Path| {
+        json_of(&run_ok(&["ls", s(lake), "--json"]))["table"]["live_files"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(live(&lake) > 3);
+    args.extend(["--compact", "--compact-target-size", "1MiB"]);
+    let text = stdout(&run_ok(&args));
+    assert!(text.contains("nothing to do"), "{text}");
+    assert!(
+        text.contains("compaction (job `events_compact`): 1 round(s) merged"),
+        "{text}"
+    );
+    assert_eq!(live(&lake), 3, "one file per partition");
+    let mut json = args.clone();
+    json.push("--json");
+    let v = json_of(&run_ok(&json));
+    assert_eq!(v["status"], "already_finished", "{v}");
+    assert_eq!(v["compaction"]["failed"], 0, "{v}");
+}
+
 #[test]
 fn ls_shows_the_table_and_compact_merges_its_small_files() {
     let dir = tempfile::tempdir().unwrap();

@@ -252,15 +252,29 @@ fn a_lake_inside_a_lake_is_never_touched_by_the_outer_one() {
         )
     };
 
-    // Creating a lake inside another's tree, or around one, is refused and writes nothing
-    // (the directory named is created, empty, before the check), whichever came first.
+    // Creating a lake inside another's tree, or around one, is refused and writes nothing,
+    // not even the directories on the way (they were created, empty, before the check),
+    // whichever came first.
     let outer = root.join("outer");
     ingest(&outer, 0);
     let outer_before = snapshot(&outer);
-    let o = ingest(&outer.join("archive"), EXIT_REFUSED);
+    for nested in ["archive", "2026/staging"] {
+        let o = ingest(&outer.join(nested), EXIT_REFUSED);
+        let inside = format!("would be inside the sink `{}`", outer.display());
+        assert!(stderr(&o).contains(&inside), "{}", stderr(&o));
+        assert_eq!(snapshot(&outer), outer_before, "{nested}");
+        assert!(
+            !outer.join(nested.split('/').next().unwrap()).exists(),
+            "{nested}"
+        );
+    }
+    // An existing directory inside it, made by hand: refused by the sink's identity check.
+    fs::create_dir(outer.join("made")).unwrap();
+    let o = ingest(&outer.join("made"), EXIT_REFUSED);
     let inside = format!("it is inside the sink `{}`", outer.display());
     assert!(stderr(&o).contains(&inside), "{}", stderr(&o));
-    assert!(!outer.join("archive/_filesink").exists());
+    assert!(!outer.join("made/_filesink").exists());
+    fs::remove_dir(outer.join("made")).unwrap();
     assert_eq!(snapshot(&outer), outer_before);
     let wrap = root.join("wrap");
     crashed_library_lake(&wrap.join("archive"), "nightly");
@@ -456,5 +470,79 @@ fn abort_leaves_names_that_only_look_like_in_progress_files() {
         snapshot(&lake),
         expected,
         "abort touched more than its own leftovers"
+    );
+}
+
+/// `--to` naming a file is a usage error that says so (it was "File exists", exit 1), and an
+/// input inside the lake, where the lake lists it as data, is refused (exit 2): ingesting a
+/// lake's own part files wrote every record again (`raw/**/*.jsonl` with the lake under
+/// `raw/`). An input under a hidden directory of the lake (`_incoming/`) is no data of it.
+#[test]
+fn the_lake_is_never_a_file_nor_its_own_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let input = root.join("in.jsonl");
+    write_jsonl(&input, 10);
+    let o = run_in(
+        &root,
+        &[
+            "ingest", "in.jsonl", "--to", "in.jsonl", "--format", "jsonl",
+        ],
+        2,
+    );
+    assert!(
+        stderr(&o).contains("is a file, not a directory"),
+        "{}",
+        stderr(&o)
+    );
+
+    run_in(
+        &root,
+        &["ingest", "in.jsonl", "--to", "lake", "--format", "jsonl"],
+        0,
+    );
+    let before = snapshot(&root.join("lake"));
+    let parts = common::visible_files(&root.join("lake"));
+    let part = parts[0]
+        .strip_prefix(&root)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    // Through a relative path, an absolute one, and a symbolic link to the lake.
+    std::os::unix::fs::symlink(root.join("lake"), root.join("link")).unwrap();
+    let via_link = part.replacen("lake/", "link/", 1);
+    let absolute = root.join(&part);
+    for given in [part.as_str(), via_link.as_str(), s(&absolute)] {
+        let o = run_in(
+            &root,
+            &[
+                "ingest", given, "--to", "lake", "--format", "jsonl", "--job", "again",
+            ],
+            2,
+        );
+        assert!(
+            stderr(&o).contains("is inside the lake"),
+            "{given}: {}",
+            stderr(&o)
+        );
+        assert_eq!(snapshot(&root.join("lake")), before, "{given}");
+    }
+    // A landing directory the lake hides is fine.
+    fs::create_dir(root.join("lake/_incoming")).unwrap();
+    fs::copy(&input, root.join("lake/_incoming/more.jsonl")).unwrap();
+    run_in(
+        &root,
+        &[
+            "ingest",
+            "lake/_incoming/more.jsonl",
+            "--to",
+            "lake",
+            "--format",
+            "jsonl",
+            "--job",
+            "landing",
+        ],
+        0,
     );
 }

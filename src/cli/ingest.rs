@@ -450,6 +450,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                 "status": "already_finished",
                 "checkpoint": summary.last_checkpoint,
                 "records": records,
+                "compaction": summary.compaction.as_ref().map(compaction_json),
             });
             outln!(out, "{v}");
         } else {
@@ -458,6 +459,9 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                 "job `{job}` already finished at checkpoint {} ({records} records); nothing to do",
                 summary.last_checkpoint
             );
+            if let Some(c) = &summary.compaction {
+                compaction_text(c, out)?;
+            }
         }
         return Ok(());
     }
@@ -495,17 +499,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                 Stage::Write => "write",
                 Stage::Checkpoint => "checkpoint",
             }),
-            "compaction": summary.compaction.as_ref().map(|c| serde_json::json!({
-                "job": c.job,
-                "rounds": c.rounds,
-                "abandoned": c.abandoned,
-                "busy": c.busy,
-                "failed": c.failed,
-                "files_removed": c.files_removed,
-                "files_added": c.files_added,
-                "bytes_added": c.bytes_added,
-                "last_error": c.last_error,
-            })),
+            "compaction": summary.compaction.as_ref().map(compaction_json),
         });
         outln!(out, "{v}");
     } else {
@@ -541,28 +535,49 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             outln!(out, "  {}", summary.stage_times.describe());
         }
         if let Some(c) = &summary.compaction {
-            outln!(
-                out,
-                "  compaction (job `{}`): {} round(s) merged {} file(s) into {}, {}; \
-                 {} abandoned, {} skipped (another compactor ran), {} failed",
-                c.job,
-                c.rounds,
-                c.files_removed,
-                c.files_added,
-                human_bytes(c.bytes_added),
-                c.abandoned,
-                c.busy,
-                c.failed
-            );
-            if let Some(e) = &c.last_error {
-                outln!(
-                    out,
-                    "  last compaction error: {e} (the next `--compact` run or `filesink compact \
-                     --job {}` finishes that round)",
-                    c.job
-                );
-            }
+            compaction_text(c, out)?;
         }
+    }
+    Ok(())
+}
+
+/// The summary line of background compaction, as JSON.
+fn compaction_json(c: &filesink::ingest::CompactionSummary) -> serde_json::Value {
+    serde_json::json!({
+        "job": c.job,
+        "rounds": c.rounds,
+        "abandoned": c.abandoned,
+        "busy": c.busy,
+        "failed": c.failed,
+        "files_removed": c.files_removed,
+        "files_added": c.files_added,
+        "bytes_added": c.bytes_added,
+        "last_error": c.last_error,
+    })
+}
+
+/// The summary lines of background compaction, as text.
+fn compaction_text(c: &filesink::ingest::CompactionSummary, out: &mut dyn Write) -> CliResult {
+    outln!(
+        out,
+        "  compaction (job `{}`): {} round(s) merged {} file(s) into {}, {}; \
+         {} abandoned, {} skipped (another compactor ran), {} failed",
+        c.job,
+        c.rounds,
+        c.files_removed,
+        c.files_added,
+        human_bytes(c.bytes_added),
+        c.abandoned,
+        c.busy,
+        c.failed
+    );
+    if let Some(e) = &c.last_error {
+        outln!(
+            out,
+            "  last compaction error: {e} (the next `--compact` run or `filesink compact \
+             --job {}` finishes that round)",
+            c.job
+        );
     }
     Ok(())
 }

@@ -177,6 +177,23 @@ impl Background {
         summary
     }
 
+    /// Runs one round on `storage`'s table now (a finished job's rerun: it finishes a round
+    /// that a crash left, or merges what is small).
+    pub(crate) async fn once(
+        storage: Arc<dyn Storage>,
+        options: &CompactOptions,
+    ) -> CompactionSummary {
+        let mut summary = CompactionSummary {
+            job: options.job_name().unwrap_or("compact").to_owned(),
+            ..CompactionSummary::default()
+        };
+        let result = compact(storage, options)
+            .instrument(tracing::info_span!("compaction"))
+            .await;
+        summary.count(result);
+        summary
+    }
+
     /// Stops the rounds at once, as a crash would: a round under way is dropped, and the next
     /// run of the compaction job finishes or abandons it.
     pub(crate) fn abort(self) {

@@ -138,8 +138,8 @@ pub use compaction::CompactionSummary;
 pub use json_types::{check_schema, StrictJson};
 pub use rules::{check_bad_records_path, check_distinct, default_job_name, describe_schema};
 use rules::{
-    check_output_columns, check_partition_columns, check_same_job, infer_from_inputs, legacy_read,
-    partition_check,
+    check_inputs_outside_lake, check_not_inside_a_sink, check_output_columns,
+    check_partition_columns, check_same_job, infer_from_inputs, legacy_read, partition_check,
 };
 pub use source::{
     check_csv_schema, check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input,
@@ -803,6 +803,15 @@ impl Ingest {
             }
             None => None,
         };
+        if let Output::Local(dir) = &output {
+            if dir.exists() && !dir.is_dir() {
+                return Err(Error::Config(format!(
+                    "`{}` is a file, not a directory: a sink is a directory",
+                    dir.display()
+                )));
+            }
+            check_inputs_outside_lake(&inputs, dir)?;
+        }
         match (&explicit, input_format) {
             (Some(schema), InputFormat::Jsonl) => {
                 check_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?
@@ -892,7 +901,10 @@ impl Ingest {
                     return Err(e);
                 }
                 match &output {
-                    Output::Local(p) => Arc::new(LocalStorage::new(p)?) as Arc<dyn Storage>,
+                    Output::Local(p) => {
+                        check_not_inside_a_sink(p)?;
+                        Arc::new(LocalStorage::new(p)?) as Arc<dyn Storage>
+                    }
                     Output::Storage(s) => s.clone(),
                 }
             }
@@ -1051,6 +1063,16 @@ impl Ingest {
             .map_or((0, 0), |p| (p.records, p.bad_records));
         let mut nothing_new = false;
         if coordinator.is_finished() {
+            // A table job with background compaction runs one round even so: the run that
+            // finished the job may have died in its last round, which this one finishes.
+            let compaction = match compact.take() {
+                Some((options, _))
+                    if coordinator.table().is_some_and(|t| t.version().is_some()) =>
+                {
+                    Some(compaction::Background::once(storage.clone(), &options).await)
+                }
+                _ => None,
+            };
             return Ok(IngestSummary {
                 job,
                 status: IngestStatus::AlreadyFinished,
@@ -1064,7 +1086,7 @@ impl Ingest {
                 input_bytes: 0,
                 last_checkpoint: coordinator.last_checkpoint(),
                 stage_times: StageTimes::default(),
-                compaction: None,
+                compaction,
             });
         }
         // Only files that became visible now: a rerun re-commits the latest checkpoint's

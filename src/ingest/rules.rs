@@ -139,6 +139,56 @@ pub fn check_bad_records_path(
     Ok(absolute)
 }
 
+/// Refuses to create the lake directory `dir`, which does not exist, inside another sink's
+/// tree: not even the directories on the way are made (the sink's identity refuses the sink
+/// itself, `manifest::sink_identity`, but only once its directory exists).
+pub fn check_not_inside_a_sink(dir: &Path) -> Result<()> {
+    let absolute = real_path(dir).map_err(|e| Error::io("resolve", dir, e))?;
+    let Some(above) = absolute
+        .ancestors()
+        .skip(1)
+        .find(|a| a.join(crate::protocol::METADATA_DIR).is_dir())
+    else {
+        return Ok(());
+    };
+    Err(Error::NestedSink {
+        reason: format!(
+            "`{}` would be inside the sink `{}`; a sink owns its whole tree, so choose a \
+             location outside every other sink",
+            dir.display(),
+            above.display()
+        ),
+    })
+}
+
+/// Refuses an input inside the lake `lake_dir` where the lake lists its files as data (no
+/// path component below the lake starting with `.` or `_`): its records are the lake's own,
+/// and ingesting them writes them again.
+pub fn check_inputs_outside_lake(inputs: &[Input], lake_dir: &Path) -> Result<()> {
+    let real_base = real_path(lake_dir).map_err(|e| Error::io("resolve", lake_dir, e))?;
+    for input in inputs {
+        let Some(path) = &input.path else { continue };
+        let real = real_path(path).map_err(|e| Error::io("resolve", path, e))?;
+        let Ok(inside) = real.strip_prefix(&real_base) else {
+            continue;
+        };
+        let hidden = inside.components().any(|c| {
+            c.as_os_str()
+                .to_str()
+                .is_some_and(|n| n.starts_with(['.', '_']))
+        });
+        if !hidden {
+            return Err(Error::Config(format!(
+                "input `{}` is inside the lake `{}`, which lists it as data: ingesting it would \
+                 write its records into the lake again; give inputs outside the lake",
+                input.display,
+                lake_dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Infers the schema from the first input that has records (an input without records says
 /// nothing about the columns); a schema without columns if none has any.
 pub(super) fn infer_from_inputs(

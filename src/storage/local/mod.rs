@@ -128,6 +128,12 @@ impl LocalStorage {
     /// simulator, `storage::power_loss::PowerLossDisk` of the `test-util` feature).
     pub fn on(fs: Arc<dyn Fs>, base: impl Into<PathBuf>) -> Result<Self> {
         let base = base.into();
+        if fs.stat(&base).is_ok_and(|s| !s.is_dir) {
+            return Err(Error::Config(format!(
+                "`{}` is a file, not a directory: a sink is a directory",
+                base.display()
+            )));
+        }
         let created = fs
             .create_dir_all(&base)
             .map_err(|e| Error::io("create directory", &base, e))?;
