@@ -394,7 +394,6 @@ pub struct Ingest {
     compact: Option<(crate::maintain::CompactOptions, Duration)>,
 }
 
-/// The record schema of job `job` as its latest manifest says, if it has one.
 /// Whether a job's schema is not decided yet: it has written no record, and its schema can
 /// hold none (no columns, inferred from inputs without records; or only columns of type
 /// `Null`, inferred by an earlier build from a CSV header alone). Its next run that sees
@@ -417,6 +416,7 @@ async fn peek_position(storage: &dyn Storage, job: &str) -> Result<Option<Source
     }
 }
 
+/// The record schema of job `job` as its latest manifest says, if it has one.
 async fn peek_schema(storage: &dyn Storage, job: &str) -> Result<Option<Schema>> {
     let Some(m) = manifest::latest_manifest(storage, job, None).await? else {
         return Ok(None);
