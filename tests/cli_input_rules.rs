@@ -662,6 +662,102 @@ fn a_job_that_saw_no_records_takes_the_columns_of_its_first_records() {
         2,
         "the same stream again: nothing new"
     );
+
+    // A CSV stream of a header alone, then an empty stream (a rerun without a pipe: nothing
+    // to do, as for any finished stream job), then the stream with rows.
+    let lake = dir.path().join("lake-stdin-csv");
+    let run_csv = |text: &str| {
+        fs::write(&feed, text).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args([
+                "ingest",
+                "-",
+                "--job",
+                "piped",
+                "--to",
+                s(&lake),
+                "--format",
+                "jsonl",
+            ])
+            .args(["--input-format", "csv"])
+            .stdin(fs::File::open(&feed).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{text:?}: {}", stderr(&o));
+        o
+    };
+    run_csv("id,day\n");
+    let o = run_csv("");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    run_csv(&format!("id,day\n{rows_csv}"));
+    let records = visible_records(&lake);
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| r["id"].is_i64()), "{records:?}");
+
+    // A header alone in the first of two inputs: the second gives the types.
+    let header = dir.path().join("day1.csv");
+    let rows = dir.path().join("day2.csv");
+    fs::write(&header, "id,day\n").unwrap();
+    fs::write(&rows, format!("id,day\n{rows_csv}")).unwrap();
+    let lake = dir.path().join("lake-two-csv");
+    run_ok(&[
+        "ingest",
+        s(&header),
+        s(&rows),
+        "--to",
+        s(&lake),
+        "--format",
+        "jsonl",
+    ]);
+    let records = visible_records(&lake);
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| r["id"].is_i64()), "{records:?}");
+}
+
+/// A CSV stream job with a `--schema` whose first stream held blank lines only has read no
+/// header: the next stream's header is checked, not written as a record.
+#[test]
+fn a_csv_streams_header_after_blank_lines_is_a_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("schema.json");
+    write_schema(
+        &schema,
+        serde_json::json!([
+            field("id", serde_json::json!("Utf8"), true),
+            field("day", serde_json::json!("Utf8"), true),
+        ]),
+    );
+    let lake = dir.path().join("lake");
+    let feed = dir.path().join("feed.csv");
+    let run_job = |job: &str, text: &str, code: i32| {
+        fs::write(&feed, text).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args([
+                "ingest",
+                "-",
+                "--job",
+                job,
+                "--to",
+                s(&lake),
+                "--format",
+                "jsonl",
+            ])
+            .args(["--input-format", "csv", "--schema", s(&schema)])
+            .stdin(fs::File::open(&feed).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(code), "{text:?}: {}", stderr(&o));
+    };
+    let run = |text: &str, code: i32| run_job("piped", text, code);
+    run("\n\n", 0);
+    run("\n\nid,day\n1,a\n", 0);
+    let records = visible_records(&lake);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["id"], "1");
+    // Another header is refused (another job, the same start).
+    run_job("other", "\n\n", 0);
+    run_job("other", "\n\nx,y\n1,a\n2,b\n", EXIT_ERROR);
+    assert_eq!(visible_records(&lake).len(), 1);
 }
 
 /// A CSV column empty in every record schema inference reads is text: it was inferred as

@@ -43,6 +43,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
     let (own, others) = own_visible(visible, &own_names(&jobs));
     let committed = committed(&own);
     let visible: HashSet<&str> = own.iter().map(|f| f.path.as_str()).collect();
+    let other_paths: HashSet<&str> = others.iter().map(|f| f.path.as_str()).collect();
     // A Delta table at the base: its latest version, and how far each job's checkpoints are
     // in its log.
     let table = match lake.sink() {
@@ -212,8 +213,8 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
         if !others.is_empty() {
             outln!(
                 out,
-                "other files (visible, not parts of this sink's jobs; never counted or \
-                 touched): {} file(s), {}",
+                "other files (visible, not parts of this sink's jobs; not counted as \
+                 committed): {} file(s), {}",
                 others.len(),
                 human_bytes(others.iter().map(|f| f.size_bytes).sum())
             );
@@ -240,7 +241,7 @@ pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
                 t.tombstones,
                 t.tombstone_paths
                     .iter()
-                    .filter(|p| visible.contains(p.as_str()))
+                    .filter(|p| visible.contains(p.as_str()) || other_paths.contains(p.as_str()))
                     .count(),
                 t.protocol.0,
                 t.protocol.1,

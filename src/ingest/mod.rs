@@ -1527,13 +1527,10 @@ impl Ingest {
             summary.input_bytes = 0;
         }
         // The last round compacts what the last checkpoints added; a finished job whose
-        // stream brought nothing new added nothing.
+        // stream brought nothing new runs it too, as a finished job's rerun does (it finishes
+        // a round its last run died in).
         if let Some(c) = compacting {
-            if nothing_new {
-                c.abort();
-            } else {
-                summary.compaction = Some(c.finish(true).await);
-            }
+            summary.compaction = Some(c.finish(true).await);
         }
         // The reader and decoding threads have sent their last messages and are ending.
         let _ = tokio::task::spawn_blocking(move || {

@@ -200,8 +200,13 @@ pub(super) fn infer_from_inputs(
     let mut first = None;
     for input in inputs {
         let (schema, prefix) = infer_schema(input, format, strict, stdin_deadline)?;
-        // Standard input cannot be read twice: what it gave is what there is.
-        if !schema.fields().is_empty() || input.is_stdin() {
+        // Standard input cannot be read twice: what it gave is what there is. Columns that
+        // are all `Null` (a CSV header alone) have no types yet: the next input may give them.
+        let typed = schema
+            .fields()
+            .iter()
+            .any(|f| f.data_type() != &arrow::datatypes::DataType::Null);
+        if typed || input.is_stdin() {
             return Ok((schema, prefix));
         }
         first.get_or_insert((schema, prefix));

@@ -918,8 +918,9 @@ pub struct StdinRecords {
 /// ([`StdinRecords::start_after`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Skipped {
-    /// The same bytes: records are read on after them.
-    Same(Prefix),
+    /// The same bytes: records are read on after them; `true` if they hold nothing but
+    /// white space (and a byte order mark), so no CSV header either.
+    Same(Prefix, bool),
     /// No bytes at all.
     Empty,
     /// Other bytes, or fewer.
@@ -964,7 +965,7 @@ impl StdinRecords {
                 if let Some(want) = prefix {
                     let skipped = skip_prefix(&mut reader.reader, want);
                     let at = match &skipped {
-                        Ok(Skipped::Same(p)) => Some(*p),
+                        Ok(Skipped::Same(p, _)) => Some(*p),
                         _ => None,
                     };
                     let _ = skip_tx.send(skipped);
@@ -1647,6 +1648,18 @@ impl Source {
             if let Some(skipped) = self.stdin.as_mut().expect("started above").skipped() {
                 return self.skipped_stdin(skipped.map_err(read_err)?, records_max);
             }
+            if self.stream_reread && self.read[i].offset > 0 {
+                // Started by inference (a job without a schema yet): an empty stream is
+                // passed over here too, what the job read of it kept.
+                let stdin = self.stdin.as_mut().expect("started above");
+                while stdin.queued() == 0 && !stdin.at_end() {
+                    stdin.receive(None).map_err(read_err)?;
+                }
+                if stdin.queued() == 0 && stdin.eof.is_none_or(|p| p.offset == 0) {
+                    self.stdin_done = true;
+                    return Ok(None);
+                }
+            }
             self.open_stdin()?;
             self.stdin_opened = true;
         }
@@ -1705,8 +1718,13 @@ impl Source {
             false => "standard input".to_string(),
         };
         match skipped {
-            Skipped::Same(p) => {
+            Skipped::Same(p, blank) => {
                 self.set_read(i, p);
+                if blank && self.format == InputFormat::Csv {
+                    // Blank lines only: the header is still to come.
+                    self.read_stdin_header()?;
+                }
+                let p = self.read[i];
                 self.cursor = Cursor {
                     input: i,
                     offset: p.offset,
@@ -1761,18 +1779,8 @@ impl Source {
             return Err(stream_differs(&what, want.offset));
         }
         self.set_read(i, at);
-        let stdin = self.stdin.as_mut().expect("started");
         if csv && want.offset == 0 {
-            let mut header = Vec::new();
-            while stdin.queued() == 0 && !stdin.at_end() {
-                stdin.receive(None).map_err(read_err)?;
-            }
-            if let Some((_, rec, after)) = stdin.pop() {
-                header.extend_from_slice(rec);
-                self.check_header(&header)?;
-                self.bytes_read += after.offset;
-                self.set_read(i, after);
-            }
+            self.read_stdin_header()?;
         }
         let p = self.read[i];
         self.cursor = Cursor {
@@ -1780,6 +1788,26 @@ impl Source {
             offset: p.offset,
             line: p.line,
         };
+        Ok(())
+    }
+
+    /// Reads the CSV header of standard input (its next record) and checks it against the
+    /// schema.
+    fn read_stdin_header(&mut self) -> Result<()> {
+        let i = self.cursor.input;
+        let display = self.inputs[i].display.clone();
+        let read_err = |e: io::Error| Error::io("read", &display, e);
+        let stdin = self.stdin.as_mut().expect("started");
+        while stdin.queued() == 0 && !stdin.at_end() {
+            stdin.receive(None).map_err(read_err)?;
+        }
+        let mut header = Vec::new();
+        if let Some((_, rec, after)) = stdin.pop() {
+            header.extend_from_slice(rec);
+            self.check_header(&header)?;
+            self.bytes_read += after.offset - self.read[i].offset;
+            self.set_read(i, after);
+        }
         Ok(())
     }
 
@@ -2284,7 +2312,14 @@ fn stream_differs(what: &str, read: u64) -> Error {
 /// Reads the first `want.offset` bytes of `r` and compares them with what a job read
 /// ([`Skipped`]); `r` then stands after them.
 fn skip_prefix(r: &mut impl BufRead, want: Prefix) -> io::Result<Skipped> {
-    let (crc, _, n, last) = crc_of_prefix(r, want.offset)?;
+    let mut blank = true;
+    let mut at = 0u64;
+    let mut seen = BlankScan {
+        inner: &mut *r,
+        blank: &mut blank,
+        at: &mut at,
+    };
+    let (crc, _, n, last) = crc_of_prefix(&mut seen, want.offset)?;
     if n == 0 {
         return Ok(Skipped::Empty);
     }
@@ -2301,11 +2336,38 @@ fn skip_prefix(r: &mut impl BufRead, want: Prefix) -> io::Result<Skipped> {
     if continues_last_record(last, next) {
         return Ok(Skipped::Continued);
     }
-    Ok(Skipped::Same(Prefix {
-        offset: want.offset,
-        line: want.line,
-        crc32c: Some(crc),
-    }))
+    Ok(Skipped::Same(
+        Prefix {
+            offset: want.offset,
+            line: want.line,
+            crc32c: Some(crc),
+        },
+        blank,
+    ))
+}
+
+/// A reader that notes whether what was read through it is only white space, after a byte
+/// order mark at its start ([`skip_prefix`]).
+struct BlankScan<'a, R> {
+    inner: &'a mut R,
+    blank: &'a mut bool,
+    /// Bytes read so far.
+    at: &'a mut u64,
+}
+
+impl<R: Read> Read for BlankScan<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for (k, b) in buf[..n].iter().enumerate() {
+            let pos = *self.at + k as u64;
+            let in_mark = pos < BYTE_ORDER_MARK.len() as u64 && BYTE_ORDER_MARK[pos as usize] == *b;
+            if !b.is_ascii_whitespace() && !in_mark {
+                *self.blank = false;
+            }
+        }
+        *self.at += n as u64;
+        Ok(n)
+    }
 }
 
 /// Whether an input whose first bytes a job read, the last of them `last`, continues the
@@ -2972,10 +3034,6 @@ mod tests {
         assert_eq!(SourcePosition::from_json("j", &v).unwrap(), old);
     }
 
-    /// The one-pass decoder of flat records gives what arrow's decoder gives, on every kind of
-    /// value, good and bad, of every column type it serves: a chunk decodes to the same
-    /// records, the same bad records and the same error with it as without it. And it answers
-    /// itself (does not hand the chunk on) for the records it is there for.
     /// A CSV column of type `Null` (a job whose runs saw only a header) holds no value: a
     /// record with one is refused, not decoded with the value dropped (Arrow's CSV decoder
     /// drops every value of a `Null` column); empty values decode.
@@ -3001,6 +3059,10 @@ mod tests {
         assert!(e.to_string().contains("column `msg` has type Null"), "{e}");
     }
 
+    /// The one-pass decoder of flat records gives what arrow's decoder gives, on every kind of
+    /// value, good and bad, of every column type it serves: a chunk decodes to the same
+    /// records, the same bad records and the same error with it as without it. And it answers
+    /// itself (does not hand the chunk on) for the records it is there for.
     #[test]
     fn the_flat_json_decoder_agrees_with_arrows() {
         use arrow::datatypes::{DataType, Field, TimeUnit};
