@@ -637,20 +637,17 @@ fn a_job_that_saw_no_records_takes_the_columns_of_its_first_records() {
     let feed = dir.path().join("feed.jsonl");
     let run = |text: &str| {
         fs::write(&feed, text).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
-            .args([
-                "ingest",
-                "-",
-                "--job",
-                "piped",
-                "--to",
-                s(&lake),
-                "--format",
-                "jsonl",
-            ])
-            .stdin(fs::File::open(&feed).unwrap())
-            .output()
-            .unwrap();
+        let args = [
+            "ingest",
+            "-",
+            "--job",
+            "piped",
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+        ];
+        let o = filesink_with_stdin(&args, &feed);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     };
     run("");
@@ -668,21 +665,19 @@ fn a_job_that_saw_no_records_takes_the_columns_of_its_first_records() {
     let lake = dir.path().join("lake-stdin-csv");
     let run_csv = |text: &str| {
         fs::write(&feed, text).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
-            .args([
-                "ingest",
-                "-",
-                "--job",
-                "piped",
-                "--to",
-                s(&lake),
-                "--format",
-                "jsonl",
-            ])
-            .args(["--input-format", "csv"])
-            .stdin(fs::File::open(&feed).unwrap())
-            .output()
-            .unwrap();
+        let args = [
+            "ingest",
+            "-",
+            "--job",
+            "piped",
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--input-format",
+            "csv",
+        ];
+        let o = filesink_with_stdin(&args, &feed);
         assert_eq!(o.status.code(), Some(0), "{text:?}: {}", stderr(&o));
         o
     };
@@ -731,21 +726,21 @@ fn a_csv_streams_header_after_blank_lines_is_a_header() {
     let feed = dir.path().join("feed.csv");
     let run_job = |job: &str, text: &str, code: i32| {
         fs::write(&feed, text).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
-            .args([
-                "ingest",
-                "-",
-                "--job",
-                job,
-                "--to",
-                s(&lake),
-                "--format",
-                "jsonl",
-            ])
-            .args(["--input-format", "csv", "--schema", s(&schema)])
-            .stdin(fs::File::open(&feed).unwrap())
-            .output()
-            .unwrap();
+        let args = [
+            "ingest",
+            "-",
+            "--job",
+            job,
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--input-format",
+            "csv",
+            "--schema",
+            s(&schema),
+        ];
+        let o = filesink_with_stdin(&args, &feed);
         assert_eq!(o.status.code(), Some(code), "{text:?}: {}", stderr(&o));
     };
     let run = |text: &str, code: i32| run_job("piped", text, code);

@@ -69,15 +69,6 @@ fn ingest_args<'a>(inputs: &[&'a str], lake: &'a str, extra: &[&'a str]) -> Vec<
     args
 }
 
-/// Runs `filesink args` with standard input read from `stdin_file`.
-fn filesink_with_stdin(args: &[&str], stdin_file: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_filesink"))
-        .args(args)
-        .stdin(fs::File::open(stdin_file).unwrap())
-        .output()
-        .expect("run filesink")
-}
-
 #[track_caller]
 fn assert_code(o: &Output, code: i32, what: &str) {
     assert_eq!(

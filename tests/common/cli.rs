@@ -31,6 +31,15 @@ pub fn filesink_in(args: &[&str], env: &[(String, String)]) -> Output {
         .expect("run filesink")
 }
 
+/// Runs `filesink args` with standard input read from `stdin_file`.
+pub fn filesink_with_stdin(args: &[&str], stdin_file: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .stdin(std::fs::File::open(stdin_file).unwrap())
+        .output()
+        .expect("run filesink")
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
