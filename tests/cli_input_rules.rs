@@ -1074,3 +1074,150 @@ fn bench_creates_its_directory() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("keep.txt")]);
 }
+
+/// A JSON record of exactly `bytes` bytes (its line end included when `line_end`), `id` first.
+fn record_of_bytes(id: i64, bytes: u64, line_end: bool) -> Vec<u8> {
+    let head = format!("{{\"id\":{id},\"pad\":\"");
+    let tail = if line_end { "\"}\n" } else { "\"}" };
+    let pad = bytes as usize - head.len() - tail.len();
+    let mut rec = Vec::with_capacity(bytes as usize);
+    rec.extend_from_slice(head.as_bytes());
+    rec.resize(head.len() + pad, b'x');
+    rec.extend_from_slice(tail.as_bytes());
+    rec
+}
+
+/// The bad records of a `--bad-records` file, as JSON.
+fn bad_records(path: &Path) -> Vec<Value> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A record longer than the most a record may take (`RECORD_BYTES_MAX`) stops a run that does
+/// not collect bad records, naming its line. With `--bad-records` it is set aside like any
+/// bad record (its first KiB kept, its length said) and the run goes on: it is read past, in
+/// a file or a stream, as the first record (which schema inference passes over too), as a
+/// record one byte over the limit with its line end (the next record is not lost), as a CSV
+/// record whose quoted field spans lines (the lines after it keep their numbers), and as the
+/// last record without a line end. The job's position ends at the input's end: rerunning the
+/// finished job, or feeding its stream again, finds it unchanged.
+#[test]
+fn a_record_too_long_to_read_is_a_bad_record_and_the_run_goes_on() {
+    let max = filesink::ingest::source::RECORD_BYTES_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = |lake: &Path| -> Vec<i64> {
+        let mut ids: Vec<i64> = visible_records(lake)
+            .iter()
+            .map(|v| v["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+
+    // JSON lines: too long first (over by 10), fine, over by one byte exactly at its line end,
+    // fine, fine, too long again without a line end at the end of the input.
+    let json = dir.path().join("long.jsonl");
+    let mut bytes = record_of_bytes(1, max + 10, true);
+    bytes.extend_from_slice(b"{\"id\":2}\n");
+    bytes.extend_from_slice(&record_of_bytes(3, max + 1, true));
+    bytes.extend_from_slice(b"{\"id\":4}\n\n{\"id\":6}\n");
+    bytes.extend_from_slice(&record_of_bytes(7, max + 3, false));
+    fs::write(&json, &bytes).unwrap();
+    drop(bytes);
+
+    // Without --bad-records: the first stops the run, naming its line.
+    let lake = dir.path().join("strict");
+    let o = run_expect(
+        &["ingest", s(&json), "--to", s(&lake), "--format", "jsonl"],
+        EXIT_ERROR,
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("line 1 ") && err.contains("longer than"),
+        "{err}"
+    );
+    assert!(!lake.exists() || common::visible_files(&lake).is_empty());
+
+    let src = |input: &Path, line: u64| format!("{}:{line}", s(input));
+    for stdin in [false, true] {
+        let lake = dir.path().join(format!("lake-{stdin}"));
+        let bad = dir.path().join(format!("bad-{stdin}.jsonl"));
+        let input = if stdin { "-" } else { s(&json) };
+        let args = [
+            "ingest",
+            input,
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--job",
+            "long",
+            "--bad-records",
+            s(&bad),
+        ];
+        let run = || match stdin {
+            true => filesink_with_stdin(&args, &json),
+            false => filesink(&args),
+        };
+        let o = run();
+        assert_eq!(o.status.code(), Some(0), "stdin {stdin}: {}", stderr(&o));
+        assert_eq!(ids(&lake), vec![2, 4, 6], "stdin {stdin}");
+        let set_aside = bad_records(&bad);
+        let name = if stdin { "<stdin>" } else { s(&json) };
+        let sources: Vec<&str> = set_aside
+            .iter()
+            .map(|b| b["source"].as_str().unwrap())
+            .collect();
+        let want: Vec<String> = [1, 3, 7].iter().map(|l| format!("{name}:{l}")).collect();
+        assert_eq!(sources, want, "stdin {stdin}");
+        let lengths = [max + 10, max + 1, max + 3];
+        for (b, (id, len)) in
+            set_aside
+                .iter()
+                .zip([(1, lengths[0]), (3, lengths[1]), (7, lengths[2])])
+        {
+            let text = b["line"].as_str().unwrap();
+            assert!(
+                text.starts_with(&format!("{{\"id\":{id},\"pad\":\"xxx")),
+                "{text:.40}"
+            );
+            assert_eq!(text.len(), 1024);
+            let error = b["error"].as_str().unwrap();
+            assert!(error.contains(&format!("{len} bytes")), "{error}");
+        }
+        // Its position is the input's end: the finished job finds it unchanged.
+        let o = run();
+        assert_eq!(o.status.code(), Some(0), "stdin {stdin}: {}", stderr(&o));
+        assert_eq!(ids(&lake), vec![2, 4, 6], "stdin {stdin}");
+        assert_eq!(bad_records(&bad).len(), 3, "stdin {stdin}");
+    }
+
+    // CSV: a quoted field of 3 lines that makes its record too long; the lines after it keep
+    // their numbers (a row with a field too many at line 7 is named so).
+    let csv = dir.path().join("long.csv");
+    let mut bytes = b"id,note\n1,a\n2,\"x\nx\n".to_vec();
+    bytes.resize(bytes.len() + max as usize, b'x');
+    bytes.extend_from_slice(b"\"\n3,c\n4,d,extra\n5,e\n");
+    fs::write(&csv, &bytes).unwrap();
+    drop(bytes);
+    let lake = dir.path().join("lake-csv");
+    let bad = dir.path().join("bad-csv.jsonl");
+    let args = [
+        "ingest",
+        s(&csv),
+        "--to",
+        s(&lake),
+        "--format",
+        "jsonl",
+        "--bad-records",
+        s(&bad),
+    ];
+    run_ok(&args);
+    assert_eq!(ids(&lake), vec![1, 3, 5]);
+    assert_eq!(bad_sources(&bad), vec![src(&csv, 3), src(&csv, 7)]);
+    run_ok(&args);
+    assert_eq!(ids(&lake), vec![1, 3, 5]);
+}

@@ -607,6 +607,9 @@ pub struct RawChunk {
     cursor: Cursor,
     /// As [`Chunk::read`].
     read: Vec<(usize, Prefix)>,
+    /// Records too long to read, set aside by a run that sets bad records aside: after the
+    /// records of `spans`, in the input.
+    too_long: Vec<BadRecord>,
 }
 
 impl RawChunk {
@@ -687,6 +690,55 @@ fn read_line_crc<R: BufRead>(
     }
 }
 
+/// The first bytes of a record longer than [`RECORD_BYTES_MAX`] that a bad-records file keeps.
+const TOO_LONG_KEPT: usize = 1024;
+
+/// A record longer than [`RECORD_BYTES_MAX`], as [`RecordReader::next_record`] found it: the
+/// error inside its `io::Error`. The reader stops inside the record; a run that sets bad
+/// records aside skips its rest ([`RecordReader::skip_rest`]), any other stops.
+#[derive(Debug)]
+struct RecordTooLong {
+    /// The record's first line.
+    line: u64,
+    /// Whether the record's part read so far holds an odd number of `"` (CSV: it is inside a
+    /// quoted field).
+    quotes_odd: bool,
+    /// Whether that part is the whole record (it ended at a line end, outside quotes).
+    complete: bool,
+}
+
+impl std::fmt::Display for RecordTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the record at line {} is longer than {RECORD_BYTES_MAX} bytes",
+            self.line
+        )
+    }
+}
+
+impl std::error::Error for RecordTooLong {}
+
+/// The record too long that `e` says the reader stopped in, if that is what it says.
+fn too_long(e: &io::Error) -> Option<&RecordTooLong> {
+    e.get_ref()?.downcast_ref::<RecordTooLong>()
+}
+
+/// The bad record that stands for a record too long to read (`kept` its first bytes, `bytes`
+/// its length): its first [`TOO_LONG_KEPT`] bytes, and why.
+fn too_long_record(display: &str, line: u64, kept: &[u8], bytes: u64) -> BadRecord {
+    let kept = &kept[..kept.len().min(TOO_LONG_KEPT)];
+    BadRecord {
+        source: format!("{display}:{line}"),
+        line: record_text(kept),
+        error: format!(
+            "the record takes {bytes} bytes, more than the {RECORD_BYTES_MAX} a record may \
+             take; only its first {} are kept here",
+            kept.len()
+        ),
+    }
+}
+
 /// Reads whole records (a line; for CSV, lines until the quotes balance) and keeps the
 /// position and the CRC-32C of everything read.
 struct RecordReader<R = Box<dyn BufRead + Send>> {
@@ -759,8 +811,39 @@ impl<R: BufRead> RecordReader<R> {
         Ok(appended)
     }
 
+    /// Reads on to the end of the record `next_record` stopped in because it is too long
+    /// (`tl`, after its first `read` bytes), keeping none of it; returns the record's length.
+    fn skip_rest(&mut self, tl: &RecordTooLong, read: u64) -> io::Result<u64> {
+        if tl.complete {
+            return Ok(read);
+        }
+        let mut quotes_odd = tl.quotes_odd;
+        let mut bytes = read;
+        let mut piece = Vec::new();
+        loop {
+            piece.clear();
+            let limit = READ_BUFFER_BYTES as u64;
+            let n = read_line_crc(&mut self.reader, limit, &mut piece, &mut self.crc)?;
+            self.offset += n as u64;
+            bytes += n as u64;
+            if self.csv && piece.iter().filter(|&&b| b == b'"').count() % 2 == 1 {
+                quotes_odd = !quotes_odd;
+            }
+            if piece.ends_with(b"\n") {
+                self.line += 1;
+                if !quotes_odd {
+                    return Ok(bytes);
+                }
+            } else if (n as u64) < limit {
+                return Ok(bytes); // the end of the input
+            }
+        }
+    }
+
     /// Appends the next non-blank record to `buf`, always ending it with `\n`; returns its
-    /// first line number, or `None` at end of input.
+    /// first line number, or `None` at end of input. A record longer than
+    /// [`RECORD_BYTES_MAX`] is an error ([`RecordTooLong`]), with the reader inside it and
+    /// the record's first bytes in `buf`.
     fn next_record(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<u64>> {
         loop {
             let start = buf.len();
@@ -779,14 +862,19 @@ impl<R: BufRead> RecordReader<R> {
                 if piece.ends_with(b"\n") {
                     self.line += 1;
                 }
+                if self.csv {
+                    quotes += piece.iter().filter(|&&b| b == b'"').count();
+                }
+                let piece_ends_line = piece.ends_with(b"\n");
                 if (buf.len() - start) as u64 > RECORD_BYTES_MAX {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("the record at line {first_line} is longer than {RECORD_BYTES_MAX} bytes"),
+                        RecordTooLong {
+                            line: first_line,
+                            quotes_odd: quotes % 2 == 1,
+                            complete: piece_ends_line && quotes % 2 == 0,
+                        },
                     ));
-                }
-                if self.csv {
-                    quotes += piece.iter().filter(|&&b| b == b'"').count();
                 }
                 if !piece.ends_with(b"\n") {
                     break; // end of input
@@ -941,6 +1029,8 @@ struct RawRecord {
     end: usize,
     /// What is read of standard input up to its end.
     after: Prefix,
+    /// For a record too long to read, set aside: its length (its bytes are its first ones).
+    too_long: Option<u64>,
 }
 
 /// Records standard input's reader thread hands on at once.
@@ -983,16 +1073,23 @@ enum Skipped {
 }
 
 impl StdinRecords {
-    /// Starts the reader thread of the stream `input`.
-    pub fn start(input: &Input, csv: bool) -> Result<StdinRecords> {
-        StdinRecords::start_after(input, csv, None)
+    /// Starts the reader thread of the stream `input`. With `set_aside`, a record too long
+    /// to read is read past and queued as such (see [`StdinRecords::pop_record`]); without,
+    /// it ends the stream with an error.
+    pub fn start(input: &Input, csv: bool, set_aside: bool) -> Result<StdinRecords> {
+        StdinRecords::start_after(input, csv, None, set_aside)
     }
 
     /// Starts the reader thread of the stream `input`, which first reads the bytes of
     /// `prefix`, what a job read of the stream before, and compares them byte for byte
     /// (CRC-32C), whatever they end with (blank lines, a last record without a line end);
     /// [`StdinRecords::skipped`] tells what it found, and records come only after them.
-    fn start_after(input: &Input, csv: bool, prefix: Option<Prefix>) -> Result<StdinRecords> {
+    fn start_after(
+        input: &Input,
+        csv: bool,
+        prefix: Option<Prefix>,
+        set_aside: bool,
+    ) -> Result<StdinRecords> {
         let stream = input.take_stream()?;
         let (tx, rx) = mpsc::sync_channel(STDIN_BATCHES_AHEAD);
         let (skip_tx, skip_rx) = mpsc::sync_channel(1);
@@ -1028,7 +1125,7 @@ impl StdinRecords {
                     reader.line = at.line;
                     reader.crc = at.crc32c.expect("set by skip_prefix");
                 }
-                read_stdin(reader, tx)
+                read_stdin(reader, tx, set_aside)
             })
             .map_err(|e| Error::io("start a reader thread for", &input.display, e))?;
         Ok(StdinRecords {
@@ -1109,6 +1206,9 @@ impl StdinRecords {
                 if out.len() == n {
                     return out;
                 }
+                if r.too_long.is_some() {
+                    continue; // nothing to infer from
+                }
                 out.push_back((r.line, b.buf[r.start..r.end].to_vec()));
             }
             skip = 0;
@@ -1118,6 +1218,13 @@ impl StdinRecords {
 
     /// Takes the next queued record: its first line, bytes and the prefix after it.
     fn pop(&mut self) -> Option<(u64, &[u8], Prefix)> {
+        self.pop_record()
+            .map(|(line, rec, after, _)| (line, rec, after))
+    }
+
+    /// As [`StdinRecords::pop`], and for a record too long to read, set aside, its length
+    /// (its bytes are its first ones).
+    fn pop_record(&mut self) -> Option<(u64, &[u8], Prefix, Option<u64>)> {
         loop {
             let front = self.queue.front()?;
             if self.taken < front.records.len() {
@@ -1130,7 +1237,7 @@ impl StdinRecords {
         self.taken += 1;
         let front = self.queue.front().expect("checked above");
         let r = front.records[i];
-        Some((r.line, &front.buf[r.start..r.end], r.after))
+        Some((r.line, &front.buf[r.start..r.end], r.after, r.too_long))
     }
 }
 
@@ -1139,6 +1246,7 @@ impl StdinRecords {
 fn read_stdin(
     mut reader: RecordReader<BufReader<Box<dyn Read + Send>>>,
     tx: mpsc::SyncSender<io::Result<RawBatch>>,
+    set_aside: bool,
 ) {
     loop {
         let mut batch = RawBatch::default();
@@ -1151,14 +1259,34 @@ fn read_stdin(
                     start,
                     end: batch.buf.len(),
                     after: reader.prefix(),
+                    too_long: None,
                 }),
                 Ok(None) => {
                     batch.eof = Some(reader.prefix());
                     break;
                 }
                 Err(e) => {
-                    batch.buf.truncate(start);
-                    failed = Some(e);
+                    let read = (batch.buf.len() - start) as u64;
+                    let kept = (start + TOO_LONG_KEPT).min(batch.buf.len());
+                    batch.buf.truncate(kept);
+                    batch.buf.shrink_to(READ_BUFFER_BYTES);
+                    let skipped = match too_long(&e).filter(|_| set_aside) {
+                        Some(tl) => reader.skip_rest(tl, read).map(|bytes| (tl.line, bytes)),
+                        None => Err(e),
+                    };
+                    match skipped {
+                        Ok((line, bytes)) => batch.records.push(RawRecord {
+                            line,
+                            start,
+                            end: kept,
+                            after: reader.prefix(),
+                            too_long: Some(bytes),
+                        }),
+                        Err(e) => {
+                            batch.buf.truncate(start);
+                            failed = Some(e);
+                        }
+                    }
                     break;
                 }
             }
@@ -1190,6 +1318,29 @@ enum InferReader {
 }
 
 impl InferReader {
+    /// As `next_record`, but with `set_aside` a record too long to read is read past (the
+    /// run sets it aside when it decodes it).
+    fn next_record_within(
+        &mut self,
+        buf: &mut Vec<u8>,
+        set_aside: bool,
+    ) -> io::Result<Option<u64>> {
+        loop {
+            let start = buf.len();
+            match self.next_record(buf) {
+                Err(e) if set_aside && too_long(&e).is_some() => {
+                    let InferReader::File(r) = self else {
+                        return Err(e);
+                    };
+                    let tl = too_long(&e).expect("checked above");
+                    r.skip_rest(tl, (buf.len() - start) as u64)?;
+                    buf.truncate(start);
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn next_record(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<u64>> {
         match self {
             InferReader::File(r) => r.next_record(buf),
@@ -1229,7 +1380,7 @@ pub fn infer_schema(
         }
         true => {
             let csv = format == InputFormat::Csv;
-            let mut stdin = StdinRecords::start(input, csv)?;
+            let mut stdin = StdinRecords::start(input, csv, !strict)?;
             // A CSV header alone says nothing about the types: wait for a row too.
             let least = if csv { 2 } else { 1 };
             stdin
@@ -1249,7 +1400,10 @@ pub fn infer_schema(
             let mut key_order: Vec<String> = Vec::new();
             while values.len() < INFER_RECORDS {
                 buf.clear();
-                let Some(line) = reader.next_record(&mut buf).map_err(read_err)? else {
+                let Some(line) = reader
+                    .next_record_within(&mut buf, !strict)
+                    .map_err(read_err)?
+                else {
                     break;
                 };
                 match serde_json::from_slice::<serde_json::Value>(&buf) {
@@ -1293,7 +1447,10 @@ pub fn infer_schema(
             let mut rec = Vec::new();
             while records < INFER_RECORDS {
                 rec.clear();
-                let Some(line) = reader.next_record(&mut rec).map_err(read_err)? else {
+                let Some(line) = reader
+                    .next_record_within(&mut rec, !strict)
+                    .map_err(read_err)?
+                else {
                     break;
                 };
                 let n = csv_fields(&rec).len();
@@ -1623,6 +1780,7 @@ impl Source {
             // doubling left it twice the chunk.
             let mut buf = Vec::with_capacity(bytes_max + RECORD_TYPICAL_SLACK);
             let mut spans = Vec::new();
+            let mut set_aside = None;
             let mut eof = false;
             while spans.len() < records_max && buf.len() < bytes_max {
                 match reader.buffered_records(&mut buf, &mut spans, records_max, bytes_max) {
@@ -1637,20 +1795,36 @@ impl Source {
                     }
                 }
                 let start = buf.len();
-                match reader.next_record(&mut buf) {
-                    Ok(Some(line)) => spans.push((line, start, buf.len())),
+                let failed = match reader.next_record(&mut buf) {
+                    Ok(Some(line)) => {
+                        spans.push((line, start, buf.len()));
+                        continue;
+                    }
                     Ok(None) => {
                         eof = true;
                         break;
                     }
-                    Err(e) => {
-                        return Err(Error::io(
-                            "read input",
-                            format!("{}:{}", input.display, reader.line),
-                            e,
-                        ))
-                    }
-                }
+                    Err(e) => e,
+                };
+                let read_err =
+                    |line: u64, e| Error::io("read input", format!("{}:{line}", input.display), e);
+                let Some(tl) = too_long(&failed).filter(|_| !self.strict) else {
+                    return Err(read_err(reader.line, failed));
+                };
+                // Set aside: its first bytes go to the bad records, the rest is read past.
+                let read = (buf.len() - start) as u64;
+                let bytes = reader
+                    .skip_rest(tl, read)
+                    .map_err(|e| read_err(reader.line, e))?;
+                set_aside = Some(too_long_record(
+                    &input.display,
+                    tl.line,
+                    &buf[start..],
+                    bytes,
+                ));
+                buf.truncate(start);
+                buf.shrink_to(bytes_max + RECORD_TYPICAL_SLACK);
+                break; // the chunk ends with it
             }
             let after = Cursor {
                 input: self.cursor.input,
@@ -1660,7 +1834,7 @@ impl Source {
             let prefix = reader.prefix();
             self.bytes_read += reader.offset - offset_before;
             self.set_read(after.input, prefix);
-            if spans.is_empty() {
+            if spans.is_empty() && set_aside.is_none() {
                 // This input is done: go on with the next one.
                 self.next_input();
                 continue;
@@ -1676,7 +1850,9 @@ impl Source {
                     csv: false,
                 });
             }
-            return Ok(Some(self.raw_chunk(buf, spans)));
+            let mut chunk = self.raw_chunk(buf, spans);
+            chunk.too_long.extend(set_aside);
+            return Ok(Some(chunk));
         }
     }
 
@@ -1690,6 +1866,7 @@ impl Source {
             spans,
             cursor: self.cursor,
             read,
+            too_long: Vec::new(),
         }
     }
 
@@ -1704,7 +1881,7 @@ impl Source {
             // bytes first.
             let want = Some(self.read[i]).filter(|p| p.offset > 0);
             let csv = self.format == InputFormat::Csv;
-            let stream = StdinRecords::start_after(&self.inputs[i], csv, want)?;
+            let stream = StdinRecords::start_after(&self.inputs[i], csv, want, !self.strict)?;
             self.stdin = Some(stream);
         }
         if !self.stdin_opened {
@@ -1729,20 +1906,25 @@ impl Source {
         let stdin = self.stdin.as_mut().expect("started above");
         let mut buf = Vec::new();
         let mut spans = Vec::new();
+        let mut set_aside = None;
         let mut last = None;
         let mut first_at = None;
         loop {
             while spans.len() < records_max && buf.len() < CHUNK_BYTES_MAX {
-                let Some((line, rec, after)) = stdin.pop() else {
+                let Some((line, rec, after, too_long)) = stdin.pop_record() else {
                     break;
                 };
+                last = Some(after);
+                first_at.get_or_insert_with(Instant::now);
+                if let Some(bytes) = too_long {
+                    set_aside = Some(too_long_record(&display, line, rec, bytes));
+                    break; // the chunk ends with it
+                }
                 let start = buf.len();
                 buf.extend_from_slice(rec);
                 spans.push((line, start, buf.len()));
-                last = Some(after);
-                first_at.get_or_insert_with(Instant::now);
             }
-            if spans.len() >= records_max || buf.len() >= CHUNK_BYTES_MAX {
+            if spans.len() >= records_max || buf.len() >= CHUNK_BYTES_MAX || set_aside.is_some() {
                 break;
             }
             if stdin.at_end() {
@@ -1759,7 +1941,7 @@ impl Source {
         };
         self.bytes_read += after.offset - self.read[i].offset;
         self.set_read(i, after);
-        if spans.is_empty() {
+        if spans.is_empty() && set_aside.is_none() {
             return Ok(None);
         }
         self.cursor = Cursor {
@@ -1767,7 +1949,9 @@ impl Source {
             offset: after.offset,
             line: after.line,
         };
-        Ok(Some(self.raw_chunk(buf, spans)))
+        let mut chunk = self.raw_chunk(buf, spans);
+        chunk.too_long.extend(set_aside);
+        Ok(Some(chunk))
     }
 
     /// Goes on after the reader thread of standard input compared the bytes the job read of
@@ -2099,9 +2283,18 @@ impl Decoder {
     /// cannot tell, such as a batch of more than `u32::MAX` rows) stays whole: the writer's own
     /// split refuses it again, as a write error of this chunk, as without an assigner.
     pub fn decode(&self, raw: RawChunk) -> Result<Chunk> {
-        let (mut batch, bad) = self.decode_records(&raw)?;
+        let (mut batch, mut bad) = match raw.spans.is_empty() {
+            true => (None, Vec::new()),
+            false => self.decode_records(&raw)?,
+        };
         // The framed bytes go before the split makes its copy of the records.
-        let RawChunk { cursor, read, .. } = raw;
+        let RawChunk {
+            cursor,
+            read,
+            too_long,
+            ..
+        } = raw;
+        bad.extend(too_long);
         let mut buckets = Vec::new();
         if let (Some(assigner), Some(b)) = (&self.assigner, &batch) {
             if let Ok(split) = assigner.assign(b, chrono::Utc::now()) {
@@ -2697,8 +2890,12 @@ mod tests {
             spans,
             cursor: Cursor::START,
             read: Vec::new(),
+            too_long: Vec::new(),
         }
     }
+
+    /// Chunks as framed: each chunk's bytes and its records' spans.
+    type Framed = Vec<(Vec<u8>, Vec<(u64, usize, usize)>)>;
 
     /// Frames `data` the way `Source::next_raw_within` does (chunks of at most `records_max`
     /// records, closed at `bytes_max` bytes), with or without the buffered run of lines first;
@@ -2709,7 +2906,7 @@ mod tests {
         records_max: usize,
         bytes_max: usize,
         buffered: bool,
-    ) -> (Vec<(Vec<u8>, Vec<(u64, usize, usize)>)>, Prefix, String) {
+    ) -> (Framed, Prefix, String) {
         let mut r = RecordReader {
             reader: BufReader::with_capacity(capacity, IoCursor::new(data.to_vec())),
             offset: 0,
