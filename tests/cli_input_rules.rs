@@ -1221,3 +1221,120 @@ fn a_record_too_long_to_read_is_a_bad_record_and_the_run_goes_on() {
     run_ok(&args);
     assert_eq!(ids(&lake), vec![1, 3, 5]);
 }
+
+/// A JSON field that is `null` in every one of the first 1000 records (and in many more)
+/// takes the type of its first value, in a file and on standard input, instead of `Null`
+/// (which made every later value a bad record). Inference reads on for it up to
+/// `INFER_NULL_RECORDS` records; a field null even in all of those is still `Null`.
+#[test]
+fn a_json_field_null_in_the_first_records_takes_the_type_of_its_first_value() {
+    let limit = filesink::ingest::source::INFER_NULL_RECORDS as i64;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("nulls.jsonl");
+    let mut text = String::new();
+    for i in 0..1500 {
+        let x = if i < 1200 {
+            Value::Null
+        } else {
+            Value::from(i)
+        };
+        let s = if i < 1400 {
+            Value::Null
+        } else {
+            Value::from(format!("s{i}"))
+        };
+        text.push_str(&serde_json::json!({"id": i, "x": x, "s": s}).to_string());
+        text.push('\n');
+    }
+    fs::write(&input, &text).unwrap();
+    for stdin in [false, true] {
+        let lake = dir.path().join(format!("lake-{stdin}"));
+        let args = [
+            "ingest",
+            if stdin { "-" } else { s(&input) },
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--job",
+            "nulls",
+        ];
+        let o = match stdin {
+            true => filesink_with_stdin(&args, &input),
+            false => filesink(&args),
+        };
+        assert_eq!(o.status.code(), Some(0), "stdin {stdin}: {}", stderr(&o));
+        let mut records = visible_records(&lake);
+        records.sort_by_key(|v| v["id"].as_i64());
+        assert_eq!(records.len(), 1500, "stdin {stdin}");
+        for (i, r) in records.iter().enumerate() {
+            let i = i as i64;
+            assert_eq!(r["x"].as_i64(), (i >= 1200).then_some(i), "stdin {stdin}");
+            let s = (i >= 1400).then(|| format!("s{i}"));
+            assert_eq!(r["s"].as_str(), s.as_deref(), "stdin {stdin}");
+        }
+    }
+
+    // A stream that pauses after its first 1500 records, longer than the first checkpoint's
+    // interval: inference takes what has come by then, which holds the first values.
+    let lake = dir.path().join("lake-paused");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args([
+            "ingest",
+            "-",
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--job",
+            "paused",
+            "--checkpoint-every",
+            "1s",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(text.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    stdin
+        .write_all(b"{\"id\":1500,\"x\":1,\"s\":\"last\"}\n")
+        .unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let records = visible_records(&lake);
+    assert_eq!(records.len(), 1501);
+    assert_eq!(records.iter().filter(|r| r["x"].is_i64()).count(), 301);
+
+    // Null beyond what inference reads: its values are bad records, as before.
+    let late = dir.path().join("late.jsonl");
+    let mut text = String::new();
+    for i in 0..limit + 10 {
+        let x = if i < limit {
+            Value::Null
+        } else {
+            Value::from(i)
+        };
+        text.push_str(&serde_json::json!({"id": i, "x": x}).to_string());
+        text.push('\n');
+    }
+    fs::write(&late, &text).unwrap();
+    let lake = dir.path().join("lake-late");
+    let bad = dir.path().join("bad-late.jsonl");
+    run_ok(&[
+        "ingest",
+        s(&late),
+        "--to",
+        s(&lake),
+        "--format",
+        "jsonl",
+        "--bad-records",
+        s(&bad),
+    ]);
+    assert_eq!(bad_sources(&bad).len(), 10);
+    assert_eq!(visible_records(&lake).len() as i64, limit);
+}

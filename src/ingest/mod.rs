@@ -842,6 +842,11 @@ impl Ingest {
             CheckpointEvery::Interval(d) => Some(Instant::now() + d),
             CheckpointEvery::Rows(_) => None,
         };
+        // And waits for no more records than the first checkpoint does.
+        let inference_records = match checkpoint_every {
+            CheckpointEvery::Interval(_) => source::INFER_NULL_RECORDS,
+            CheckpointEvery::Rows(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        };
         // The schema a new job would take: the given one, else inferred from the inputs (the
         // first with records). A job that exists keeps its own: nothing to infer, and its
         // standard input is read from the start by the source, which compares what the job
@@ -871,7 +876,13 @@ impl Ingest {
             None => {
                 let inputs = inputs.clone();
                 let inferred = tokio::task::spawn_blocking(move || {
-                    infer_from_inputs(&inputs, input_format, strict, inference_deadline)
+                    infer_from_inputs(
+                        &inputs,
+                        input_format,
+                        strict,
+                        inference_deadline,
+                        inference_records,
+                    )
                 })
                 .await
                 .map_err(|e| Error::io("infer a schema from", "the inputs", e.into()))?;

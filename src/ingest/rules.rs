@@ -196,10 +196,11 @@ pub(super) fn infer_from_inputs(
     format: InputFormat,
     strict: bool,
     stdin_deadline: Option<Instant>,
+    stdin_records: usize,
 ) -> Result<(Schema, Option<StdinRecords>)> {
     let mut first = None;
     for input in inputs {
-        let (schema, prefix) = infer_schema(input, format, strict, stdin_deadline)?;
+        let (schema, prefix) = infer_schema(input, format, strict, stdin_deadline, stdin_records)?;
         // Standard input cannot be read twice: what it gave is what there is. Columns that
         // are all `Null` (a CSV header alone) have no types yet: the next input may give them.
         let typed = schema

@@ -56,6 +56,13 @@ use crate::error::{Error, Result};
 
 /// Records read to infer a schema.
 pub const INFER_RECORDS: usize = 1000;
+/// Records read at most to infer the type of a JSON field that is `null` (or missing) in
+/// every one of the first [`INFER_RECORDS`]: inference reads on until each such field has a
+/// value, or this many records in all (on standard input, of those that have come).
+pub const INFER_NULL_RECORDS: usize = 100_000;
+/// The most bytes of standard input inference holds for [`INFER_NULL_RECORDS`]: on a stream
+/// it looks only at the records that have come, and holds them until they are written.
+const INFER_NULL_STDIN_BYTES: usize = 64 << 20;
 /// A chunk closes once its records take this many bytes (it holds at least one record).
 pub const CHUNK_BYTES_MAX: usize = 1 << 20;
 /// Room a chunk's buffer keeps beyond its size for the record that crosses it.
@@ -1054,6 +1061,9 @@ pub struct StdinRecords {
     taken: usize,
     /// What is read at the end of the input, once the thread reached it.
     eof: Option<Prefix>,
+    /// An error the reader thread sent while [`StdinRecords::take_arrived`] took what had
+    /// come: the next [`StdinRecords::receive`] returns it.
+    deferred: Option<io::Error>,
 }
 
 /// What the first bytes of a stream are, against the prefix a job read of it
@@ -1134,6 +1144,7 @@ impl StdinRecords {
             queue: VecDeque::new(),
             taken: 0,
             eof: None,
+            deferred: None,
         })
     }
 
@@ -1160,6 +1171,9 @@ impl StdinRecords {
     /// Waits for the next batch until `until` (forever if `None`); `false` if none came by
     /// then or the input has ended.
     fn receive(&mut self, until: Option<Instant>) -> io::Result<bool> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         if self.eof.is_some() {
             return Ok(false);
         }
@@ -1197,9 +1211,34 @@ impl StdinRecords {
         Ok(())
     }
 
+    /// Waits for the next batch of records, unless `records` records or `bytes` bytes are
+    /// queued, the input ended, or `deadline` passes first; returns whether one came. An
+    /// error the reader thread sends is kept for the next [`StdinRecords::receive`], where it
+    /// would have come without this.
+    fn more_arrived(&mut self, records: usize, bytes: usize, deadline: Option<Instant>) -> bool {
+        let queued_bytes: usize = self.queue.iter().map(|b| b.buf.len()).sum();
+        if self.queued() >= records || queued_bytes >= bytes || self.deferred.is_some() {
+            return false;
+        }
+        match self.receive(deadline) {
+            Ok(came) => came,
+            Err(e) => {
+                self.deferred = Some(e);
+                false
+            }
+        }
+    }
+
     /// Copies of the first `n` queued records, with their first line numbers.
     fn peek(&self, n: usize) -> VecDeque<(u64, Vec<u8>)> {
+        self.peek_after(0, n)
+    }
+
+    /// Copies of the `n` queued records after the first `after`, with their first line
+    /// numbers. Records too long to read, set aside, are not among them.
+    fn peek_after(&self, after: usize, n: usize) -> VecDeque<(u64, Vec<u8>)> {
         let mut skip = self.taken;
+        let mut passed = 0;
         let mut out = VecDeque::new();
         for b in &self.queue {
             for r in &b.records[skip..] {
@@ -1208,6 +1247,10 @@ impl StdinRecords {
                 }
                 if r.too_long.is_some() {
                     continue; // nothing to infer from
+                }
+                if passed < after {
+                    passed += 1;
+                    continue;
                 }
                 out.push_back((r.line, b.buf[r.start..r.end].to_vec()));
             }
@@ -1352,10 +1395,12 @@ impl InferReader {
     }
 }
 
-/// Infers the schema from the first [`INFER_RECORDS`] records of `input`. For standard input
+/// Infers the schema from the first [`INFER_RECORDS`] records of `input` (a JSON field `null`
+/// in all of them: from its first value, up to [`INFER_NULL_RECORDS`]). For standard input
 /// the records read are kept and handed to [`Source::new`]; with a `stdin_deadline`, standard
 /// input is inferred from the records that came by then (at least one), so a slow input is
-/// not held back until [`INFER_RECORDS`] records have come.
+/// not held back until [`INFER_RECORDS`] records have come; for a field `null` so far it
+/// waits for at most `stdin_records` records (those the first checkpoint waits for anyway).
 ///
 /// A malformed record among them is an error naming its line when `strict`; otherwise it is
 /// skipped here (and reported when it is decoded).
@@ -1364,8 +1409,9 @@ pub fn infer_schema(
     format: InputFormat,
     strict: bool,
     stdin_deadline: Option<Instant>,
+    stdin_records: usize,
 ) -> Result<(Schema, Option<StdinRecords>)> {
-    let (mut reader, prefix) = match input.is_stdin() {
+    let (mut reader, mut prefix) = match input.is_stdin() {
         false => {
             let (reader, _) =
                 open_file(input).map_err(|e| Error::io("open input", &input.display, e))?;
@@ -1398,6 +1444,7 @@ pub fn infer_schema(
         InputFormat::Jsonl => {
             let mut values = Vec::new();
             let mut key_order: Vec<String> = Vec::new();
+            let mut read = 0;
             while values.len() < INFER_RECORDS {
                 buf.clear();
                 let Some(line) = reader
@@ -1406,6 +1453,7 @@ pub fn infer_schema(
                 else {
                     break;
                 };
+                read += 1;
                 match serde_json::from_slice::<serde_json::Value>(&buf) {
                     Ok(v @ serde_json::Value::Object(_)) => {
                         if let Ok(keys) = serde_json::from_slice::<KeyOrder>(&buf) {
@@ -1424,6 +1472,45 @@ pub fn infer_schema(
                         return Err(malformed(&input.display, line, &json_error(&e)))
                     }
                     _ => {}
+                }
+            }
+            // A field null in all of them would be typed `Null`, and every later value of it
+            // would be a bad record: read on for its first value.
+            let mut waiting: Vec<&String> = key_order
+                .iter()
+                .filter(|k| values.iter().all(|v| v.get(k).is_none_or(|x| x.is_null())))
+                .collect();
+            while !waiting.is_empty() && read < INFER_NULL_RECORDS {
+                buf.clear();
+                let Some(_) = reader
+                    .next_record_within(&mut buf, !strict)
+                    .map_err(read_err)?
+                else {
+                    // A stream: its next records, if they come before the first checkpoint
+                    // is due (as many records as it waits for, or its deadline).
+                    let wait = stdin_records.min(INFER_NULL_RECORDS);
+                    let Some(stdin) = prefix.as_mut() else {
+                        break;
+                    };
+                    let mut rest = stdin.peek_after(read, wait);
+                    if rest.is_empty() {
+                        if !stdin.more_arrived(wait, INFER_NULL_STDIN_BYTES, stdin_deadline) {
+                            break;
+                        }
+                        rest = stdin.peek_after(read, wait);
+                    }
+                    reader = InferReader::Queued(rest);
+                    continue;
+                };
+                read += 1;
+                // A malformed record is the decoding's to report.
+                let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_slice(&buf) else {
+                    continue;
+                };
+                let before = waiting.len();
+                waiting.retain(|k| v.get(k).is_none_or(|x| x.is_null()));
+                if waiting.len() < before {
+                    values.push(v);
                 }
             }
             if values.is_empty() {
@@ -3310,6 +3397,59 @@ mod tests {
         );
     }
 
+    /// A stream whose bytes come in `pieces`, each one read at once, then, after `pause`,
+    /// its end.
+    struct Paced {
+        pieces: VecDeque<Vec<u8>>,
+        pause: Duration,
+    }
+
+    impl Read for Paced {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let Some(piece) = self.pieces.front_mut() else {
+                std::thread::sleep(std::mem::take(&mut self.pause));
+                return Ok(0);
+            };
+            let n = piece.len().min(buf.len());
+            buf[..n].copy_from_slice(&piece[..n]);
+            piece.drain(..n);
+            if piece.is_empty() {
+                self.pieces.pop_front();
+            }
+            Ok(n)
+        }
+    }
+
+    /// A JSON field `null` in the first records of a stream takes the type of its first value
+    /// among the records that came before the first checkpoint's deadline, those already
+    /// queued too: here they come in two pieces of 600 records (the first value at record
+    /// 1100, in the second), and nothing more until after the deadline.
+    #[test]
+    fn a_stream_field_null_so_far_is_typed_from_the_records_that_came() {
+        let lines: Vec<String> = (0..1200)
+            .map(|i| match i < 1100 {
+                true => format!("{{\"id\":{i},\"x\":null}}\n"),
+                false => format!("{{\"id\":{i},\"x\":{i}}}\n"),
+            })
+            .collect();
+        let pieces = lines.chunks(600).map(|c| c.concat().into_bytes()).collect();
+        let pause = Duration::from_secs(3);
+        let input = Input::reader("paced", Paced { pieces, pause });
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let (schema, _) = infer_schema(
+            &input,
+            InputFormat::Jsonl,
+            true,
+            Some(deadline),
+            INFER_NULL_RECORDS,
+        )
+        .unwrap();
+        assert_eq!(
+            schema.field_with_name("x").unwrap().data_type(),
+            &arrow::datatypes::DataType::Int64
+        );
+    }
+
     #[test]
     fn inferred_json_fields_keep_the_input_order() {
         let input =
@@ -3320,6 +3460,7 @@ mod tests {
             InputFormat::Jsonl,
             true,
             None,
+            INFER_NULL_RECORDS,
         )
         .unwrap();
         std::fs::remove_file(&input).unwrap();
