@@ -24,7 +24,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::delta::{read_log, run_table, table_id_counts};
@@ -482,4 +482,46 @@ async fn a_removed_data_file_stays_removed_after_power_loss() {
         after.stat(&path).is_err(),
         "the removed file came back after the power loss"
     );
+}
+
+/// A read of a metadata file makes its name durable first: a process that wrote a manifest
+/// and died before flushing its directory left a name a power loss could still take back,
+/// and nothing may act on it until it is flushed. A listing (`filesink ls`,
+/// `LocalStorage::for_listing`) acts on nothing, and reads without flushing.
+#[test]
+fn a_read_makes_a_metadata_name_durable_and_a_listing_does_not() {
+    let manifest = "_filesink/jobs/j/checkpoints/00000000000000000001.json";
+    for listing in [false, true] {
+        let disk = PowerLossDisk::new();
+        let path = Path::new(BASE).join(manifest);
+        disk.create_dir_all(path.parent().unwrap()).unwrap();
+        disk.sync_dirs(&[PathBuf::from("/"), PathBuf::from(BASE)]);
+        for dir in path.parent().unwrap().ancestors().skip(1) {
+            if dir.starts_with(BASE) {
+                disk.sync_dirs(&[dir.to_path_buf()]);
+            }
+        }
+        let file = disk.create_new(&path).unwrap();
+        file.write_all(b"{}").unwrap();
+        file.sync_data().unwrap();
+        // The writer dies here: the file's bytes are flushed, its name is not.
+        let disk = disk.restart_process();
+        let storage = LocalStorage::on(Arc::new(disk.clone()), BASE).unwrap();
+        let storage = if listing {
+            storage.for_listing()
+        } else {
+            storage
+        };
+        let read = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(storage.get_metadata(manifest))
+            .unwrap();
+        assert_eq!(read.as_deref(), Some(&b"{}"[..]));
+        let after = disk.power_loss(PowerLoss::DropUnflushed);
+        assert_eq!(
+            after.stat(&path).is_ok(),
+            !listing,
+            "listing {listing}: the name survives a power loss only where the read flushed it"
+        );
+    }
 }

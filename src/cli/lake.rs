@@ -17,18 +17,28 @@ pub use filesink::admin::{
 use super::exit::{CliError, CliResult};
 use filesink::storage::Location;
 
+/// A lake's storage, and the same as an S3 backend for S3 locations.
+type Opened = filesink::Result<(Arc<dyn Storage>, Option<ObjectStorage>)>;
+
 /// The storage of `location`: a [`LocalStorage`] (which creates the directory if it is
 /// missing) or an S3 [`ObjectStorage`], which is also returned as such for what only S3 has
 /// ([`ObjectStorage::aborts_incomplete_uploads`]).
-pub fn open_storage(
-    location: &Location,
-) -> filesink::Result<(Arc<dyn Storage>, Option<ObjectStorage>)> {
+pub fn open_storage(location: &Location) -> Opened {
     match location {
         Location::Local(path) => Ok((Arc::new(LocalStorage::new(path)?), None)),
         Location::S3 { .. } => {
             let s3 = ObjectStorage::s3_at(location)?;
             Ok((Arc::new(s3.clone()), Some(s3)))
         }
+    }
+}
+
+/// As [`open_storage`], for a listing: a local lake's reads are not made durable first
+/// ([`LocalStorage::for_listing`]); nothing is done with what a listing reads.
+fn open_storage_for_listing(location: &Location) -> Opened {
+    match location {
+        Location::Local(path) => Ok((Arc::new(LocalStorage::new(path)?.for_listing()), None)),
+        _ => open_storage(location),
     }
 }
 
@@ -66,6 +76,19 @@ impl Lake {
     /// Opens an existing sink location; never creates anything. A local directory must
     /// exist; an S3 prefix with nothing under it is simply not a filesink output.
     pub async fn open(location: Location) -> CliResult<Lake> {
+        Lake::open_with(location, open_storage).await
+    }
+
+    /// [`Lake::open`] for a listing, which acts on nothing it reads: a local lake's reads are
+    /// not made durable first ([`LocalStorage::for_listing`]).
+    pub async fn open_for_listing(location: Location) -> CliResult<Lake> {
+        Lake::open_with(location, open_storage_for_listing).await
+    }
+
+    async fn open_with(
+        location: Location,
+        open_storage: fn(&Location) -> Opened,
+    ) -> CliResult<Lake> {
         if let Some(path) = location.local_path() {
             if !path.is_dir() {
                 return Err(CliError::refused(format!(

@@ -34,7 +34,7 @@ const OTHER_FILES_SHOWN: usize = 20;
 
 /// Runs `filesink ls`.
 pub async fn run(args: LsArgs, out: &mut dyn Write) -> CliResult {
-    let lake = Lake::open(Location::parse(&args.url)?).await?;
+    let lake = Lake::open_for_listing(Location::parse(&args.url)?).await?;
     let now = now_ms();
     let visible = lake.visible().await?;
     let jobs = lake.jobs().await?;
