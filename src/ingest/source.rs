@@ -1084,7 +1084,7 @@ enum Skipped {
 
 impl StdinRecords {
     /// Starts the reader thread of the stream `input`. With `set_aside`, a record too long
-    /// to read is read past and queued as such (see [`StdinRecords::pop_record`]); without,
+    /// to read is read past and queued as such (as a bad record); without,
     /// it ends the stream with an error.
     pub fn start(input: &Input, csv: bool, set_aside: bool) -> Result<StdinRecords> {
         StdinRecords::start_after(input, csv, None, set_aside)
