@@ -1338,3 +1338,120 @@ fn a_json_field_null_in_the_first_records_takes_the_type_of_its_first_value() {
     assert_eq!(bad_sources(&bad).len(), 10);
     assert_eq!(visible_records(&lake).len() as i64, limit);
 }
+
+/// Where a record too long to read cannot be set aside, the run stops, also with
+/// `--bad-records`: a CSV record whose quoted field is still open at the end of the input
+/// (a stray quote, or a file cut while it was written: taken as one record, its rest would
+/// later become records of its own), and a CSV header on standard input (without it nothing
+/// can be read). And a record too long in a strict run stops it where the run reaches it,
+/// after the records before it, even where schema inference read past it.
+#[test]
+fn a_record_too_long_stops_the_run_where_it_cannot_be_set_aside() {
+    let max = filesink::ingest::source::RECORD_BYTES_MAX as usize;
+    let dir = tempfile::tempdir().unwrap();
+
+    let open_quote = dir.path().join("open-quote.csv");
+    let mut bytes = b"id,note\n1,a\n2,\"oops\n".to_vec();
+    while bytes.len() < max + 100 {
+        bytes.extend_from_slice(b"3,x\n");
+    }
+    fs::write(&open_quote, &bytes).unwrap();
+    let lake = dir.path().join("lake-quote");
+    let bad = dir.path().join("bad-quote.jsonl");
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&open_quote),
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--bad-records",
+            s(&bad),
+        ],
+        EXIT_ERROR,
+    );
+    let err = stderr(&o);
+    assert!(err.contains("ends inside a quoted field"), "{err}");
+    let visible = if lake.exists() {
+        visible_records(&lake)
+    } else {
+        Vec::new()
+    };
+    let ids: Vec<i64> = visible.iter().map(|v| v["id"].as_i64().unwrap()).collect();
+    assert!(ids.iter().all(|id| *id == 1), "{ids:?}");
+
+    let long_header = dir.path().join("long-header.csv");
+    let mut bytes = b"id,".to_vec();
+    bytes.resize(max + 10, b'h');
+    bytes.extend_from_slice(b"\n1,2\n");
+    fs::write(&long_header, &bytes).unwrap();
+    drop(bytes);
+    let lake = dir.path().join("lake-header");
+    let o = filesink_with_stdin(
+        &[
+            "ingest",
+            "-",
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--job",
+            "header",
+            "--input-format",
+            "csv",
+            "--bad-records",
+            s(&dir.path().join("bad-header.jsonl")),
+        ],
+        &long_header,
+    );
+    assert_eq!(o.status.code(), Some(EXIT_ERROR), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("line 1 ") && err.contains("longer than"),
+        "{err}"
+    );
+
+    // Strict: x is null until record 1100, so inference reads past line 1150, too long.
+    let strict = dir.path().join("strict.jsonl");
+    let mut bytes = Vec::new();
+    for i in 0..1200i64 {
+        if i == 1149 {
+            bytes.extend_from_slice(b"{\"id\":1149,\"pad\":\"");
+            bytes.resize(bytes.len() + max, b'x');
+            bytes.extend_from_slice(b"\"}\n");
+            continue;
+        }
+        let x = if i < 1100 {
+            Value::Null
+        } else {
+            Value::from(i)
+        };
+        bytes.extend_from_slice(serde_json::json!({"id": i, "x": x}).to_string().as_bytes());
+        bytes.push(b'\n');
+    }
+    fs::write(&strict, &bytes).unwrap();
+    drop(bytes);
+    let lake = dir.path().join("lake-strict");
+    let o = run_expect(
+        &[
+            "ingest",
+            s(&strict),
+            "--to",
+            s(&lake),
+            "--checkpoint-every",
+            "100rows",
+        ],
+        EXIT_ERROR,
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains(":1150") && err.contains("longer than"),
+        "{err}"
+    );
+    // Parquet files roll at every checkpoint: the 11 before it are visible.
+    assert_eq!(
+        common::visible_parquet_ids(&lake),
+        (0..1100).collect::<Vec<i64>>()
+    );
+}

@@ -837,9 +837,11 @@ impl Ingest {
                 ));
             }
         }
-        // Standard input takes what arrived by the first checkpoint's deadline for inference.
+        // Standard input takes what arrived by the first checkpoint's deadline for inference
+        // (which counts from here: the records a stream's inference waited for are due then).
+        let inference_began = Instant::now();
         let inference_deadline = match checkpoint_every {
-            CheckpointEvery::Interval(d) => Some(Instant::now() + d),
+            CheckpointEvery::Interval(d) => Some(inference_began + d),
             CheckpointEvery::Rows(_) => None,
         };
         // And waits for no more records than the first checkpoint does.
@@ -1337,7 +1339,12 @@ impl Ingest {
 
         observer.started(&inputs, &position);
         let mut since_checkpoint: u64 = 0;
-        let mut last_checkpoint_at = Instant::now();
+        // A new job's first records are due one interval after inference began, however long
+        // it waited for them.
+        let mut last_checkpoint_at = match restored {
+            None => inference_began,
+            Some(_) => Instant::now(),
+        };
         let mut checkpointed_cursor = position.cursor;
         // The checkpoint whose commit runs in the background, and its position.
         let mut committing: Option<SourcePosition> = None;

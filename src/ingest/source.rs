@@ -842,6 +842,18 @@ impl<R: BufRead> RecordReader<R> {
                     return Ok(bytes);
                 }
             } else if (n as u64) < limit {
+                if quotes_odd {
+                    // As `next_record` refuses it: taken as one record, the rest of a file
+                    // cut inside a quoted field would later become records of its own.
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "the CSV record at line {} ends inside a quoted field at the end \
+                             of the input (a file still being written?)",
+                            tl.line
+                        ),
+                    ));
+                }
                 return Ok(bytes); // the end of the input
             }
         }
@@ -1296,6 +1308,8 @@ fn read_stdin(
         let mut failed = None;
         loop {
             let start = batch.buf.len();
+            // A CSV header is no record to set aside: without it nothing can be read.
+            let set_aside = set_aside && !(reader.csv && reader.offset == 0);
             match reader.next_record(&mut batch.buf) {
                 Ok(Some(line)) => batch.records.push(RawRecord {
                     line,
@@ -1478,14 +1492,16 @@ pub fn infer_schema(
             // would be a bad record: read on for its first value.
             let mut waiting: Vec<&String> = key_order
                 .iter()
-                .filter(|k| values.iter().all(|v| v.get(k).is_none_or(|x| x.is_null())))
+                .filter(|k| !values.iter().any(|v| v.get(k).is_some_and(typed)))
                 .collect();
             while !waiting.is_empty() && read < INFER_NULL_RECORDS {
                 buf.clear();
-                let Some(_) = reader
-                    .next_record_within(&mut buf, !strict)
-                    .map_err(read_err)?
-                else {
+                // What cannot be read here (a record too long, in a strict run) stops the run
+                // where the run reaches it, after the records before it: not here.
+                let Ok(next) = reader.next_record_within(&mut buf, !strict) else {
+                    break;
+                };
+                let Some(_) = next else {
                     // A stream: its next records, if they come before the first checkpoint
                     // is due (as many records as it waits for, or its deadline).
                     let wait = stdin_records.min(INFER_NULL_RECORDS);
@@ -1507,10 +1523,18 @@ pub fn infer_schema(
                 let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_slice(&buf) else {
                     continue;
                 };
-                let before = waiting.len();
-                waiting.retain(|k| v.get(k).is_none_or(|x| x.is_null()));
-                if waiting.len() < before {
-                    values.push(v);
+                // Only the fields it gives their first values: its other fields, unlike the
+                // first records', could change the types those gave.
+                let mut found = serde_json::Map::new();
+                waiting.retain(|k| match v.get(k).filter(|x| typed(x)) {
+                    Some(x) => {
+                        found.insert(k.to_string(), x.clone());
+                        false
+                    }
+                    None => true,
+                });
+                if !found.is_empty() {
+                    values.push(serde_json::Value::Object(found));
                 }
             }
             if values.is_empty() {
@@ -1565,6 +1589,17 @@ pub fn infer_schema(
                 _ => Ok((csv_text_where_empty(schema), prefix)),
             }
         }
+    }
+}
+
+/// Whether a JSON value gives its field a type: a scalar, or an array or object holding one
+/// (`null`, `[]`, `{}` and `[null]` give none).
+fn typed(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => false,
+        serde_json::Value::Array(a) => a.iter().any(typed),
+        serde_json::Value::Object(o) => o.values().any(typed),
+        _ => true,
     }
 }
 
@@ -3447,6 +3482,46 @@ mod tests {
         assert_eq!(
             schema.field_with_name("x").unwrap().data_type(),
             &arrow::datatypes::DataType::Int64
+        );
+    }
+
+    /// A field `null` in the first records takes its type from its first value, and only
+    /// it: the rest of that record (`code` as a string, where the first records had integers)
+    /// changes no other column's type; `[]`, `{}` and `[null]` give no type, the first value
+    /// that holds one does.
+    #[test]
+    fn a_field_null_so_far_is_typed_by_its_first_value_alone() {
+        use arrow::datatypes::DataType;
+        let mut text = String::new();
+        for i in 0..1000 {
+            text.push_str(&format!(
+                "{{\"code\":{i},\"error\":null,\"tags\":[],\"extra\":{{}}}}\n"
+            ));
+        }
+        text.push_str("{\"code\":\"E_TIMEOUT\",\"error\":{\"msg\":\"slow\"},\"tags\":[null]}\n");
+        text.push_str("{\"code\":1,\"tags\":[\"a\"],\"extra\":{\"k\":{}}}\n");
+        text.push_str("{\"code\":2,\"extra\":{\"k\":1.5}}\n");
+        let input =
+            std::env::temp_dir().join(format!("filesink-nulls-{}.jsonl", std::process::id()));
+        std::fs::write(&input, text).unwrap();
+        let (schema, _) = infer_schema(
+            &Input::resolve(input.to_str().unwrap()).unwrap(),
+            InputFormat::Jsonl,
+            true,
+            None,
+            INFER_NULL_RECORDS,
+        )
+        .unwrap();
+        std::fs::remove_file(&input).unwrap();
+        let dt = |name: &str| schema.field_with_name(name).unwrap().data_type().clone();
+        assert_eq!(dt("code"), DataType::Int64);
+        assert!(matches!(dt("error"), DataType::Struct(f) if f[0].data_type() == &DataType::Utf8));
+        assert!(matches!(dt("tags"), DataType::List(f) if f.data_type() == &DataType::Utf8));
+        assert!(
+            matches!(dt("extra"), DataType::Struct(f) if f.len() == 1
+                && matches!(f[0].data_type(), DataType::Float64)),
+            "{:?}",
+            dt("extra")
         );
     }
 
