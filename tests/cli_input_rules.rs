@@ -1278,24 +1278,18 @@ fn a_json_field_null_in_the_first_records_takes_the_type_of_its_first_value() {
     // A stream that pauses after its first 1500 records, longer than the first checkpoint's
     // interval: inference takes what has come by then, which holds the first values.
     let lake = dir.path().join("lake-paused");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
-        .args([
-            "ingest",
-            "-",
-            "--to",
-            s(&lake),
-            "--format",
-            "jsonl",
-            "--job",
-            "paused",
-            "--checkpoint-every",
-            "1s",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_with_piped_stdin(&[
+        "ingest",
+        "-",
+        "--to",
+        s(&lake),
+        "--format",
+        "jsonl",
+        "--job",
+        "paused",
+        "--checkpoint-every",
+        "1s",
+    ]);
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(text.as_bytes()).unwrap();
     stdin.flush().unwrap();
@@ -1311,32 +1305,22 @@ fn a_json_field_null_in_the_first_records_takes_the_type_of_its_first_value() {
     assert_eq!(records.iter().filter(|r| r["x"].is_i64()).count(), 301);
 
     // Null beyond what inference reads: its values are bad records, as before.
-    let late = dir.path().join("late.jsonl");
-    let mut text = String::new();
-    for i in 0..limit + 10 {
-        let x = if i < limit {
-            Value::Null
-        } else {
-            Value::from(i)
-        };
-        text.push_str(&serde_json::json!({"id": i, "x": x}).to_string());
-        text.push('\n');
-    }
-    fs::write(&late, &text).unwrap();
-    let lake = dir.path().join("lake-late");
-    let bad = dir.path().join("bad-late.jsonl");
-    run_ok(&[
-        "ingest",
-        s(&late),
-        "--to",
-        s(&lake),
-        "--format",
-        "jsonl",
-        "--bad-records",
-        s(&bad),
-    ]);
-    assert_eq!(bad_sources(&bad).len(), 10);
-    assert_eq!(visible_records(&lake).len() as i64, limit);
+    let lines: Vec<String> = (0..limit + 10)
+        .map(|i| {
+            let x = if i < limit {
+                Value::Null
+            } else {
+                Value::from(i)
+            };
+            serde_json::json!({"id": i, "x": x}).to_string()
+        })
+        .collect();
+    let (_, visible, bad) = ingest_collecting(dir.path(), "late.jsonl", &lines, &[]);
+    assert_eq!(
+        bad,
+        ((limit + 1) as u64..=(limit + 10) as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(visible.len() as i64, limit);
 }
 
 /// Where a record too long to read cannot be set aside, the run stops, also with

@@ -742,13 +742,7 @@ fn a_slow_input_becomes_visible_within_an_interval() {
                 args.push(s(&schema_file));
             }
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_with_piped_stdin(&args);
         let mut stdin = child.stdin.take().unwrap();
         if let Some(h) = header {
             stdin.write_all(h.as_bytes()).unwrap();

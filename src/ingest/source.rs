@@ -3485,6 +3485,23 @@ mod tests {
         );
     }
 
+    /// The schema inferred (strictly) from a JSON-lines file holding `text`.
+    fn infer_file(name: &str, text: &str) -> Schema {
+        let input =
+            std::env::temp_dir().join(format!("filesink-{name}-{}.jsonl", std::process::id()));
+        std::fs::write(&input, text).unwrap();
+        let (schema, _) = infer_schema(
+            &Input::resolve(input.to_str().unwrap()).unwrap(),
+            InputFormat::Jsonl,
+            true,
+            None,
+            INFER_NULL_RECORDS,
+        )
+        .unwrap();
+        std::fs::remove_file(&input).unwrap();
+        schema
+    }
+
     /// A field `null` in the first records takes its type from its first value, and only
     /// it: the rest of that record (`code` as a string, where the first records had integers)
     /// changes no other column's type; `[]`, `{}` and `[null]` give no type, the first value
@@ -3501,18 +3518,7 @@ mod tests {
         text.push_str("{\"code\":\"E_TIMEOUT\",\"error\":{\"msg\":\"slow\"},\"tags\":[null]}\n");
         text.push_str("{\"code\":1,\"tags\":[\"a\"],\"extra\":{\"k\":{}}}\n");
         text.push_str("{\"code\":2,\"extra\":{\"k\":1.5}}\n");
-        let input =
-            std::env::temp_dir().join(format!("filesink-nulls-{}.jsonl", std::process::id()));
-        std::fs::write(&input, text).unwrap();
-        let (schema, _) = infer_schema(
-            &Input::resolve(input.to_str().unwrap()).unwrap(),
-            InputFormat::Jsonl,
-            true,
-            None,
-            INFER_NULL_RECORDS,
-        )
-        .unwrap();
-        std::fs::remove_file(&input).unwrap();
+        let schema = infer_file("nulls", &text);
         let dt = |name: &str| schema.field_with_name(name).unwrap().data_type().clone();
         assert_eq!(dt("code"), DataType::Int64);
         assert!(matches!(dt("error"), DataType::Struct(f) if f[0].data_type() == &DataType::Utf8));
@@ -3527,18 +3533,7 @@ mod tests {
 
     #[test]
     fn inferred_json_fields_keep_the_input_order() {
-        let input =
-            std::env::temp_dir().join(format!("filesink-order-{}.jsonl", std::process::id()));
-        std::fs::write(&input, "{\"z\":1,\"a\":\"x\"}\n{\"m\":1.5,\"z\":2}\n").unwrap();
-        let (schema, _) = infer_schema(
-            &Input::resolve(input.to_str().unwrap()).unwrap(),
-            InputFormat::Jsonl,
-            true,
-            None,
-            INFER_NULL_RECORDS,
-        )
-        .unwrap();
-        std::fs::remove_file(&input).unwrap();
+        let schema = infer_file("order", "{\"z\":1,\"a\":\"x\"}\n{\"m\":1.5,\"z\":2}\n");
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["z", "a", "m"]);
     }

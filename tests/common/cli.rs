@@ -40,6 +40,18 @@ pub fn filesink_with_stdin(args: &[&str], stdin_file: &Path) -> Output {
         .expect("run filesink")
 }
 
+/// Starts `filesink args` with standard input a pipe the test writes to (taken from the
+/// child's `stdin`), standard output dropped and standard error kept.
+pub fn spawn_with_piped_stdin(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start filesink")
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
