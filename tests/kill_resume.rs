@@ -109,6 +109,18 @@ fn assert_prefix_exactly_once(ids: &[i64], seed: u64, when: &str) -> usize {
 
 #[test]
 fn ingest_killed_at_random_moments_then_rerun_writes_every_record_exactly_once() {
+    killed_at_random_moments("2000rows");
+}
+
+/// The same with a time schedule: the decoding threads read the file in ranges, and every
+/// checkpoint's position is put together from them (see `ingest::source::ranges`).
+#[test]
+fn ingest_reading_ranges_killed_at_random_moments_writes_every_record_exactly_once() {
+    killed_at_random_moments("20ms");
+}
+
+/// Kills `ingest` with checkpoints `every` at random moments, then runs it to the end.
+fn killed_at_random_moments(every: &str) {
     let seed = seed_from_env(DEFAULT_SEED);
     eprintln!("kill_resume seed: {seed} (reproduce with FILESINK_SEED={seed})");
     let mut rng = XorShift::new(seed);
@@ -132,7 +144,9 @@ fn ingest_killed_at_random_moments_then_rerun_writes_every_record_exactly_once()
         "--to",
         lake.to_str().unwrap(),
         "--checkpoint-every",
-        "2000rows",
+        every,
+        "--parallelism",
+        "2",
     ];
     let started = Instant::now();
 
@@ -238,6 +252,17 @@ fn seed_from_env(default: u64) -> u64 {
 
 #[test]
 fn bad_records_of_a_replayed_interval_are_listed_once_after_kills() {
+    bad_records_listed_once_after_kills("1500rows");
+}
+
+/// The same with the file read in ranges on the decoding threads (a time schedule): each
+/// bad record names its own line, counted from range to range.
+#[test]
+fn bad_records_of_ranges_are_listed_once_after_kills() {
+    bad_records_listed_once_after_kills("10ms");
+}
+
+fn bad_records_listed_once_after_kills(every: &str) {
     const LINES: usize = 60_000;
     let seed = seed_from_env(DEFAULT_SEED ^ 0xBAD);
     eprintln!("kill_resume bad-records seed: {seed} (reproduce with FILESINK_SEED={seed})");
@@ -262,7 +287,9 @@ fn bad_records_of_a_replayed_interval_are_listed_once_after_kills() {
         "--to",
         lake.to_str().unwrap(),
         "--checkpoint-every",
-        "1500rows",
+        every,
+        "--parallelism",
+        "2",
         "--bad-records",
         bad.to_str().unwrap(),
     ];

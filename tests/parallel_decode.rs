@@ -2,12 +2,14 @@
 //! them back in input order: every file holds its records in input order, bad records are set
 //! aside in input order, a malformed record stops the run at its own line whatever chunks are
 //! being decoded after it, and a run stopped with several chunks in flight resumes exactly
-//! once.
+//! once. Each both ways the inputs are read: by the reader thread, and in ranges on the
+//! decoding threads (plain files of JSON lines on a time schedule).
 
 mod common;
 
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use common::*;
 use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input, Observer, SourcePosition};
@@ -36,17 +38,40 @@ fn gzip(text: &str) -> Vec<u8> {
     e.finish().unwrap()
 }
 
-const INPUTS: [&str; 3] = ["a.jsonl", "b.jsonl.gz", "c.jsonl"];
+/// How a run reads its inputs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reading {
+    /// A reader thread frames them (a schedule by record counts; one input is compressed).
+    ReaderThread,
+    /// Each decoding thread reads its own ranges (plain files on a time schedule).
+    Ranges,
+}
 
-/// Writes three inputs (one gzip-compressed) with 30,000 records, ids 0..30,000 in input
-/// order.
+impl Reading {
+    const BOTH: [Reading; 2] = [Reading::ReaderThread, Reading::Ranges];
+
+    fn inputs(self) -> [&'static str; 3] {
+        match self {
+            Reading::ReaderThread => ["a.jsonl", "b.jsonl.gz", "c.jsonl"],
+            Reading::Ranges => ["a.jsonl", "b.jsonl", "c.jsonl"],
+        }
+    }
+
+    fn every(self) -> CheckpointEvery {
+        match self {
+            Reading::ReaderThread => CheckpointEvery::Rows(700),
+            Reading::Ranges => CheckpointEvery::Interval(Duration::from_millis(5)),
+        }
+    }
+}
+
+/// Writes three inputs with 30,000 records, ids 0..30,000 in input order; the second also
+/// gzip-compressed (`b.jsonl.gz`).
 fn write_inputs(dir: &Path, bad_every: Option<i64>) {
     std::fs::write(dir.join("a.jsonl"), jsonl(0, 12_000, bad_every)).unwrap();
-    std::fs::write(
-        dir.join("b.jsonl.gz"),
-        gzip(&jsonl(12_000, 10_000, bad_every)),
-    )
-    .unwrap();
+    let b = jsonl(12_000, 10_000, bad_every);
+    std::fs::write(dir.join("b.jsonl.gz"), gzip(&b)).unwrap();
+    std::fs::write(dir.join("b.jsonl"), b).unwrap();
     std::fs::write(dir.join("c.jsonl"), jsonl(22_000, 8_000, bad_every)).unwrap();
 }
 
@@ -57,12 +82,12 @@ fn inputs(dir: &Path, names: &[&str]) -> Vec<Input> {
         .collect()
 }
 
-fn ingest(inputs: Vec<Input>, lake: &Path) -> Ingest {
+fn ingest(inputs: Vec<Input>, lake: &Path, reading: Reading) -> Ingest {
     Ingest::new(inputs)
         .to_local(lake)
         .format(FileFormat::parquet())
         .partition_by(["day"])
-        .checkpoint_every(CheckpointEvery::Rows(700))
+        .checkpoint_every(reading.every())
         .parallelism(4)
         .job("events")
 }
@@ -98,11 +123,17 @@ fn assert_first_records_once(lake: &Path, when: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunks_decoded_in_parallel_come_back_in_input_order() {
+    for reading in Reading::BOTH {
+        chunks_come_back_in_input_order(reading).await;
+    }
+}
+
+async fn chunks_come_back_in_input_order(reading: Reading) {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
     let bad = dir.path().join("bad.jsonl");
     write_inputs(dir.path(), Some(97));
-    let s = ingest(inputs(dir.path(), &INPUTS), &lake)
+    let s = ingest(inputs(dir.path(), &reading.inputs()), &lake, reading)
         .bad_records(&bad)
         .run()
         .await
@@ -140,6 +171,12 @@ async fn chunks_decoded_in_parallel_come_back_in_input_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_record_stops_the_run_at_its_line_with_later_chunks_in_flight() {
+    for reading in Reading::BOTH {
+        a_malformed_record_stops_the_run_at_its_line(reading).await;
+    }
+}
+
+async fn a_malformed_record_stops_the_run_at_its_line(reading: Reading) {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
     // One malformed record, at line 5,001 of the second input (id 17,000): chunks after it
@@ -149,22 +186,31 @@ async fn a_malformed_record_stops_the_run_at_its_line_with_later_chunks_in_fligh
     b.push_str("{\"id\":17000,\"day\":\n");
     b.push_str(&jsonl(17_001, 12_999, None));
     std::fs::write(dir.path().join("b.jsonl"), b).unwrap();
-    let e = ingest(inputs(dir.path(), &["a.jsonl", "b.jsonl"]), &lake)
+    let e = ingest(inputs(dir.path(), &["a.jsonl", "b.jsonl"]), &lake, reading)
         .run()
         .await
         .unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("b.jsonl:5001"), "{msg}");
-    // Visible: exactly the records of the checkpoints before the bad one (each 700 records
-    // of an input, the last one of an input shorter), nothing of what came after.
+    // Visible: exactly the records of the checkpoints before the bad one (by record counts
+    // each 700 records of an input, the last one of an input shorter), nothing of what came
+    // after.
     let n = assert_first_records_once(&lake, "after the malformed record");
     assert!(n < 17_000, "{n} records visible");
-    assert!(n >= 12_000, "the first input is committed ({n} visible)");
+    if reading == Reading::ReaderThread {
+        assert!(n >= 12_000, "the first input is committed ({n} visible)");
+    }
     assert_files_in_input_order(&lake);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_stopped_with_chunks_in_flight_resumes_exactly_once() {
+    for reading in Reading::BOTH {
+        a_stopped_run_resumes_exactly_once(reading).await;
+    }
+}
+
+async fn a_stopped_run_resumes_exactly_once(reading: Reading) {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
     // Stops land inside checkpoints and inside each input, with 4 decoders busy: what was
@@ -173,7 +219,7 @@ async fn a_run_stopped_with_chunks_in_flight_resumes_exactly_once() {
     // 22,000 in all.)
     write_inputs(dir.path(), None);
     for stop in [1_000, 5_100, 7_233, 8_666] {
-        let s = ingest(inputs(dir.path(), &INPUTS), &lake)
+        let s = ingest(inputs(dir.path(), &reading.inputs()), &lake, reading)
             .stop_after_records(stop)
             .run()
             .await
@@ -187,7 +233,7 @@ async fn a_run_stopped_with_chunks_in_flight_resumes_exactly_once() {
             "after a stop at {stop}"
         );
     }
-    let s = ingest(inputs(dir.path(), &INPUTS), &lake)
+    let s = ingest(inputs(dir.path(), &reading.inputs()), &lake, reading)
         .run()
         .await
         .unwrap();

@@ -16,7 +16,12 @@
 //! The reader thread ([`Source`]) frames the inputs into chunks of whole records, each tagged
 //! with the position after it; it hands them round-robin to `N` decoding threads
 //! ([`Decoder`], `N` = [`Ingest::parallelism`]), and the writing loop takes the decoded chunks
-//! back in the same round, so in input order whatever order the decoders finish in. With
+//! back in the same round, so in input order whatever order the decoders finish in. Plain
+//! files of JSON lines on a time schedule have no reader thread: each decoding thread reads
+//! its own byte ranges of them, in the same round ([`Ranges`]), and hands the position on
+//! from range to range, so that every chunk carries the same exact position a reader thread
+//! would have given it (a schedule by record counts cuts chunks at record numbers, which a
+//! range cannot know). With
 //! partition columns the decoding threads also split each chunk by bucket, with the sink's own
 //! assigner ([`Source::with_assigner`]), so that the one writing loop only hands the buckets
 //! on. The loop hands each chunk to the [`Coordinator`], which queues each writer subtask its
@@ -143,8 +148,8 @@ use rules::{
 };
 pub use source::{
     check_csv_schema, check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input,
-    InputCompression, InputFormat, Prefix, RawChunk, RowCheck, Source, SourcePosition,
-    StdinRecords, TimePartitionBy,
+    InputCompression, InputFormat, Lane, LaneNext, Prefix, Ranges, RawChunk, RowCheck, Source,
+    SourcePosition, StdinRecords, TimePartitionBy,
 };
 
 /// Most records decoded and written as one batch, while the writers hold few files.
@@ -1273,68 +1278,109 @@ impl Ingest {
                 .with_row_check(partition_check(p.clone()))
                 .with_assigner(Arc::new(p.clone()));
         }
-        let mut threads = Vec::with_capacity(decoders + 1);
-        let mut to_decoders = Vec::with_capacity(decoders);
-        let mut decoded = Vec::with_capacity(decoders);
-        for d in 0..decoders {
-            let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Msg<RawChunk>>(CHUNKS_QUEUED);
-            let (tx, rx) = tokio::sync::mpsc::channel::<Msg<Chunk>>(CHUNKS_QUEUED);
-            let decoder = source.decoder();
-            let thread = std::thread::Builder::new()
-                .name(format!("filesink-decode-{d}"))
-                .spawn(move || {
-                    for msg in raw_rx {
-                        let msg = match msg {
-                            Msg::Chunk(raw) => match decoder.decode(raw) {
-                                Ok(chunk) => Msg::Chunk(chunk),
-                                Err(e) => Msg::Failed(e),
-                            },
-                            Msg::End(cursor, read, bytes) => Msg::End(cursor, read, bytes),
-                            Msg::Failed(e) => Msg::Failed(e),
-                        };
-                        let last = !matches!(msg, Msg::Chunk(_));
-                        if tx.blocking_send(msg).is_err() || last {
-                            return;
-                        }
-                    }
-                })
-                .map_err(|e| Error::io("start a decoding thread for", "the inputs", e))?;
-            threads.push(thread);
-            to_decoders.push(raw_tx);
-            decoded.push(rx);
-        }
         // The chunk size the writing loop asks of the reader (see `chunk_scale`).
         let scale = Arc::new(AtomicUsize::new(1));
-        let reader_scale = scale.clone();
-        let reader = std::thread::Builder::new()
-            .name("filesink-source".into())
-            .spawn(move || {
-                let mut produced: u64 = 0;
-                for turn in (0..to_decoders.len()).cycle() {
-                    let k = reader_scale.load(Ordering::Relaxed);
-                    let records = CHUNK_RECORDS_MAX * k;
-                    let max = match rows_every {
-                        Some(n) => (n - produced % n).min(records as u64) as usize,
-                        None => records,
-                    };
-                    let msg = match source.next_raw_within(max, source::CHUNK_BYTES_MAX * k) {
-                        Ok(Some(raw)) => {
-                            produced += raw.records() as u64;
-                            Msg::Chunk(raw)
-                        }
-                        Ok(None) => {
-                            Msg::End(source.cursor(), source.read().to_vec(), source.bytes_read())
-                        }
-                        Err(e) => Msg::Failed(e),
-                    };
-                    let last = !matches!(msg, Msg::Chunk(_));
-                    if to_decoders[turn].send(msg).is_err() || last {
-                        return;
-                    }
+        let mut threads = Vec::with_capacity(decoders + 1);
+        let mut decoded = Vec::with_capacity(decoders);
+        // Files of JSON lines with a time schedule: each decoding thread reads its own ranges
+        // of them (`source::Ranges`), in the same round; anything else has a reader thread.
+        match source.ranges().filter(|_| rows_every.is_none()) {
+            Some(ranges) => {
+                for d in 0..decoders {
+                    let (tx, rx) = tokio::sync::mpsc::channel::<Msg<Chunk>>(3);
+                    let decoder = source.decoder();
+                    let mut lane = ranges.lane(d, decoders);
+                    let scale = scale.clone();
+                    let thread = std::thread::Builder::new()
+                        .name(format!("filesink-decode-{d}"))
+                        .spawn(move || loop {
+                            let k = scale.load(Ordering::Relaxed);
+                            let msg = match lane.next(source::CHUNK_BYTES_MAX * k) {
+                                None => return,
+                                Some(LaneNext::Records(raw)) => match decoder.decode(raw) {
+                                    Ok(chunk) => Msg::Chunk(chunk),
+                                    Err(e) => Msg::Failed(e),
+                                },
+                                Some(LaneNext::End(cursor, read, bytes)) => {
+                                    Msg::End(cursor, read, bytes)
+                                }
+                                Some(LaneNext::Failed(e)) => Msg::Failed(e),
+                            };
+                            let last = !matches!(msg, Msg::Chunk(_));
+                            if tx.blocking_send(msg).is_err() || last {
+                                return;
+                            }
+                        })
+                        .map_err(|e| Error::io("start a decoding thread for", "the inputs", e))?;
+                    threads.push(thread);
+                    decoded.push(rx);
                 }
-            })
-            .map_err(|e| Error::io("start a reader thread for", "the inputs", e))?;
-        threads.push(reader);
+            }
+            None => {
+                let mut to_decoders = Vec::with_capacity(decoders);
+                for d in 0..decoders {
+                    let (raw_tx, raw_rx) =
+                        std::sync::mpsc::sync_channel::<Msg<RawChunk>>(CHUNKS_QUEUED);
+                    let (tx, rx) = tokio::sync::mpsc::channel::<Msg<Chunk>>(CHUNKS_QUEUED);
+                    let decoder = source.decoder();
+                    let thread = std::thread::Builder::new()
+                        .name(format!("filesink-decode-{d}"))
+                        .spawn(move || {
+                            for msg in raw_rx {
+                                let msg = match msg {
+                                    Msg::Chunk(raw) => match decoder.decode(raw) {
+                                        Ok(chunk) => Msg::Chunk(chunk),
+                                        Err(e) => Msg::Failed(e),
+                                    },
+                                    Msg::End(cursor, read, bytes) => Msg::End(cursor, read, bytes),
+                                    Msg::Failed(e) => Msg::Failed(e),
+                                };
+                                let last = !matches!(msg, Msg::Chunk(_));
+                                if tx.blocking_send(msg).is_err() || last {
+                                    return;
+                                }
+                            }
+                        })
+                        .map_err(|e| Error::io("start a decoding thread for", "the inputs", e))?;
+                    threads.push(thread);
+                    to_decoders.push(raw_tx);
+                    decoded.push(rx);
+                }
+                let reader_scale = scale.clone();
+                let reader = std::thread::Builder::new()
+                    .name("filesink-source".into())
+                    .spawn(move || {
+                        let mut produced: u64 = 0;
+                        for turn in (0..to_decoders.len()).cycle() {
+                            let k = reader_scale.load(Ordering::Relaxed);
+                            let records = CHUNK_RECORDS_MAX * k;
+                            let max = match rows_every {
+                                Some(n) => (n - produced % n).min(records as u64) as usize,
+                                None => records,
+                            };
+                            let msg = match source.next_raw_within(max, source::CHUNK_BYTES_MAX * k)
+                            {
+                                Ok(Some(raw)) => {
+                                    produced += raw.records() as u64;
+                                    Msg::Chunk(raw)
+                                }
+                                Ok(None) => Msg::End(
+                                    source.cursor(),
+                                    source.read().to_vec(),
+                                    source.bytes_read(),
+                                ),
+                                Err(e) => Msg::Failed(e),
+                            };
+                            let last = !matches!(msg, Msg::Chunk(_));
+                            if to_decoders[turn].send(msg).is_err() || last {
+                                return;
+                            }
+                        }
+                    })
+                    .map_err(|e| Error::io("start a reader thread for", "the inputs", e))?;
+                threads.push(reader);
+            }
+        }
         let mut turn = 0;
 
         observer.started(&inputs, &position);

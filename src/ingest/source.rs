@@ -49,6 +49,9 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
+mod ranges;
+pub use ranges::{Lane, LaneNext, Ranges};
+
 use super::flat_json::FlatJson;
 use super::json_types::{refine_inferred, StrictJson};
 use crate::bucket::{BucketAssigner, BucketId};
