@@ -1287,7 +1287,7 @@ impl Ingest {
         match source.ranges().filter(|_| rows_every.is_none()) {
             Some(ranges) => {
                 for d in 0..decoders {
-                    let (tx, rx) = tokio::sync::mpsc::channel::<Msg<Chunk>>(3);
+                    let (tx, rx) = tokio::sync::mpsc::channel::<Msg<Chunk>>(CHUNKS_QUEUED);
                     let decoder = source.decoder();
                     let mut lane = ranges.lane(d, decoders);
                     let scale = scale.clone();
@@ -1305,6 +1305,10 @@ impl Ingest {
                                     Msg::End(cursor, read, bytes)
                                 }
                                 Some(LaneNext::Failed(e)) => Msg::Failed(e),
+                                // An error of the records before comes first in the input.
+                                Some(LaneNext::FailedAfter(before, e)) => {
+                                    Msg::Failed(decoder.decode(before).err().unwrap_or(e))
+                                }
                             };
                             let last = !matches!(msg, Msg::Chunk(_));
                             if tx.blocking_send(msg).is_err() || last {

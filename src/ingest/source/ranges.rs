@@ -19,7 +19,9 @@
 //! holds the bytes `[s, e)`: `s` the first record start at or after its `start`, `e` the
 //! first at or after its `end` (or the end of the file): its last record may run past `end`,
 //! and the next range begins where that record ends, by the same rule. A range in which no
-//! record starts (a record longer than a range) holds nothing. Within `[s, e)` the records are
+//! record starts (a record longer than a range) holds nothing. A range is cut by bytes only:
+//! one of short records holds more than the reader thread's chunk of at most
+//! `CHUNK_RECORDS_MAX` records (the memory budget counts bytes, which stay the same). Within `[s, e)` the records are
 //! framed by the same [`RecordReader`] as on the reader thread: blank lines, a byte order mark,
 //! a last line without a line end and records longer than [`RECORD_BYTES_MAX`] are treated
 //! exactly alike.
@@ -69,7 +71,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{
     continues_last_record, too_long, too_long_record, BadRecord, Cursor, Input, Prefix, RawChunk,
-    RecordReader, Source, CONTINUED, READ_BUFFER_BYTES, RECORD_BYTES_MAX, RECORD_TYPICAL_SLACK,
+    RecordReader, RecordTooLong, Source, CONTINUED, READ_BUFFER_BYTES, RECORD_BYTES_MAX,
+    RECORD_TYPICAL_SLACK,
 };
 use crate::error::{Error, Result};
 
@@ -157,6 +160,10 @@ pub enum LaneNext {
     End(Cursor, Vec<Prefix>, u64),
     /// The run stops here, at this range's place in the order.
     Failed(Error),
+    /// The run stops here after these records, the range's records before the failure: if
+    /// decoding them fails (a malformed record, with bad records an error), that error comes
+    /// first in the input and is the one to report.
+    FailedAfter(RawChunk, Error),
 }
 
 impl Source {
@@ -381,10 +388,24 @@ enum Failure {
 }
 
 impl Failure {
-    /// The error, naming the line it stopped at.
-    fn at(self, display: &str, line: u64) -> Error {
+    /// The error, naming the line it stopped at: `line` of the range that begins at line
+    /// `base` of the input.
+    fn at(self, display: &str, base: u64, line: u64) -> Error {
         match self {
-            Failure::Read(e) => Error::io("read input", format!("{display}:{line}"), e),
+            Failure::Read(e) => {
+                // A record too long names its first line, counted from the range's.
+                let e = match too_long(&e) {
+                    Some(tl) => io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        RecordTooLong {
+                            line: base + tl.line,
+                            ..*tl
+                        },
+                    ),
+                    None => e,
+                };
+                Error::io("read input", format!("{display}:{}", base + line), e)
+            }
             Failure::Changed(how) => Error::InputChanged(format!(
                 "input `{display}` changed while the job ran: {how}"
             )),
@@ -430,14 +451,34 @@ impl Lane {
         let base = baton.read[i];
         let display = &ranges.0.displays[i];
         // The relay stops at a failed range: the threads waiting for a baton stop too.
-        let failed = |mut baton: MutexGuard<'_, Baton>, e: Error| {
+        let failed = |mut baton: MutexGuard<'_, Baton>, next: LaneNext| {
             baton.closed = true;
             drop(baton);
             ranges.0.handed.notify_all();
-            Some(LaneNext::Failed(e))
+            Some(next)
         };
-        if let Some((line, e)) = framed.failed {
-            return failed(baton, e.at(display, base.line + line));
+        if let Some((line, f)) = framed.failed {
+            let e = f.at(display, base.line, line);
+            if framed.spans.is_empty() {
+                return failed(baton, LaneNext::Failed(e));
+            }
+            let mut spans = framed.spans;
+            for span in &mut spans {
+                span.0 += base.line;
+            }
+            let before = RawChunk {
+                display: display.clone(),
+                buf: framed.buf,
+                spans,
+                cursor: Cursor {
+                    input: i,
+                    offset: base.offset,
+                    line: base.line,
+                },
+                read: Vec::new(),
+                too_long: Vec::new(),
+            };
+            return failed(baton, LaneNext::FailedAfter(before, e));
         }
         let moved = |found: u64| {
             Error::InputChanged(format!(
@@ -449,10 +490,10 @@ impl Lane {
         let after = match framed.bytes {
             // The record before runs over the whole range, or the input ends before it.
             None if base.offset >= range.end => base,
-            None => return failed(baton, moved(range.end)),
+            None => return failed(baton, LaneNext::Failed(moved(range.end))),
             Some((s, e)) => {
                 if s != base.offset {
-                    return failed(baton, moved(s));
+                    return failed(baton, LaneNext::Failed(moved(s)));
                 }
                 Prefix {
                     offset: e,
@@ -593,6 +634,7 @@ fn frame_records<R: BufRead>(reader: R, s: u64, strict: bool, framed: &mut Frame
         csv: false,
     };
     let mut buf = std::mem::take(&mut framed.buf);
+    let capacity = buf.capacity();
     loop {
         if let Err(e) = rr.buffered_records(&mut buf, &mut framed.spans, usize::MAX, usize::MAX) {
             framed.failed = Some((rr.line, Failure::Read(e)));
@@ -608,6 +650,7 @@ fn frame_records<R: BufRead>(reader: R, s: u64, strict: bool, framed: &mut Frame
             Err(e) => e,
         };
         let Some(tl) = too_long(&failed).filter(|_| !strict) else {
+            buf.truncate(start);
             framed.failed = Some((rr.line, Failure::Read(failed)));
             break;
         };
@@ -615,11 +658,15 @@ fn frame_records<R: BufRead>(reader: R, s: u64, strict: bool, framed: &mut Frame
         let tl_line = tl.line;
         match rr.skip_rest(tl, read) {
             Ok(len) => {
+                // Set aside after the chunk's records (`RawChunk::too_long`): it is the
+                // range's last, since it runs past the range's end (a range is a few MiB).
                 let kept = buf[start..].to_vec();
                 framed.too_long.push((tl_line, kept, len));
                 buf.truncate(start);
+                buf.shrink_to(capacity);
             }
             Err(e) => {
+                buf.truncate(start);
                 framed.failed = Some((rr.line, Failure::Read(e)));
                 break;
             }
@@ -893,7 +940,7 @@ mod tests {
                     out.3 = n;
                     break;
                 }
-                LaneNext::Failed(e) => panic!("{e}"),
+                LaneNext::Failed(e) | LaneNext::FailedAfter(_, e) => panic!("{e}"),
             }
         }
         out
@@ -1105,7 +1152,7 @@ mod tests {
         let mut lane = ranges.lane(0, 1);
         let failed = std::iter::from_fn(|| lane.next(1 << 20))
             .find_map(|n| match n {
-                LaneNext::Failed(e) => Some(e),
+                LaneNext::Failed(e) | LaneNext::FailedAfter(_, e) => Some(e),
                 _ => None,
             })
             .expect("strict: an error");
@@ -1113,6 +1160,42 @@ mod tests {
         let serial = std::iter::from_fn(|| s.next_raw(1000).transpose())
             .find_map(|r| r.err())
             .expect("strict: an error");
-        assert_eq!(failed.to_string(), serial.to_string());
+        assert_eq!(chain(&failed), chain(&serial));
+        assert!(chain(&failed).contains(":301"), "{}", chain(&failed));
+    }
+
+    /// An error and its sources, as the command line prints them.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            out.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        out
+    }
+
+    /// Strict, a malformed record and, later in the same range, a record too long: the
+    /// malformed one is reported, as it comes first (the records before a failure in framing
+    /// are decoded first).
+    #[test]
+    fn the_first_error_in_the_input_is_the_one_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut data = b"{\"n\":1}\n{\"n\":\n".to_vec();
+        data.extend_from_slice(b"{\"s\":\"");
+        data.resize(data.len() + RECORD_BYTES_MAX as usize, b'q');
+        data.extend_from_slice(b"\"}\n");
+        let input = write(dir.path(), "in.jsonl", &data);
+        let inputs = [input];
+        let ranges = source(&inputs, vec![Prefix::START], true).ranges().unwrap();
+        let decoder = source(&inputs, vec![Prefix::START], true).decoder();
+        let mut lane = ranges.lane(0, 1);
+        let Some(LaneNext::FailedAfter(before, too_long)) = lane.next(1 << 20) else {
+            panic!("the records before the failure")
+        };
+        assert!(chain(&too_long).contains("line 3"), "{}", chain(&too_long));
+        assert_eq!(before.records(), 2);
+        let e = decoder.decode(before).unwrap_err().to_string();
+        assert!(e.contains("in.jsonl:2"), "{e}");
     }
 }
