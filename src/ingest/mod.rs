@@ -452,6 +452,26 @@ enum Msg<C> {
     Failed(Error),
 }
 
+/// A decoding thread's step: decodes `msg`'s records (or passes its end or failure on) and
+/// sends the outcome to the writing loop. False when the thread is done: it sent its last
+/// message (an end or a failure), or the loop is gone.
+fn decode_and_send(
+    decoder: &Decoder,
+    msg: Msg<RawChunk>,
+    tx: &tokio::sync::mpsc::Sender<Msg<Chunk>>,
+) -> bool {
+    let msg = match msg {
+        Msg::Chunk(raw) => match decoder.decode(raw) {
+            Ok(chunk) => Msg::Chunk(chunk),
+            Err(e) => Msg::Failed(e),
+        },
+        Msg::End(cursor, read, bytes) => Msg::End(cursor, read, bytes),
+        Msg::Failed(e) => Msg::Failed(e),
+    };
+    let last = !matches!(msg, Msg::Chunk(_));
+    tx.blocking_send(msg).is_ok() && !last
+}
+
 impl Ingest {
     /// Records between checkpoints by default.
     pub const DEFAULT_CHECKPOINT_ROWS: u64 = 100_000;
@@ -1297,10 +1317,7 @@ impl Ingest {
                             let k = scale.load(Ordering::Relaxed);
                             let msg = match lane.next(source::CHUNK_BYTES_MAX * k) {
                                 None => return,
-                                Some(LaneNext::Records(raw)) => match decoder.decode(raw) {
-                                    Ok(chunk) => Msg::Chunk(chunk),
-                                    Err(e) => Msg::Failed(e),
-                                },
+                                Some(LaneNext::Records(raw)) => Msg::Chunk(raw),
                                 Some(LaneNext::End(cursor, read, bytes)) => {
                                     Msg::End(cursor, read, bytes)
                                 }
@@ -1310,8 +1327,7 @@ impl Ingest {
                                     Msg::Failed(decoder.decode(before).err().unwrap_or(e))
                                 }
                             };
-                            let last = !matches!(msg, Msg::Chunk(_));
-                            if tx.blocking_send(msg).is_err() || last {
+                            if !decode_and_send(&decoder, msg, &tx) {
                                 return;
                             }
                         })
@@ -1331,16 +1347,7 @@ impl Ingest {
                         .name(format!("filesink-decode-{d}"))
                         .spawn(move || {
                             for msg in raw_rx {
-                                let msg = match msg {
-                                    Msg::Chunk(raw) => match decoder.decode(raw) {
-                                        Ok(chunk) => Msg::Chunk(chunk),
-                                        Err(e) => Msg::Failed(e),
-                                    },
-                                    Msg::End(cursor, read, bytes) => Msg::End(cursor, read, bytes),
-                                    Msg::Failed(e) => Msg::Failed(e),
-                                };
-                                let last = !matches!(msg, Msg::Chunk(_));
-                                if tx.blocking_send(msg).is_err() || last {
+                                if !decode_and_send(&decoder, msg, &tx) {
                                     return;
                                 }
                             }
