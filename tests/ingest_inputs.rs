@@ -859,3 +859,92 @@ fn a_bad_records_file_that_is_an_input_is_refused() {
         assert!(!lake.exists());
     }
 }
+
+/// A job that has taken no record yet is bound by nothing it read: the bytes before its
+/// position held blank lines at most (or a CSV header, which is read again), so another
+/// input there is read from its start instead of refused (exit 7), on standard input (a cron
+/// job whose first pipe brought only a line end) and in files. Once a record is taken, the
+/// input is bound as before.
+#[test]
+fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.jsonl");
+
+    // Standard input, the job finished on blank lines.
+    let lake = dir.path().join("lake-stdin");
+    let args = ingest_args(&["-"], s(&lake), &["--job", "piped"]);
+    let run = |text: &str, code: i32, what: &str| {
+        fs::write(&feed, text).unwrap();
+        let o = filesink_with_stdin(&args, &feed);
+        assert_code(&o, code, what);
+        o
+    };
+    run("\n\n  \n", 0, "blank lines only");
+    assert_eq!(ids(&lake), Vec::<i64>::new());
+    let o = run("", 0, "an empty stream");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    run(&recs(0..100), 0, "records, not after the blank lines");
+    assert_eq!(ids(&lake), (0..100).collect::<Vec<_>>());
+    run(&recs(0..150), 0, "the same stream, longer");
+    assert_eq!(ids(&lake), (0..150).collect::<Vec<_>>());
+    let before = visible(&lake);
+    run(
+        &recs(500..510),
+        EXIT_INPUT_CHANGED,
+        "now bound: another stream",
+    );
+    assert_eq!(visible(&lake), before);
+
+    // The same blank lines again, then records after them: read once, as before.
+    let lake = dir.path().join("lake-stdin-same");
+    let args = ingest_args(&["-"], s(&lake), &["--job", "piped"]);
+    for (text, what) in [
+        ("\n\n".to_string(), "blank lines"),
+        (format!("\n\n{}", recs(0..40)), "the same, and records"),
+        (format!("\n\n{}", recs(0..40)), "the same again"),
+    ] {
+        fs::write(&feed, &text).unwrap();
+        assert_code(&filesink_with_stdin(&args, &feed), 0, what);
+    }
+    assert_eq!(ids(&lake), (0..40).collect::<Vec<_>>());
+
+    // Files: JSON lines that were blank lines, a CSV file that was a header, both replaced.
+    for (name, first, second, third) in [
+        (
+            "in.jsonl",
+            "\r\n\n".to_string(),
+            recs(0..60),
+            recs(200..210),
+        ),
+        (
+            "in.csv",
+            "id,note\n".to_string(),
+            format!(
+                "note,id\n{}",
+                (0..60).map(|i| format!("n,{i}\n")).collect::<String>()
+            ),
+            "id\n7\n".to_string(),
+        ),
+    ] {
+        let input = dir.path().join(name);
+        let lake = dir.path().join(format!("lake-{name}"));
+        fs::write(&input, first).unwrap();
+        let args = ingest_args(&[s(&input)], s(&lake), &[]);
+        run_ok(&args);
+        assert_eq!(ids(&lake), Vec::<i64>::new(), "{name}");
+        replace(&input, &second);
+        let o = run_ok(&args);
+        assert!(stderr(&o).contains("no record"), "{name}: {}", stderr(&o));
+        assert_eq!(ids(&lake), (0..60).collect::<Vec<_>>(), "{name}");
+        run_ok(&args);
+        assert_eq!(
+            ids(&lake),
+            (0..60).collect::<Vec<_>>(),
+            "{name}: nothing new"
+        );
+        let before = visible(&lake);
+        replace(&input, &third);
+        assert_code(&filesink(&args), EXIT_INPUT_CHANGED, name);
+        assert_eq!(visible(&lake), before, "{name}");
+    }
+}

@@ -411,6 +411,12 @@ fn undecided_schema(p: &SourcePosition) -> bool {
             .all(|f| f.data_type() == &arrow::datatypes::DataType::Null)
 }
 
+/// Sets `p` to read every input from its start (`took_none` in `Ingest::run_inner`).
+fn read_from_start(p: &mut SourcePosition) {
+    p.read = vec![Prefix::START; p.read.len()];
+    p.cursor = Cursor::START;
+}
+
 /// The source position of `job`'s latest manifest, if it has one.
 async fn peek_position(storage: &dyn Storage, job: &str) -> Result<Option<SourcePosition>> {
     match manifest::latest_manifest(storage, job, None).await? {
@@ -1055,12 +1061,35 @@ impl Ingest {
                 &partition_by,
                 time_by.as_ref(),
             )?;
+            // A job that has taken no record is bound by nothing it read: the bytes before
+            // its position held blank lines at most (or a CSV header, which is read again),
+            // so it reads inputs that are not the ones it read from their start, and standard
+            // input, which cannot be compared before it is read, from its start always.
+            let took_none = p.records == 0 && p.bad_records == 0;
+            if took_none && !p.read.is_empty() && inputs.iter().any(|i| i.is_stdin()) {
+                read_from_start(p);
+            }
             if !p.read.is_empty() {
-                let grew = {
+                let checked = {
                     let (job, inputs, read) = (job.clone(), inputs.clone(), p.read.clone());
                     tokio::task::spawn_blocking(move || check_read(&job, &inputs, &read))
                         .await
-                        .map_err(|e| Error::io("check", "the inputs", e.into()))??
+                        .map_err(|e| Error::io("check", "the inputs", e.into()))?
+                };
+                let grew = match checked {
+                    Err(Error::InputChanged(_)) if took_none => {
+                        observer.note(&format!(
+                            "job `{job}` has taken no record yet, and its inputs are not what \
+                             it read: reading them from their start"
+                        ));
+                        read_from_start(p);
+                        if finished_before {
+                            coordinator.reopen();
+                            files_grew = true;
+                        }
+                        Vec::new()
+                    }
+                    checked => checked?,
                 };
                 if finished_before && grew.iter().any(|g| *g) {
                     let names: Vec<&str> = inputs
