@@ -936,7 +936,12 @@ fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
         let o = run_ok(&args);
         assert!(stderr(&o).contains("no record"), "{name}: {}", stderr(&o));
         assert_eq!(ids(&lake), (0..60).collect::<Vec<_>>(), "{name}");
-        run_ok(&args);
+        let o = run_ok(&args);
+        assert!(
+            stdout(&o).contains("nothing to do"),
+            "{name}: {}",
+            stdout(&o)
+        );
         assert_eq!(
             ids(&lake),
             (0..60).collect::<Vec<_>>(),
@@ -947,4 +952,55 @@ fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
         assert_code(&filesink(&args), EXIT_INPUT_CHANGED, name);
         assert_eq!(visible(&lake), before, "{name}");
     }
+
+    // Compressed: a gzip file of blank lines replaced by one of records.
+    let gz = dir.path().join("in.jsonl.gz");
+    let gzip = |text: &str| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    fs::write(&gz, gzip("\n\n")).unwrap();
+    let lake = dir.path().join("lake-gz");
+    let args = ingest_args(&[s(&gz)], s(&lake), &[]);
+    run_ok(&args);
+    let tmp = gz.with_extension("tmp");
+    fs::write(&tmp, gzip(&recs(0..30))).unwrap();
+    fs::rename(&tmp, &gz).unwrap();
+    run_ok(&args);
+    assert_eq!(ids(&lake), (0..30).collect::<Vec<_>>());
+
+    // A file and standard input that brought blank lines only: the same again is nothing to
+    // do (the file, unchanged, is not read again); records on the stream are read.
+    let blank = dir.path().join("blank.jsonl");
+    fs::write(&blank, "\n").unwrap();
+    let lake = dir.path().join("lake-both");
+    let args = ingest_args(&[s(&blank), "-"], s(&lake), &["--job", "both"]);
+    fs::write(&feed, "\n").unwrap();
+    assert_code(&filesink_with_stdin(&args, &feed), 0, "both blank");
+    let o = filesink_with_stdin(&args, &feed);
+    assert_code(&o, 0, "both blank again");
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert!(!stderr(&o).contains("grew"), "{}", stderr(&o));
+    fs::write(&feed, recs(0..20)).unwrap();
+    assert_code(
+        &filesink_with_stdin(&args, &feed),
+        0,
+        "records on the stream",
+    );
+    assert_eq!(ids(&lake), (0..20).collect::<Vec<_>>());
+
+    // A bad record set aside is a record taken: the input is bound.
+    let input = dir.path().join("one-bad.jsonl");
+    let lake = dir.path().join("lake-bad");
+    let bad_file = dir.path().join("bad.jsonl");
+    fs::write(&input, BAD).unwrap();
+    let args = ingest_args(&[s(&input)], s(&lake), &["--bad-records", s(&bad_file)]);
+    run_ok(&args);
+    replace(&input, &recs(0..10));
+    assert_code(
+        &filesink(&args),
+        EXIT_INPUT_CHANGED,
+        "a job that set a record aside",
+    );
 }

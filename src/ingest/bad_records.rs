@@ -7,7 +7,10 @@
 //! file and nothing in it is ever removed: a run killed after it wrote bad records but before
 //! its next checkpoint leaves them there, and the resumed run, which reads the same records
 //! again, finds them by their tags (`job`, `sink_id`, `seq` beyond the checkpoint's count) and
-//! does not write them twice. Every checkpoint makes the file durable first and records its
+//! their text, and does not write them twice. A record the resumed run reads that is not the
+//! one written under its number (the job read other bytes after its checkpoint: another
+//! stream, or inputs read from their start by a job that had taken no record) is written:
+//! such a line of the killed run stays, naming bytes no checkpoint took. Every checkpoint makes the file durable first and records its
 //! length in the [`SourcePosition`].
 
 use std::collections::HashSet;
@@ -30,12 +33,13 @@ struct BadRecordLine<'a> {
     seq: u64,
 }
 
-/// The tags of a line of the bad-records file.
+/// The tags of a line of the bad-records file, and the record's text.
 #[derive(serde::Deserialize)]
 struct BadRecordTag {
     job: Option<String>,
     sink_id: Option<String>,
     seq: Option<u64>,
+    line: Option<String>,
 }
 
 /// The bad-records file of one run, open for appending.
@@ -45,8 +49,9 @@ struct BadRecordsFile {
     job: String,
     sink_id: String,
     /// The job's bad records after the restored checkpoint that are in the file already
-    /// (written by a run that did not get to the next checkpoint).
-    written: HashSet<u64>,
+    /// (written by a run that did not get to the next checkpoint): their numbers, each with
+    /// the CRC-32C of its text.
+    written: HashSet<(u64, u32)>,
 }
 
 impl BadRecordsFile {
@@ -118,7 +123,8 @@ impl BadRecordsFile {
             };
             if tag.job.as_deref() == Some(job) && tag.sink_id.as_deref() == Some(sink_id) {
                 if let Some(seq) = tag.seq.filter(|s| *s > p.bad_records) {
-                    out.written.insert(seq);
+                    let text = tag.line.as_deref().unwrap_or_default();
+                    out.written.insert((seq, crc32c::crc32c(text.as_bytes())));
                 }
             }
         }
@@ -127,11 +133,14 @@ impl BadRecordsFile {
     }
 
     /// Appends `bad`, the job's bad records number `first_seq` on, except those already
-    /// written.
+    /// written (the same number and the same text).
     fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
         let mut buf = Vec::new();
         for (seq, b) in (first_seq..).zip(bad) {
-            if self.written.contains(&seq) {
+            if self
+                .written
+                .contains(&(seq, crc32c::crc32c(b.line.as_bytes())))
+            {
                 continue;
             }
             let line = BadRecordLine {
@@ -225,5 +234,71 @@ impl BadRecords {
         position.bad_records_file = file.path.to_str().map(str::to_string);
         self.0 = Some(file);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::source::{Cursor, InputFormat, Prefix};
+
+    fn bad(line: &str) -> BadRecord {
+        BadRecord {
+            source: "in.jsonl:1".into(),
+            line: line.into(),
+            error: "not JSON".into(),
+        }
+    }
+
+    /// The record texts of the file's lines, in order.
+    fn texts(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["line"].to_string())
+            .collect()
+    }
+
+    /// A killed run wrote bad record 1 (`{a`) after the checkpoint. The resumed run skips it
+    /// when it reads the same record again, and writes its own when it reads another one
+    /// under the same number (other bytes after the checkpoint): listed, not lost.
+    #[test]
+    fn a_bad_record_is_skipped_only_when_the_same_one_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
+        let restored = SourcePosition {
+            version: SourcePosition::VERSION,
+            inputs: vec!["/in.jsonl".into()],
+            input_format: InputFormat::Jsonl,
+            partition_by: Vec::new(),
+            partition_by_time: None,
+            cursor: Cursor::START,
+            read: vec![Prefix::START],
+            records: 0,
+            bad_records: 0,
+            bad_records_len: Some(0),
+            bad_records_file: path.to_str().map(str::to_string),
+            schema: arrow::datatypes::Schema::empty(),
+        };
+        let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s").unwrap();
+        killed.write(&[bad("{a")], 1).unwrap();
+        drop(killed);
+
+        let (mut same, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
+        same.write(&[bad("{a")], 1).unwrap();
+        drop(same);
+        assert_eq!(texts(&path), ["\"{a\""]);
+
+        let (mut other, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
+        other.write(&[bad("{b"), bad("{c")], 1).unwrap();
+        drop(other);
+        assert_eq!(texts(&path), ["\"{a\"", "\"{b\"", "\"{c\""]);
+
+        // Both versions of number 1 are in the file now: either read again is skipped.
+        for first in ["{a", "{b"] {
+            let (mut again, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
+            again.write(&[bad(first)], 1).unwrap();
+        }
+        assert_eq!(texts(&path).len(), 3);
     }
 }

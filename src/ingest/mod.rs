@@ -41,7 +41,9 @@
 //! from its position, so every record is written once. An input that changed under the job
 //! is refused ([`Error::InputChanged`]); an input that only grew is read on, unless what came
 //! continues a last line that a run read without its line end (refused too: that record was
-//! written as it was).
+//! written as it was). A job that has taken no record yet (none written, none set aside) is
+//! bound by nothing it read: an input that changed is read from its start instead, and so is
+//! standard input, always.
 //!
 //! With a time interval, a checkpoint is due once the interval has passed with records not
 //! yet checkpointed, whether or not the next chunk has come: a timer wakes the loop, so
@@ -411,10 +413,16 @@ fn undecided_schema(p: &SourcePosition) -> bool {
             .all(|f| f.data_type() == &arrow::datatypes::DataType::Null)
 }
 
-/// Sets `p` to read every input from its start (`took_none` in `Ingest::run_inner`).
-fn read_from_start(p: &mut SourcePosition) {
-    p.read = vec![Prefix::START; p.read.len()];
-    p.cursor = Cursor::START;
+/// Sets input `i` of `p` to be read from its start (`took_none` in `Ingest::run_inner`); the
+/// cursor goes back to that start if it is past it.
+fn read_from_start(p: &mut SourcePosition, i: usize) {
+    p.read[i] = Prefix::START;
+    if p.cursor.input >= i {
+        p.cursor = Cursor {
+            input: i,
+            ..Cursor::START
+        };
+    }
 }
 
 /// The source position of `job`'s latest manifest, if it has one.
@@ -1066,31 +1074,47 @@ impl Ingest {
             // so it reads inputs that are not the ones it read from their start, and standard
             // input, which cannot be compared before it is read, from its start always.
             let took_none = p.records == 0 && p.bad_records == 0;
-            if took_none && !p.read.is_empty() && inputs.iter().any(|i| i.is_stdin()) {
-                read_from_start(p);
+            if took_none && !p.read.is_empty() {
+                for (i, _) in inputs.iter().enumerate().filter(|(_, i)| i.is_stdin()) {
+                    read_from_start(p, i);
+                }
             }
             if !p.read.is_empty() {
+                // Input by input, so that a job that took no record knows which one changed.
                 let checked = {
                     let (job, inputs, read) = (job.clone(), inputs.clone(), p.read.clone());
-                    tokio::task::spawn_blocking(move || check_read(&job, &inputs, &read))
-                        .await
-                        .map_err(|e| Error::io("check", "the inputs", e.into()))?
+                    tokio::task::spawn_blocking(move || {
+                        inputs
+                            .iter()
+                            .zip(&read)
+                            .map(|(i, r)| {
+                                check_read(&job, std::slice::from_ref(i), std::slice::from_ref(r))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .await
+                    .map_err(|e| Error::io("check", "the inputs", e.into()))?
                 };
-                let grew = match checked {
-                    Err(Error::InputChanged(_)) if took_none => {
-                        observer.note(&format!(
-                            "job `{job}` has taken no record yet, and its inputs are not what \
-                             it read: reading them from their start"
-                        ));
-                        read_from_start(p);
-                        if finished_before {
-                            coordinator.reopen();
-                            files_grew = true;
+                let mut grew = Vec::with_capacity(checked.len());
+                for (i, checked) in checked.into_iter().enumerate() {
+                    match checked {
+                        Ok(g) => grew.extend(g),
+                        Err(Error::InputChanged(_)) if took_none => {
+                            observer.note(&format!(
+                                "job `{job}` has taken no record yet, and `{}` is not what it \
+                                 read: reading it from its start",
+                                inputs[i].display
+                            ));
+                            read_from_start(p, i);
+                            if finished_before {
+                                coordinator.reopen();
+                                files_grew = true;
+                            }
+                            grew.push(false);
                         }
-                        Vec::new()
+                        Err(e) => return Err(e),
                     }
-                    checked => checked?,
-                };
+                }
                 if finished_before && grew.iter().any(|g| *g) {
                     let names: Vec<&str> = inputs
                         .iter()
