@@ -990,6 +990,22 @@ fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
     );
     assert_eq!(ids(&lake), (0..20).collect::<Vec<_>>());
 
+    // Two CSV files of a header alone; one replaced by other columns, the other grown: both
+    // are read from their start, so the grown one's header is checked against the columns
+    // this run takes (read on after it, its rows would have been taken under other names).
+    let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
+    fs::write(&a, "first,last\n").unwrap();
+    fs::write(&b, "first,last\n").unwrap();
+    let lake = dir.path().join("lake-two-csv");
+    let args = ingest_args(&[s(&a), s(&b)], s(&lake), &[]);
+    run_ok(&args);
+    replace(&a, "last,first\nDoe,John\n");
+    append(&b, "Roe,Jane\n");
+    let o = filesink(&args);
+    assert_code(&o, EXIT_ERROR, "another header, read from its start");
+    assert!(stderr(&o).contains("the header of"), "{}", stderr(&o));
+    assert!(common::visible_files(&lake).is_empty());
+
     // A bad record set aside is a record taken: the input is bound.
     let input = dir.path().join("one-bad.jsonl");
     let lake = dir.path().join("lake-bad");

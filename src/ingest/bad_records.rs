@@ -7,13 +7,15 @@
 //! file and nothing in it is ever removed: a run killed after it wrote bad records but before
 //! its next checkpoint leaves them there, and the resumed run, which reads the same records
 //! again, finds them by their tags (`job`, `sink_id`, `seq` beyond the checkpoint's count) and
-//! their text, and does not write them twice. A record the resumed run reads that is not the
-//! one written under its number (the job read other bytes after its checkpoint: another
-//! stream, or inputs read from their start by a job that had taken no record) is written:
-//! such a line of the killed run stays, naming bytes no checkpoint took. Every checkpoint makes the file durable first and records its
+//! their text, and does not write them twice. Texts, not numbers: the numbers within a chunk
+//! follow its kinds of error (malformed records first), so another cut of the chunks numbers
+//! the same records otherwise. A record of the resumed run that the killed run did not write
+//! (the job read other bytes after its checkpoint: another stream, or inputs read from their
+//! start by a job that had taken no record) is written; the killed run's line stays, naming
+//! bytes no checkpoint took. Every checkpoint makes the file durable first and records its
 //! length in the [`SourcePosition`].
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -49,9 +51,9 @@ struct BadRecordsFile {
     job: String,
     sink_id: String,
     /// The job's bad records after the restored checkpoint that are in the file already
-    /// (written by a run that did not get to the next checkpoint): their numbers, each with
-    /// the CRC-32C of its text.
-    written: HashSet<(u64, u32)>,
+    /// (written by a run that did not get to the next checkpoint): their texts, each with the
+    /// number of lines that hold it.
+    written: HashMap<String, usize>,
 }
 
 impl BadRecordsFile {
@@ -86,7 +88,7 @@ impl BadRecordsFile {
             path: path.to_path_buf(),
             job: job.to_string(),
             sink_id: sink_id.to_string(),
-            written: HashSet::new(),
+            written: HashMap::new(),
         };
         let Some(p) = restored.filter(|p| p.bad_records_file.as_deref() == path.to_str()) else {
             return Ok((out, None));
@@ -122,9 +124,8 @@ impl BadRecordsFile {
                 continue;
             };
             if tag.job.as_deref() == Some(job) && tag.sink_id.as_deref() == Some(sink_id) {
-                if let Some(seq) = tag.seq.filter(|s| *s > p.bad_records) {
-                    let text = tag.line.as_deref().unwrap_or_default();
-                    out.written.insert((seq, crc32c::crc32c(text.as_bytes())));
+                if tag.seq.is_some_and(|s| s > p.bad_records) {
+                    *out.written.entry(tag.line.unwrap_or_default()).or_default() += 1;
                 }
             }
         }
@@ -133,14 +134,12 @@ impl BadRecordsFile {
     }
 
     /// Appends `bad`, the job's bad records number `first_seq` on, except those already
-    /// written (the same number and the same text).
+    /// written (a line of the same text, each line taken once).
     fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
         let mut buf = Vec::new();
         for (seq, b) in (first_seq..).zip(bad) {
-            if self
-                .written
-                .contains(&(seq, crc32c::crc32c(b.line.as_bytes())))
-            {
+            if let Some(n) = self.written.get_mut(&b.line).filter(|n| **n > 0) {
+                *n -= 1;
                 continue;
             }
             let line = BadRecordLine {
@@ -259,9 +258,10 @@ mod tests {
             .collect()
     }
 
-    /// A killed run wrote bad record 1 (`{a`) after the checkpoint. The resumed run skips it
-    /// when it reads the same record again, and writes its own when it reads another one
-    /// under the same number (other bytes after the checkpoint): listed, not lost.
+    /// A killed run wrote bad records 1 and 2 (`{a`, `{b`) after the checkpoint. A resumed
+    /// run that reads them again, in whatever order its chunks number them, skips them; one
+    /// that reads other records under those numbers (other bytes after the checkpoint)
+    /// writes them: listed, not lost. Two lines of the same text count twice.
     #[test]
     fn a_bad_record_is_skipped_only_when_the_same_one_was_written() {
         let dir = tempfile::tempdir().unwrap();
@@ -280,25 +280,21 @@ mod tests {
             bad_records_file: path.to_str().map(str::to_string),
             schema: arrow::datatypes::Schema::empty(),
         };
+        let run = |records: &[&str]| {
+            let (mut f, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
+            let bad: Vec<BadRecord> = records.iter().map(|r| bad(r)).collect();
+            f.write(&bad, 1).unwrap();
+        };
         let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s").unwrap();
-        killed.write(&[bad("{a")], 1).unwrap();
+        killed.write(&[bad("{a"), bad("{b")], 1).unwrap();
         drop(killed);
 
-        let (mut same, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
-        same.write(&[bad("{a")], 1).unwrap();
-        drop(same);
-        assert_eq!(texts(&path), ["\"{a\""]);
-
-        let (mut other, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
-        other.write(&[bad("{b"), bad("{c")], 1).unwrap();
-        drop(other);
+        run(&["{b", "{a"]);
+        assert_eq!(texts(&path), ["\"{a\"", "\"{b\""]);
+        run(&["{c"]);
         assert_eq!(texts(&path), ["\"{a\"", "\"{b\"", "\"{c\""]);
-
-        // Both versions of number 1 are in the file now: either read again is skipped.
-        for first in ["{a", "{b"] {
-            let (mut again, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
-            again.write(&[bad(first)], 1).unwrap();
-        }
-        assert_eq!(texts(&path).len(), 3);
+        // `{c` is in the file now as well; `{a` twice is one line more.
+        run(&["{c", "{a", "{a"]);
+        assert_eq!(texts(&path), ["\"{a\"", "\"{b\"", "\"{c\"", "\"{a\""]);
     }
 }

@@ -413,16 +413,10 @@ fn undecided_schema(p: &SourcePosition) -> bool {
             .all(|f| f.data_type() == &arrow::datatypes::DataType::Null)
 }
 
-/// Sets input `i` of `p` to be read from its start (`took_none` in `Ingest::run_inner`); the
-/// cursor goes back to that start if it is past it.
-fn read_from_start(p: &mut SourcePosition, i: usize) {
-    p.read[i] = Prefix::START;
-    if p.cursor.input >= i {
-        p.cursor = Cursor {
-            input: i,
-            ..Cursor::START
-        };
-    }
+/// Sets `p` to read every input from its start (`took_none` in `Ingest::run_inner`).
+fn read_from_start(p: &mut SourcePosition) {
+    p.read = vec![Prefix::START; p.read.len()];
+    p.cursor = Cursor::START;
 }
 
 /// The source position of `job`'s latest manifest, if it has one.
@@ -1070,49 +1064,61 @@ impl Ingest {
                 time_by.as_ref(),
             )?;
             // A job that has taken no record is bound by nothing it read: the bytes before
-            // its position held blank lines at most (or a CSV header, which is read again),
-            // so it reads inputs that are not the ones it read from their start, and standard
-            // input, which cannot be compared before it is read, from its start always.
+            // its position held blank lines at most (or a CSV header), so it reads its inputs
+            // from their start when one of them is not what it read, and when one is standard
+            // input (which cannot be compared before it is read). All of them: a CSV input
+            // read on from after its header would never have that header checked against the
+            // schema this run decides. Inputs are checked first, against what was read, so
+            // that only a file that grew or changed is said to have.
             let took_none = p.records == 0 && p.bad_records == 0;
-            if took_none && !p.read.is_empty() {
-                for (i, _) in inputs.iter().enumerate().filter(|(_, i)| i.is_stdin()) {
-                    read_from_start(p, i);
-                }
-            }
+            let mut restart = took_none && inputs.iter().any(|i| i.is_stdin());
             if !p.read.is_empty() {
-                // Input by input, so that a job that took no record knows which one changed.
+                // Input by input, so that a job that took no record knows which one changed
+                // and checks the others too.
                 let checked = {
                     let (job, inputs, read) = (job.clone(), inputs.clone(), p.read.clone());
                     tokio::task::spawn_blocking(move || {
-                        inputs
-                            .iter()
-                            .zip(&read)
-                            .map(|(i, r)| {
-                                check_read(&job, std::slice::from_ref(i), std::slice::from_ref(r))
-                            })
-                            .collect::<Vec<_>>()
+                        let mut out = Vec::with_capacity(inputs.len());
+                        for (i, r) in inputs.iter().zip(&read) {
+                            let c =
+                                check_read(&job, std::slice::from_ref(i), std::slice::from_ref(r));
+                            let last = match &c {
+                                Ok(_) => false,
+                                Err(Error::InputChanged(_)) => !took_none,
+                                Err(_) => true,
+                            };
+                            out.push(c);
+                            if last {
+                                break;
+                            }
+                        }
+                        out
                     })
                     .await
                     .map_err(|e| Error::io("check", "the inputs", e.into()))?
                 };
                 let mut grew = Vec::with_capacity(checked.len());
+                let mut changed = false;
                 for (i, checked) in checked.into_iter().enumerate() {
                     match checked {
                         Ok(g) => grew.extend(g),
                         Err(Error::InputChanged(_)) if took_none => {
                             observer.note(&format!(
                                 "job `{job}` has taken no record yet, and `{}` is not what it \
-                                 read: reading it from its start",
+                                 read: reading its inputs from their start",
                                 inputs[i].display
                             ));
-                            read_from_start(p, i);
-                            if finished_before {
-                                coordinator.reopen();
-                                files_grew = true;
-                            }
+                            changed = true;
                             grew.push(false);
                         }
                         Err(e) => return Err(e),
+                    }
+                }
+                if changed {
+                    restart = true;
+                    if finished_before {
+                        coordinator.reopen();
+                        files_grew = true;
                     }
                 }
                 if finished_before && grew.iter().any(|g| *g) {
@@ -1133,6 +1139,9 @@ impl Ingest {
                 }
             } else if !finished_before {
                 p.read = legacy_read(&job, p, &inputs, observer);
+            }
+            if restart && !p.read.is_empty() {
+                read_from_start(p);
             }
         }
         // A stream cannot be looked at without reading it: a finished job reads it again. It
