@@ -123,10 +123,11 @@ impl BadRecordsFile {
             let Ok(tag) = serde_json::from_slice::<BadRecordTag>(&line) else {
                 continue;
             };
-            if tag.job.as_deref() == Some(job) && tag.sink_id.as_deref() == Some(sink_id) {
-                if tag.seq.is_some_and(|s| s > p.bad_records) {
-                    *out.written.entry(tag.line.unwrap_or_default()).or_default() += 1;
-                }
+            if tag.job.as_deref() == Some(job)
+                && tag.sink_id.as_deref() == Some(sink_id)
+                && tag.seq.is_some_and(|s| s > p.bad_records)
+            {
+                *out.written.entry(tag.line.unwrap_or_default()).or_default() += 1;
             }
         }
         out.file.seek(SeekFrom::End(0)).map_err(err)?;
