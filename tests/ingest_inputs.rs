@@ -1006,6 +1006,17 @@ fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
     assert!(stderr(&o).contains("the header of"), "{}", stderr(&o));
     assert!(common::visible_files(&lake).is_empty());
 
+    // A CSV file of blank lines that grew by a header and rows: the header is read as one,
+    // not taken for a row (read on after the blank lines, it was).
+    let c = dir.path().join("grown.csv");
+    fs::write(&c, "\n\n").unwrap();
+    let lake = dir.path().join("lake-grown-csv");
+    let args = ingest_args(&[s(&c)], s(&lake), &[]);
+    run_ok(&args);
+    append(&c, "id,note\n1,a\n2,b\n");
+    run_ok(&args);
+    assert_eq!(ids(&lake), vec![1, 2]);
+
     // A bad record set aside is a record taken: the input is bound.
     let input = dir.path().join("one-bad.jsonl");
     let lake = dir.path().join("lake-bad");

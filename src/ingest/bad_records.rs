@@ -7,12 +7,13 @@
 //! file and nothing in it is ever removed: a run killed after it wrote bad records but before
 //! its next checkpoint leaves them there, and the resumed run, which reads the same records
 //! again, finds them by their tags (`job`, `sink_id`, `seq` beyond the checkpoint's count) and
-//! their text, and does not write them twice. Texts, not numbers: the numbers within a chunk
-//! follow its kinds of error (malformed records first), so another cut of the chunks numbers
-//! the same records otherwise. A record of the resumed run that the killed run did not write
-//! (the job read other bytes after its checkpoint: another stream, or inputs read from their
-//! start by a job that had taken no record) is written; the killed run's line stays, naming
-//! bytes no checkpoint took. Every checkpoint makes the file durable first and records its
+//! their place and text (`source`, `file:line`, and `line`), and does not write them twice.
+//! Not by number: the numbers within a chunk follow its kinds of error (malformed records
+//! first), so another cut of the chunks numbers the same records otherwise; line numbers count
+//! from the start of the input, whatever the cut. A record of the resumed run that the killed
+//! run did not write at that place (the job read other bytes after its checkpoint: another
+//! stream, or inputs read from their start by a job that had taken no record) is written;
+//! the killed run's line stays, naming bytes no checkpoint took. Every checkpoint makes the file durable first and records its
 //! length in the [`SourcePosition`].
 
 use std::collections::HashMap;
@@ -35,12 +36,13 @@ struct BadRecordLine<'a> {
     seq: u64,
 }
 
-/// The tags of a line of the bad-records file, and the record's text.
+/// The tags of a line of the bad-records file, and the record's place and text.
 #[derive(serde::Deserialize)]
 struct BadRecordTag {
     job: Option<String>,
     sink_id: Option<String>,
     seq: Option<u64>,
+    source: Option<String>,
     line: Option<String>,
 }
 
@@ -51,9 +53,9 @@ struct BadRecordsFile {
     job: String,
     sink_id: String,
     /// The job's bad records after the restored checkpoint that are in the file already
-    /// (written by a run that did not get to the next checkpoint): their texts, each with the
-    /// number of lines that hold it.
-    written: HashMap<String, usize>,
+    /// (written by a run that did not get to the next checkpoint): their places and texts,
+    /// each with the number of lines that hold it.
+    written: HashMap<(String, String), usize>,
 }
 
 impl BadRecordsFile {
@@ -127,7 +129,8 @@ impl BadRecordsFile {
                 && tag.sink_id.as_deref() == Some(sink_id)
                 && tag.seq.is_some_and(|s| s > p.bad_records)
             {
-                *out.written.entry(tag.line.unwrap_or_default()).or_default() += 1;
+                let key = (tag.source.unwrap_or_default(), tag.line.unwrap_or_default());
+                *out.written.entry(key).or_default() += 1;
             }
         }
         out.file.seek(SeekFrom::End(0)).map_err(err)?;
@@ -135,11 +138,12 @@ impl BadRecordsFile {
     }
 
     /// Appends `bad`, the job's bad records number `first_seq` on, except those already
-    /// written (a line of the same text, each line taken once).
+    /// written (a line of the same place and text, each line taken once).
     fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
         let mut buf = Vec::new();
         for (seq, b) in (first_seq..).zip(bad) {
-            if let Some(n) = self.written.get_mut(&b.line).filter(|n| **n > 0) {
+            let key = (b.source.clone(), b.line.clone());
+            if let Some(n) = self.written.get_mut(&key).filter(|n| **n > 0) {
                 *n -= 1;
                 continue;
             }
@@ -242,9 +246,10 @@ mod tests {
     use super::*;
     use crate::ingest::source::{Cursor, InputFormat, Prefix};
 
-    fn bad(line: &str) -> BadRecord {
+    /// A bad record at line `at` of `in.jsonl`.
+    fn bad(at: u64, line: &str) -> BadRecord {
         BadRecord {
-            source: "in.jsonl:1".into(),
+            source: format!("in.jsonl:{at}"),
             line: line.into(),
             error: "not JSON".into(),
         }
@@ -259,10 +264,10 @@ mod tests {
             .collect()
     }
 
-    /// A killed run wrote bad records 1 and 2 (`{a`, `{b`) after the checkpoint. A resumed
-    /// run that reads them again, in whatever order its chunks number them, skips them; one
-    /// that reads other records under those numbers (other bytes after the checkpoint)
-    /// writes them: listed, not lost. Two lines of the same text count twice.
+    /// A killed run wrote bad records 1 and 2 (`{a` at line 3, `{b` at line 7) after the
+    /// checkpoint. A resumed run that reads them again, in whatever order its chunks number
+    /// them, skips them; other records (other bytes after the checkpoint), even of the same
+    /// text at another line, are written: listed, not lost.
     #[test]
     fn a_bad_record_is_skipped_only_when_the_same_one_was_written() {
         let dir = tempfile::tempdir().unwrap();
@@ -281,21 +286,21 @@ mod tests {
             bad_records_file: path.to_str().map(str::to_string),
             schema: arrow::datatypes::Schema::empty(),
         };
-        let run = |records: &[&str]| {
+        let run = |records: &[(u64, &str)]| {
             let (mut f, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
-            let bad: Vec<BadRecord> = records.iter().map(|r| bad(r)).collect();
+            let bad: Vec<BadRecord> = records.iter().map(|(at, r)| bad(*at, r)).collect();
             f.write(&bad, 1).unwrap();
         };
         let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s").unwrap();
-        killed.write(&[bad("{a"), bad("{b")], 1).unwrap();
+        killed.write(&[bad(3, "{a"), bad(7, "{b")], 1).unwrap();
         drop(killed);
 
-        run(&["{b", "{a"]);
+        run(&[(7, "{b"), (3, "{a")]);
         assert_eq!(texts(&path), ["\"{a\"", "\"{b\""]);
-        run(&["{c"]);
-        assert_eq!(texts(&path), ["\"{a\"", "\"{b\"", "\"{c\""]);
-        // `{c` is in the file now as well; `{a` twice is one line more.
-        run(&["{c", "{a", "{a"]);
-        assert_eq!(texts(&path), ["\"{a\"", "\"{b\"", "\"{c\"", "\"{a\""]);
+        run(&[(5, "{a"), (9, "{c")]);
+        assert_eq!(texts(&path), ["\"{a\"", "\"{b\"", "\"{a\"", "\"{c\""]);
+        // All four are in the file now: each read again is skipped.
+        run(&[(3, "{a"), (5, "{a"), (7, "{b"), (9, "{c")]);
+        assert_eq!(texts(&path).len(), 4);
     }
 }

@@ -42,8 +42,8 @@
 //! is refused ([`Error::InputChanged`]); an input that only grew is read on, unless what came
 //! continues a last line that a run read without its line end (refused too: that record was
 //! written as it was). A job that has taken no record yet (none written, none set aside) is
-//! bound by nothing it read: an input that changed is read from its start instead, and so is
-//! standard input, always.
+//! bound by nothing it read: it reads all its inputs from their start, and an input that
+//! changed is not refused.
 //!
 //! With a time interval, a checkpoint is due once the interval has passed with records not
 //! yet checkpointed, whether or not the next chunk has come: a timer wakes the loop, so
@@ -1064,14 +1064,14 @@ impl Ingest {
                 time_by.as_ref(),
             )?;
             // A job that has taken no record is bound by nothing it read: the bytes before
-            // its position held blank lines at most (or a CSV header), so it reads its inputs
-            // from their start when one of them is not what it read, and when one is standard
-            // input (which cannot be compared before it is read). All of them: a CSV input
-            // read on from after its header would never have that header checked against the
-            // schema this run decides. Inputs are checked first, against what was read, so
-            // that only a file that grew or changed is said to have.
+            // its position held blank lines at most (or a CSV header), so it reads all its
+            // inputs from their start, whatever they hold now: an input that is not what it
+            // read is not refused, standard input is not compared, and a CSV header is read
+            // (and checked against the columns this run takes) wherever it now is, also in a
+            // file that held blank lines only and grew. Inputs are checked first, against
+            // what was read, so that only a file that grew or changed is said to have (and
+            // reopens a finished job).
             let took_none = p.records == 0 && p.bad_records == 0;
-            let mut restart = took_none && inputs.iter().any(|i| i.is_stdin());
             if !p.read.is_empty() {
                 // Input by input, so that a job that took no record knows which one changed
                 // and checks the others too.
@@ -1114,12 +1114,9 @@ impl Ingest {
                         Err(e) => return Err(e),
                     }
                 }
-                if changed {
-                    restart = true;
-                    if finished_before {
-                        coordinator.reopen();
-                        files_grew = true;
-                    }
+                if changed && finished_before {
+                    coordinator.reopen();
+                    files_grew = true;
                 }
                 if finished_before && grew.iter().any(|g| *g) {
                     let names: Vec<&str> = inputs
@@ -1140,7 +1137,7 @@ impl Ingest {
             } else if !finished_before {
                 p.read = legacy_read(&job, p, &inputs, observer);
             }
-            if restart && !p.read.is_empty() {
+            if took_none && !p.read.is_empty() {
                 read_from_start(p);
             }
         }
