@@ -13,8 +13,8 @@
 //! from the start of the input, whatever the cut. A record of the resumed run that the killed
 //! run did not write at that place (the job read other bytes after its checkpoint: another
 //! stream, or inputs read from their start by a job that had taken no record) is written;
-//! the killed run's line stays, naming bytes no checkpoint took. Every checkpoint makes the file durable first and records its
-//! length in the [`SourcePosition`].
+//! the killed run's line stays, naming bytes no checkpoint took. Every checkpoint makes the
+//! file durable first and records its length in the [`SourcePosition`].
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
