@@ -40,6 +40,13 @@ fn append(path: &Path, text: &str) {
     f.write_all(text.as_bytes()).unwrap();
 }
 
+/// `text` gzip-compressed.
+fn gzip(text: &str) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap()
+}
+
 /// Replaces `path` by a new file (a new inode) holding `text`, as `cp other path` or an editor
 /// saving would.
 fn replace(path: &Path, text: &str) {
@@ -313,11 +320,6 @@ fn a_finished_stdin_job_reads_its_stream_again() {
 fn a_finished_stdin_job_goes_on_after_any_end_of_its_stream() {
     let dir = tempfile::tempdir().unwrap();
     let feed = dir.path().join("feed");
-    let gzip = |text: &str| {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(text.as_bytes()).unwrap();
-        e.finish().unwrap()
-    };
     let crlf = |text: String| text.replace('\n', "\r\n");
     let csv = |ids: std::ops::Range<i64>| -> String {
         ids.map(|i| format!("{i},2026-11-{:02},n{}\n", 25 + i % 5, i % 10))
@@ -955,11 +957,6 @@ fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
 
     // Compressed: a gzip file of blank lines replaced by one of records.
     let gz = dir.path().join("in.jsonl.gz");
-    let gzip = |text: &str| {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(text.as_bytes()).unwrap();
-        e.finish().unwrap()
-    };
     fs::write(&gz, gzip("\n\n")).unwrap();
     let lake = dir.path().join("lake-gz");
     let args = ingest_args(&[s(&gz)], s(&lake), &[]);
