@@ -1028,3 +1028,80 @@ fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
         "a job that set a record aside",
     );
 }
+
+#[test]
+fn a_csv_input_that_held_blank_lines_only_reads_its_header_when_it_grows() {
+    // A job that took records from one input, while another held only blank lines (a file
+    // created ahead of its writer): the header that comes later is a header, checked against
+    // the job's columns, whichever way the input grew and however it is read.
+    let dir = tempfile::tempdir().unwrap();
+    let rows =
+        |ids: std::ops::Range<i64>| -> String { ids.map(|i| format!("{i},n{i}\n")).collect() };
+    let a = dir.path().join("a.csv");
+    fs::write(&a, format!("id,note\n{}", rows(0..5))).unwrap();
+    for (name, blank, grown) in [
+        ("plain.csv", "\n\n".to_string(), None),
+        ("crlf.csv", "\r\n \r\n".to_string(), None),
+        ("bom.csv", "\u{feff}\n".to_string(), None),
+        ("packed.csv.gz", String::new(), Some("\n\n")),
+    ] {
+        let b = dir.path().join(name);
+        let lake = dir.path().join(format!("lake-{name}"));
+        let text = grown.unwrap_or(&blank).to_string();
+        match name.ends_with(".gz") {
+            true => fs::write(&b, gzip(&text)).unwrap(),
+            false => fs::write(&b, &text).unwrap(),
+        }
+        let args = ingest_args(&[s(&a), s(&b)], s(&lake), &[]);
+        run_ok(&args);
+        assert_eq!(ids(&lake), (0..5).collect::<Vec<_>>(), "{name}");
+        let more = format!("{text}id,note\n{}", rows(10..13));
+        match name.ends_with(".gz") {
+            // The same inode, rewritten: a compressed input grows only so.
+            true => fs::write(&b, gzip(&more)).unwrap(),
+            false => append(&b, &more[text.len()..]),
+        }
+        let o = run_ok(&args);
+        assert!(!stderr(&o).contains("bad record"), "{name}: {}", stderr(&o));
+        assert_eq!(
+            ids(&lake),
+            (0..5).chain(10..13).collect::<Vec<_>>(),
+            "{name}: the header is no row"
+        );
+
+        // Grown by a header of other columns: refused by name, nothing more written.
+        let other = dir.path().join(format!("other-{name}"));
+        let lake = dir.path().join(format!("lake-other-{name}"));
+        match name.ends_with(".gz") {
+            true => fs::write(&other, gzip(&text)).unwrap(),
+            false => fs::write(&other, &text).unwrap(),
+        }
+        let args = ingest_args(&[s(&a), s(&other)], s(&lake), &[]);
+        run_ok(&args);
+        let before = visible(&lake);
+        let more = format!("{text}note,id\nx,1\n");
+        match name.ends_with(".gz") {
+            true => fs::write(&other, gzip(&more)).unwrap(),
+            false => append(&other, &more[text.len()..]),
+        }
+        let o = filesink(&args);
+        assert_code(&o, EXIT_ERROR, name);
+        assert!(
+            stderr(&o).contains("the header of"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert_eq!(visible(&lake), before, "{name}");
+    }
+
+    // Standard input, blank at the checkpoint, then the same blank lines and a header.
+    let feed = dir.path().join("feed.csv");
+    let lake = dir.path().join("lake-stdin");
+    let extra = ["--job", "piped", "--input-format", "csv"];
+    let args = ingest_args(&[s(&a), "-"], s(&lake), &extra);
+    fs::write(&feed, "\n\n").unwrap();
+    assert_code(&filesink_with_stdin(&args, &feed), 0, "blank stream");
+    fs::write(&feed, format!("\n\nid,note\n{}", rows(20..22))).unwrap();
+    assert_code(&filesink_with_stdin(&args, &feed), 0, "the header came");
+    assert_eq!(ids(&lake), (0..5).chain(20..22).collect::<Vec<_>>());
+}

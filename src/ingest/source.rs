@@ -2224,9 +2224,15 @@ impl Source {
                 input.display
             )));
         }
+        let csv = self.format == InputFormat::Csv;
+        let mut blank = p.offset == 0;
         let last = match p.crc32c {
             Some(_) if p.offset == 0 => None,
             Some(_) => {
+                if csv {
+                    // Whether the header is still to come ([`reader_at`]).
+                    blank = is_blank(&mut (&mut file).take(p.offset)).map_err(open_err)?;
+                }
                 // Checked against the file by `check_read` before the run; the last byte
                 // again, for a line continued since (`continues_last_record`).
                 file.seek(SeekFrom::Start(p.offset - 1)).map_err(open_err)?;
@@ -2236,8 +2242,15 @@ impl Source {
             }
             None => {
                 // A position that did not record a checksum: read the bytes to compute it.
+                let mut at = 0;
+                blank = true;
+                let mut scan = BlankScan {
+                    inner: &mut file,
+                    blank: &mut blank,
+                    at: &mut at,
+                };
                 let (crc, newlines, n, last) =
-                    crc_of_prefix(&mut file, p.offset).map_err(open_err)?;
+                    crc_of_prefix(&mut scan, p.offset).map_err(open_err)?;
                 if n < p.offset {
                     return Err(Error::InputChanged(format!(
                         "input `{}` changed while the job ran: it was cut short",
@@ -2255,7 +2268,7 @@ impl Source {
         };
         let reader: Box<dyn BufRead + Send> =
             Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file));
-        self.reader_at(i, &input, reader, p, last)
+        self.reader_at(i, &input, reader, p, last, blank)
     }
 
     /// The reader of the compressed input `i`, past what the job read of it: a compressed
@@ -2274,7 +2287,13 @@ impl Source {
             return Err(changed());
         }
         let mut p = self.read[i];
-        let (crc, newlines, n, last) = crc_of_prefix(&mut reader, p.offset).map_err(|e| {
+        let (mut blank, mut at) = (true, 0);
+        let mut scan = BlankScan {
+            inner: &mut reader,
+            blank: &mut blank,
+            at: &mut at,
+        };
+        let (crc, newlines, n, last) = crc_of_prefix(&mut scan, p.offset).map_err(|e| {
             if e.kind() == io::ErrorKind::InvalidData {
                 changed()
             } else {
@@ -2292,13 +2311,14 @@ impl Source {
             };
             self.set_read(i, p);
         }
-        self.reader_at(i, input, reader, p, last)
+        self.reader_at(i, input, reader, p, last, blank)
     }
 
     /// The record reader of input `i` over `reader`, which stands at the end of `p`, whose
-    /// last byte is `last`; at the start of a CSV input, past its header, checked against the
-    /// schema. An input that continues the line of the record read last is refused
-    /// ([`continues_last_record`]): it grew that way after [`check_read`] looked.
+    /// last byte is `last`; of a CSV input whose `p` is `blank` (nothing, or white space
+    /// only), past its header, checked against the schema. An input that continues the line
+    /// of the record read last is refused ([`continues_last_record`]): it grew that way after
+    /// [`check_read`] looked.
     fn reader_at(
         &mut self,
         i: usize,
@@ -2306,6 +2326,7 @@ impl Source {
         mut reader: Box<dyn BufRead + Send>,
         mut p: Prefix,
         last: Option<u8>,
+        blank: bool,
     ) -> Result<RecordReader> {
         let csv = self.format == InputFormat::Csv;
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
@@ -2316,20 +2337,21 @@ impl Source {
                 input.display
             )));
         }
-        if csv && p.offset == 0 {
-            // The header: check it against the schema.
+        if csv && blank {
+            // The header (after blank lines, which a run may have read alone while the input
+            // held nothing else): check it against the schema.
             let mut header = Vec::new();
             let mut rr = RecordReader {
                 reader,
-                offset: 0,
-                line: 1,
-                crc: 0,
+                offset: p.offset,
+                line: p.line,
+                crc: p.crc32c.expect("computed above"),
                 csv,
             };
             if rr.next_record(&mut header).map_err(open_err)?.is_some() {
                 self.check_header(&header)?;
             }
-            self.bytes_read += rr.offset;
+            self.bytes_read += rr.offset - p.offset;
             p = rr.prefix();
             self.set_read(i, p);
             reader = rr.reader;
@@ -2725,6 +2747,27 @@ fn skip_prefix(r: &mut impl BufRead, want: Prefix) -> io::Result<Skipped> {
         },
         blank,
     ))
+}
+
+/// Whether `r` holds only white space (after a byte order mark at its start): reads up to
+/// its first other byte, so a prefix that holds a CSV header is decided at once.
+fn is_blank(r: &mut impl Read) -> io::Result<bool> {
+    let (mut blank, mut at) = (true, 0);
+    let mut scan = BlankScan {
+        inner: r,
+        blank: &mut blank,
+        at: &mut at,
+    };
+    let mut buf = [0u8; 4096];
+    while *scan.blank {
+        match scan.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(blank)
 }
 
 /// A reader that notes whether what was read through it is only white space, after a byte
