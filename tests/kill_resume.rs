@@ -252,24 +252,36 @@ fn seed_from_env(default: u64) -> u64 {
 
 #[test]
 fn bad_records_of_a_replayed_interval_are_listed_once_after_kills() {
-    bad_records_listed_once_after_kills("1500rows");
+    bad_records_listed_once_after_kills("1500rows", false);
 }
 
 /// The same with the file read in ranges on the decoding threads (a time schedule): each
 /// bad record names its own line, counted from range to range.
 #[test]
 fn bad_records_of_ranges_are_listed_once_after_kills() {
-    bad_records_listed_once_after_kills("10ms");
+    bad_records_listed_once_after_kills("10ms", false);
 }
 
-fn bad_records_listed_once_after_kills(every: &str) {
+/// Killed runs with `--bad-records` between runs without it, which checkpoint up to the next
+/// bad record and stop there: the killed runs' lines ahead of those checkpoints are found
+/// all the same.
+#[test]
+fn bad_records_are_listed_once_after_kills_and_runs_without_the_file() {
+    bad_records_listed_once_after_kills("300rows", true);
+}
+
+/// Runs the job killed at random times, then to its end; `without_file`: every other run
+/// without `--bad-records`.
+fn bad_records_listed_once_after_kills(every: &str, without_file: bool) {
     const LINES: usize = 60_000;
     let seed = seed_from_env(DEFAULT_SEED ^ 0xBAD);
     eprintln!("kill_resume bad-records seed: {seed} (reproduce with FILESINK_SEED={seed})");
     let mut rng = XorShift::new(seed);
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("events.jsonl");
-    let is_bad = |i: usize| i % 1000 == 999;
+    // Sparse enough, without the file, for a run to checkpoint before it meets one.
+    let spacing = if without_file { 7000 } else { 1000 };
+    let is_bad = |i: usize| i % spacing == spacing - 1;
     let mut text = String::new();
     for i in 0..LINES {
         if is_bad(i) {
@@ -294,6 +306,14 @@ fn bad_records_listed_once_after_kills(every: &str) {
         bad.to_str().unwrap(),
     ];
     for round in 0..6 {
+        if without_file && round % 2 == 1 {
+            let out = Command::new(env!("CARGO_BIN_EXE_filesink"))
+                .args(&args[..args.len() - 2])
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "a bad record stops it (seed {seed})");
+            continue;
+        }
         let delay = Duration::from_millis(rng.between(5, 60));
         let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
             .args(args)

@@ -6,15 +6,23 @@
 //! being the record's number among the job's bad records (from 1). Several jobs may share the
 //! file and nothing in it is ever removed: a run killed after it wrote bad records but before
 //! its next checkpoint leaves them there, and the resumed run, which reads the same records
-//! again, finds them by their tags (`job`, `sink_id`, `seq` beyond the checkpoint's count) and
-//! their place and text (`source`, `file:line`, and `line`), and does not write them twice.
-//! Not by number: the numbers within a chunk follow its kinds of error (malformed records
-//! first), so another cut of the chunks numbers the same records otherwise; line numbers count
-//! from the start of the input, whatever the cut. A record of the resumed run that the killed
-//! run did not write at that place (the job read other bytes after its checkpoint: another
-//! stream, or inputs read from their start by a job that had taken no record) is written;
-//! the killed run's line stays, naming bytes no checkpoint took. Every checkpoint makes the
-//! file durable first and records its length in the [`SourcePosition`].
+//! again, finds them by their tags (`job`, `sink_id`) and their place and text (`source`,
+//! `file:line`, and `line`), and does not write them twice. Not by number: the numbers within
+//! a chunk follow its kinds of error (malformed records first), so another cut of the chunks
+//! numbers the same records otherwise; line numbers count from the start of the input,
+//! whatever the cut. A record of the resumed run that the killed run did not write at that
+//! place (the job read other bytes after its checkpoint: another stream, or inputs read from
+//! their start by a job that had taken no record) is written; the killed run's line stays,
+//! naming bytes no checkpoint took.
+//!
+//! Every checkpoint makes the file durable first and records in the [`SourcePosition`] where
+//! a resumed run looks for such lines: the file's length, or, while lines of a killed run are
+//! still ahead of the position (a resumed run checkpointed before it read them all again),
+//! where the last run began to look, so that the next run finds them too. A line the
+//! position has passed is covered (its place is before the position of its input) and no
+//! longer looked for; so is every line of a job that set no bad record aside yet, none. A
+//! position that names no bad-records file (a run without `--bad-records` took it) makes
+//! the resumed run look through the whole file.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -41,7 +49,6 @@ struct BadRecordLine<'a> {
 struct BadRecordTag {
     job: Option<String>,
     sink_id: Option<String>,
-    seq: Option<u64>,
     source: Option<String>,
     line: Option<String>,
 }
@@ -54,20 +61,40 @@ struct BadRecordsFile {
     sink_id: String,
     /// The job's bad records after the restored checkpoint that are in the file already
     /// (written by a run that did not get to the next checkpoint): their places and texts,
-    /// each with the number of lines that hold it.
+    /// each with the number of lines that hold it not yet met again.
     written: HashMap<(String, String), usize>,
+    /// Where this run began to look for them.
+    looked_from: u64,
+    /// The job's inputs as bad records name them, in the order of the position's `read`.
+    inputs: Vec<String>,
+}
+
+/// Whether the bad record at `source` (`input:line`) is one `position` took: one of its
+/// inputs, at a line it read past. A job that set no record aside took none.
+fn covered(source: &str, inputs: &[String], position: &SourcePosition) -> bool {
+    if position.bad_records == 0 {
+        return false;
+    }
+    let Some((input, line)) = source.rsplit_once(':') else {
+        return false;
+    };
+    let (Some(i), Ok(line)) = (inputs.iter().position(|d| d == input), line.parse::<u64>()) else {
+        return false;
+    };
+    position.read.get(i).is_some_and(|r| line < r.line)
 }
 
 impl BadRecordsFile {
-    /// Opens `path` for appending; it is never cut back. When resuming a job (`restored`) that
-    /// wrote to it, notes the bad records after the restored checkpoint that are in the file
-    /// already, so that the replayed interval does not list them twice. Returns with the file
-    /// what an operator should know, if anything.
+    /// Opens `path` for appending; it is never cut back. When resuming a job (`restored`),
+    /// notes the bad records after the restored checkpoint that are in the file already, so
+    /// that the replayed interval does not list them twice. `inputs` are the job's inputs as
+    /// bad records name them. Returns with the file what an operator should know, if anything.
     fn open(
         path: &Path,
         restored: Option<&SourcePosition>,
         job: &str,
         sink_id: &str,
+        inputs: &[String],
     ) -> Result<(BadRecordsFile, Option<String>)> {
         let err = |e| Error::io("open", path, e);
         let mut file = OpenOptions::new()
@@ -91,11 +118,19 @@ impl BadRecordsFile {
             job: job.to_string(),
             sink_id: sink_id.to_string(),
             written: HashMap::new(),
+            looked_from: len,
+            inputs: inputs.to_vec(),
         };
-        let Some(p) = restored.filter(|p| p.bad_records_file.as_deref() == path.to_str()) else {
+        let Some(p) = restored.filter(|p| {
+            p.bad_records_file.is_none() || p.bad_records_file.as_deref() == path.to_str()
+        }) else {
             return Ok((out, None));
         };
-        let checkpointed_len = p.bad_records_len.unwrap_or(0);
+        // No file named: the whole file (a run without one took the checkpoint).
+        let checkpointed_len = match p.bad_records_file {
+            Some(_) => p.bad_records_len.unwrap_or(0),
+            None => 0,
+        };
         if p.read.is_empty() {
             // Version 1 positions come with untagged lines.
             let note = (len > checkpointed_len).then(|| {
@@ -125,14 +160,14 @@ impl BadRecordsFile {
             let Ok(tag) = serde_json::from_slice::<BadRecordTag>(&line) else {
                 continue;
             };
-            if tag.job.as_deref() == Some(job)
-                && tag.sink_id.as_deref() == Some(sink_id)
-                && tag.seq.is_some_and(|s| s > p.bad_records)
-            {
+            if tag.job.as_deref() == Some(job) && tag.sink_id.as_deref() == Some(sink_id) {
                 let key = (tag.source.unwrap_or_default(), tag.line.unwrap_or_default());
-                *out.written.entry(key).or_default() += 1;
+                if !covered(&key.0, inputs, p) {
+                    *out.written.entry(key).or_default() += 1;
+                }
             }
         }
+        out.looked_from = from;
         out.file.seek(SeekFrom::End(0)).map_err(err)?;
         Ok((out, None))
     }
@@ -161,16 +196,28 @@ impl BadRecordsFile {
             .map_err(|e| Error::io("write to", &self.path, e))
     }
 
-    /// Makes the file durable; returns its length.
-    fn sync(&mut self) -> Result<u64> {
+    /// Makes the file durable, and records in `position` (the checkpoint about to be taken)
+    /// the file and where a run resumed from it looks for lines it must not write again: the
+    /// file's end, or where this run looked from while lines it has not met again are ahead
+    /// of `position`.
+    fn sync(&mut self, position: &mut SourcePosition) -> Result<()> {
         self.file
             .sync_data()
             .map_err(|e| Error::fsync(&self.path, e))?;
-        Ok(self
+        let len = self
             .file
             .metadata()
             .map_err(|e| Error::io("read the length of", &self.path, e))?
-            .len())
+            .len();
+        let inputs = &self.inputs;
+        self.written
+            .retain(|(source, _), n| *n > 0 && !covered(source, inputs, position));
+        position.bad_records_len = Some(match self.written.is_empty() {
+            true => len,
+            false => self.looked_from,
+        });
+        position.bad_records_file = self.path.to_str().map(str::to_string);
+        Ok(())
     }
 }
 
@@ -195,15 +242,17 @@ impl BadRecords {
         restored: Option<&SourcePosition>,
         job: &str,
         sink_id: &str,
+        inputs: Vec<String>,
     ) -> Result<(BadRecords, Option<String>)> {
         let Some(path) = path else {
             return Ok((BadRecords(None), None));
         };
         let (path, job, sink_id) = (path.to_path_buf(), job.to_string(), sink_id.to_string());
         let restored = restored.cloned();
-        let (file, note) =
-            on_thread(move || BadRecordsFile::open(&path, restored.as_ref(), &job, &sink_id))
-                .await??;
+        let (file, note) = on_thread(move || {
+            BadRecordsFile::open(&path, restored.as_ref(), &job, &sink_id, &inputs)
+        })
+        .await??;
         Ok((BadRecords(Some(file)), note))
     }
 
@@ -223,20 +272,21 @@ impl BadRecords {
         result
     }
 
-    /// Makes the file durable and records its path and length in `position`; nothing without
-    /// a file.
+    /// Makes the file durable and records it in `position` (see [`BadRecordsFile::sync`]);
+    /// nothing without a file.
     pub(crate) async fn sync(&mut self, position: &mut SourcePosition) -> Result<()> {
         let Some(mut file) = self.0.take() else {
             return Ok(());
         };
-        let (file, result) = on_thread(move || {
-            let r = file.sync();
-            (file, r)
+        let mut p = position.clone();
+        let (file, result, p) = on_thread(move || {
+            let r = file.sync(&mut p);
+            (file, r, p)
         })
         .await?;
-        position.bad_records_len = Some(result?);
-        position.bad_records_file = file.path.to_str().map(str::to_string);
         self.0 = Some(file);
+        result?;
+        *position = p;
         Ok(())
     }
 }
@@ -252,6 +302,34 @@ mod tests {
             source: format!("in.jsonl:{at}"),
             line: line.into(),
             error: "not JSON".into(),
+        }
+    }
+
+    /// The job's one input, as its bad records name it.
+    fn inputs() -> Vec<String> {
+        vec!["in.jsonl".into()]
+    }
+
+    /// A checkpoint of a job that read `in.jsonl` up to line `line` and set `bad` records
+    /// aside, with the bad-records file `file` looked through from `len`.
+    fn position(line: u64, bad: u64, file: Option<&Path>, len: u64) -> SourcePosition {
+        SourcePosition {
+            version: SourcePosition::VERSION,
+            inputs: vec!["/in.jsonl".into()],
+            input_format: InputFormat::Jsonl,
+            partition_by: Vec::new(),
+            partition_by_time: None,
+            cursor: Cursor::START,
+            read: vec![Prefix {
+                offset: line - 1,
+                line,
+                crc32c: None,
+            }],
+            records: 0,
+            bad_records: bad,
+            bad_records_len: file.map(|_| len),
+            bad_records_file: file.and_then(Path::to_str).map(str::to_string),
+            schema: arrow::datatypes::Schema::empty(),
         }
     }
 
@@ -287,11 +365,12 @@ mod tests {
             schema: arrow::datatypes::Schema::empty(),
         };
         let run = |records: &[(u64, &str)]| {
-            let (mut f, _) = BadRecordsFile::open(&path, Some(&restored), "j", "s").unwrap();
+            let (mut f, _) =
+                BadRecordsFile::open(&path, Some(&restored), "j", "s", &inputs()).unwrap();
             let bad: Vec<BadRecord> = records.iter().map(|(at, r)| bad(*at, r)).collect();
             f.write(&bad, 1).unwrap();
         };
-        let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s").unwrap();
+        let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s", &inputs()).unwrap();
         killed.write(&[bad(3, "{a"), bad(7, "{b")], 1).unwrap();
         drop(killed);
 
@@ -302,5 +381,70 @@ mod tests {
         // All four are in the file now: each read again is skipped.
         run(&[(3, "{a"), (5, "{a"), (7, "{b"), (9, "{c")]);
         assert_eq!(texts(&path).len(), 4);
+    }
+
+    /// A killed run wrote `{a`, `{b`, `{c` (lines 3, 7, 9) after a checkpoint that covered
+    /// `{z` (line 1). A resumed run met `{a` again, checkpointed at line 5 and was killed too:
+    /// the next run still finds `{b` and `{c`, whatever numbers the killed run gave them, and
+    /// lists each once. So does a run resumed from a checkpoint that a run without a
+    /// bad-records file took.
+    #[test]
+    fn a_killed_runs_bad_records_are_found_after_any_number_of_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
+        let open = |p: Option<&SourcePosition>| {
+            BadRecordsFile::open(&path, p, "j", "s", &inputs())
+                .unwrap()
+                .0
+        };
+        let mut first = open(None);
+        first.write(&[bad(1, "{z")], 1).unwrap();
+        let mut c0 = position(2, 1, None, 0);
+        first.sync(&mut c0).unwrap();
+        assert_eq!(c0.bad_records_len, Some(texts_len(&path)));
+        // The killed run numbered them its way: `{c` first.
+        first
+            .write(&[bad(9, "{c"), bad(3, "{a"), bad(7, "{b")], 2)
+            .unwrap();
+        drop(first);
+
+        let mut second = open(Some(&c0));
+        second.write(&[bad(3, "{a")], 2).unwrap();
+        let mut c1 = position(5, 2, None, 0);
+        second.sync(&mut c1).unwrap();
+        assert_eq!(
+            c1.bad_records_len, c0.bad_records_len,
+            "`{{b` and `{{c` ahead"
+        );
+        drop(second);
+
+        let mut third = open(Some(&c1));
+        third.write(&[bad(7, "{b"), bad(9, "{c")], 3).unwrap();
+        assert_eq!(texts(&path), ["\"{z\"", "\"{c\"", "\"{a\"", "\"{b\""]);
+        // Past them all: the next checkpoint looks from the end.
+        let mut c2 = position(12, 4, None, 0);
+        third.sync(&mut c2).unwrap();
+        assert_eq!(c2.bad_records_len, Some(texts_len(&path)));
+        drop(third);
+
+        // A checkpoint without a bad-records file (a run without `--bad-records`, stopped by
+        // `{d` at line 15 after its checkpoint at line 14), after a killed run wrote `{d` and
+        // `{e`: the next run with the file finds both.
+        let mut fourth = open(Some(&c2));
+        fourth.write(&[bad(15, "{d"), bad(20, "{e")], 5).unwrap();
+        drop(fourth);
+        let c3 = position(14, 4, None, 0);
+        let mut fifth = open(Some(&c3));
+        fifth.write(&[bad(15, "{d"), bad(20, "{e")], 5).unwrap();
+        assert_eq!(texts(&path).len(), 6);
+        // A line this job's checkpoints covered, met at its place again (a job reading from
+        // its start), is no line of this interval: written.
+        fifth.write(&[bad(1, "{z")], 7).unwrap();
+        assert_eq!(texts(&path).len(), 7);
+    }
+
+    /// The length of the file at `path`.
+    fn texts_len(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().len()
     }
 }

@@ -1262,6 +1262,7 @@ impl Ingest {
             restored.as_ref(),
             &job,
             &sink_id,
+            inputs.iter().map(|i| i.display.clone()).collect(),
         )
         .await?;
         if let Some(note) = note {

@@ -517,9 +517,11 @@ pub struct SourcePosition {
     /// Bad records set aside up to this checkpoint.
     #[serde(default)]
     pub bad_records: u64,
-    /// Length of the `--bad-records` file at this checkpoint. The file is never cut back (other
-    /// jobs may append to it too); a resumed run finds the lines its job wrote after the
-    /// checkpoint by their tags and does not write them again.
+    /// Where in the `--bad-records` file a run resumed from this checkpoint looks for lines
+    /// its job wrote after the checkpoint (finding them by their tags, place and text, it does
+    /// not write them again): the file's length at this checkpoint, or less while a killed
+    /// run's lines are still ahead (see `ingest::bad_records`). The file is never cut back
+    /// (other jobs may append to it too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bad_records_len: Option<u64>,
     /// The absolute path of that `--bad-records` file.
