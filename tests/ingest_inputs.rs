@@ -1043,6 +1043,7 @@ fn a_csv_input_that_held_blank_lines_only_reads_its_header_when_it_grows() {
         ("plain.csv", "\n\n".to_string(), None),
         ("crlf.csv", "\r\n \r\n".to_string(), None),
         ("bom.csv", "\u{feff}\n".to_string(), None),
+        ("mark-only.csv", "\u{feff}".to_string(), None),
         ("packed.csv.gz", String::new(), Some("\n\n")),
     ] {
         let b = dir.path().join(name);
@@ -1103,5 +1104,48 @@ fn a_csv_input_that_held_blank_lines_only_reads_its_header_when_it_grows() {
     assert_code(&filesink_with_stdin(&args, &feed), 0, "blank stream");
     fs::write(&feed, format!("\n\nid,note\n{}", rows(20..22))).unwrap();
     assert_code(&filesink_with_stdin(&args, &feed), 0, "the header came");
+    assert_eq!(ids(&lake), (0..5).chain(20..22).collect::<Vec<_>>());
+}
+
+#[test]
+fn an_input_that_held_only_a_byte_order_mark_reads_on_when_it_grows() {
+    // A file its writer began with the mark alone when a run read it: no record to continue,
+    // so the records that follow are read, once (not refused as a continued line).
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl");
+    fs::write(&a, recs(0..5)).unwrap();
+    for gz in [false, true] {
+        let b = dir.path().join(if gz { "b.jsonl.gz" } else { "b.jsonl" });
+        let lake = dir.path().join(format!("lake-{gz}"));
+        let write = |text: &str| match gz {
+            true => fs::write(&b, gzip(text)).unwrap(),
+            false => fs::write(&b, text).unwrap(),
+        };
+        write("\u{feff}");
+        let args = ingest_args(&[s(&a), s(&b)], s(&lake), &[]);
+        run_ok(&args);
+        assert_eq!(ids(&lake), (0..5).collect::<Vec<_>>());
+        write(&format!("\u{feff}{}", recs(10..13)));
+        run_ok(&args);
+        assert_eq!(
+            ids(&lake),
+            (0..5).chain(10..13).collect::<Vec<_>>(),
+            "gz {gz}"
+        );
+        run_ok(&args);
+        assert_eq!(
+            ids(&lake),
+            (0..5).chain(10..13).collect::<Vec<_>>(),
+            "gz {gz}"
+        );
+    }
+    // Standard input the same way.
+    let feed = dir.path().join("feed.jsonl");
+    let lake = dir.path().join("lake-stdin");
+    let args = ingest_args(&[s(&a), "-"], s(&lake), &["--job", "piped"]);
+    fs::write(&feed, "\u{feff}").unwrap();
+    assert_code(&filesink_with_stdin(&args, &feed), 0, "the mark alone");
+    fs::write(&feed, format!("\u{feff}{}", recs(20..22))).unwrap();
+    assert_code(&filesink_with_stdin(&args, &feed), 0, "records after it");
     assert_eq!(ids(&lake), (0..5).chain(20..22).collect::<Vec<_>>());
 }

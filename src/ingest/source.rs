@@ -2333,7 +2333,7 @@ impl Source {
         let csv = self.format == InputFormat::Csv;
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
         let next = reader.fill_buf().map_err(open_err)?.first().copied();
-        if continues_last_record(last, next) {
+        if continues_last_record(&p, last, next) {
             return Err(Error::InputChanged(format!(
                 "input `{}` changed while the job ran: {CONTINUED}",
                 input.display
@@ -2738,17 +2738,15 @@ fn skip_prefix(r: &mut impl BufRead, want: Prefix) -> io::Result<Skipped> {
             Err(e) => return Err(e),
         }
     };
-    if continues_last_record(last, next) {
+    let read = Prefix {
+        offset: want.offset,
+        line: want.line,
+        crc32c: Some(crc),
+    };
+    if continues_last_record(&read, last, next) {
         return Ok(Skipped::Continued);
     }
-    Ok(Skipped::Same(
-        Prefix {
-            offset: want.offset,
-            line: want.line,
-            crc32c: Some(crc),
-        },
-        blank,
-    ))
+    Ok(Skipped::Same(read, blank))
 }
 
 /// Whether `r` holds only white space (after a byte order mark at its start): reads up to
@@ -2800,9 +2798,14 @@ impl<R: Read> Read for BlankScan<'_, R> {
 /// record the job read last, when its next byte is `next`: that record then ended the input
 /// without a line end (a file still being written), the job wrote it as it was, and the rest
 /// of its line has come since. Reading on would make a second record of that rest. A line
-/// end first (`\n`, or `\r` of `\r\n`) only ends the record the job read.
-fn continues_last_record(last: Option<u8>, next: Option<u8>) -> bool {
-    matches!((last, next), (Some(l), Some(n)) if l != b'\n' && n != b'\n' && n != b'\r')
+/// end first (`\n`, or `\r` of `\r\n`) only ends the record the job read. `read` is what
+/// the job read: a byte order mark alone (a file its writer began with the mark) holds no
+/// record, so whatever follows is a line of its own.
+fn continues_last_record(read: &Prefix, last: Option<u8>, next: Option<u8>) -> bool {
+    let mark_only = read.offset == BYTE_ORDER_MARK.len() as u64
+        && read.crc32c == Some(crc32c::crc32c(BYTE_ORDER_MARK));
+    !mark_only
+        && matches!((last, next), (Some(l), Some(n)) if l != b'\n' && n != b'\n' && n != b'\r')
 }
 
 /// What [`Error::InputChanged`] says of an input that [`continues_last_record`].
@@ -2870,7 +2873,7 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bo
                 0 => None,
                 _ => Some(next[0]),
             };
-            if continues_last_record(last, next) {
+            if continues_last_record(p, last, next) {
                 return Err(changed(CONTINUED.into()));
             }
         }
@@ -2908,7 +2911,7 @@ fn check_compressed(input: &Input, p: &Prefix, changed: &dyn Fn(String) -> Error
         ))),
         Some(_) => {
             let next = reader.fill_buf().map_err(read_err)?.first().copied();
-            if continues_last_record(last, next) {
+            if continues_last_record(p, last, next) {
                 return Err(changed(CONTINUED.into()));
             }
             Ok(next.is_some())

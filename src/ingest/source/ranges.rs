@@ -303,7 +303,7 @@ impl Ranges {
             let n = read_full_at(&file, &mut two, p.offset - 1).map_err(open_err)?;
             let last = two.first().copied().filter(|_| n >= 1);
             let next = two.get(1).copied().filter(|_| n >= 2);
-            if continues_last_record(last, next) {
+            if continues_last_record(&p, last, next) {
                 return Err(Error::InputChanged(format!(
                     "input `{}` changed while the job ran: {CONTINUED}",
                     input.display
