@@ -192,7 +192,8 @@ pub struct IngestArgs {
     pub job: Option<String>,
 
     /// Append malformed records here, as JSON lines `{"source":"file:line","line":…,"error":…,
-    /// "job":…,"sink_id":…,"seq":…}` (`seq`: the job's n-th bad record), and go on; by default
+    /// "input":…,"job":…,"sink_id":…,"seq":…}` (`input`: the file's canonical path; `seq`: the
+    /// job's n-th bad record), and go on; by default
     /// the first malformed record stops the run. Several jobs may share the file; nothing in
     /// it is ever removed. It may not be inside the lake.
     #[arg(long, value_name = "FILE")]

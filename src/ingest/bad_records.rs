@@ -2,12 +2,14 @@
 //! set them aside, so that the file is only ever appended to and a resumed run still lists
 //! each bad record once.
 //!
-//! A line is `{"source":"file:line","line":…,"error":…,"job":…,"sink_id":…,"seq":…}`, `seq`
-//! being the record's number among the job's bad records (from 1). Several jobs may share the
+//! A line is `{"source":"file:line","line":…,"error":…,"input":…,"job":…,"sink_id":…,
+//! "seq":…}`, `input` being the input's canonical path (`source` names it as given) and `seq`
+//! the record's number among the job's bad records (from 1). Several jobs may share the
 //! file and nothing in it is ever removed: a run killed after it wrote bad records but before
 //! its next checkpoint leaves them there, and the resumed run, which reads the same records
-//! again, finds them by their tags (`job`, `sink_id`) and their place and text (`source`,
-//! `file:line`, and `line`), and does not write them twice. Not by number: the numbers within
+//! again, finds them by their tags (`job`, `sink_id`) and their place and text (`input`, the
+//! line number of `source`, and `line`), and does not write them twice: under whatever name
+//! each run was given the input. Not by number: the numbers within
 //! a chunk follow its kinds of error (malformed records first), so another cut of the chunks
 //! numbers the same records otherwise; line numbers count from the start of the input,
 //! whatever the cut. A record of the resumed run that the killed run did not write at that
@@ -20,9 +22,10 @@
 //! still ahead of the position (a resumed run checkpointed before it read them all again),
 //! where the last run began to look, so that the next run finds them too. A line the
 //! position has passed is covered (its place is before the position of its input) and no
-//! longer looked for; so is every line of a job that set no bad record aside yet, none. A
-//! position that names no bad-records file (a run without `--bad-records` took it) makes
-//! the resumed run look through the whole file.
+//! longer looked for (but a job that took no record at all reads its inputs from their start
+//! again, so every line of its is looked for). A run without `--bad-records` keeps the file
+//! and the place its checkpoint was restored with (it writes no line); a position that
+//! names no bad-records file at all makes a run with one look through the whole file.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -33,12 +36,14 @@ use std::path::{Path, PathBuf};
 use super::source::{BadRecord, SourcePosition};
 use crate::error::{Error, Result};
 
-/// A line of the bad-records file: the record, the job that set it aside, and its number
-/// among the job's bad records (`seq`, from 1).
+/// A line of the bad-records file: the record, its input's canonical path, the job that set
+/// it aside, and its number among the job's bad records (`seq`, from 1).
 #[derive(serde::Serialize)]
 struct BadRecordLine<'a> {
     #[serde(flatten)]
     record: &'a BadRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<&'a str>,
     job: &'a str,
     sink_id: &'a str,
     seq: u64,
@@ -49,8 +54,40 @@ struct BadRecordLine<'a> {
 struct BadRecordTag {
     job: Option<String>,
     sink_id: Option<String>,
+    input: Option<String>,
     source: Option<String>,
     line: Option<String>,
+}
+
+/// One of a job's inputs: as the run was given it (bad records name it so) and its canonical
+/// path (the job's identity, and the position's, name it so).
+#[derive(Debug, Clone)]
+pub(crate) struct InputName {
+    pub(crate) display: String,
+    pub(crate) canonical: String,
+}
+
+/// A bad record's place: its input (an index into the position's `read`) and line.
+type Place = (usize, u64);
+
+/// The place of the bad record at `source` (`input:line`, the input as this run names it).
+fn place_of(source: &str, inputs: &[InputName]) -> Option<Place> {
+    let (display, line) = source.rsplit_once(':')?;
+    let i = inputs.iter().position(|n| n.display == display)?;
+    Some((i, line.parse().ok()?))
+}
+
+/// The place of a line of the file, by its input's canonical path (a line of an older
+/// filesink has none: by the name this run gives the input); `None` for a line of none of
+/// this run's inputs.
+fn place_of_line(tag: &BadRecordTag, inputs: &[InputName]) -> Option<Place> {
+    let source = tag.source.as_deref()?;
+    let Some(canonical) = &tag.input else {
+        return place_of(source, inputs);
+    };
+    let (_, line) = source.rsplit_once(':')?;
+    let i = inputs.iter().position(|n| &n.canonical == canonical)?;
+    Some((i, line.parse().ok()?))
 }
 
 /// The bad-records file of one run, open for appending.
@@ -62,39 +99,33 @@ struct BadRecordsFile {
     /// The job's bad records after the restored checkpoint that are in the file already
     /// (written by a run that did not get to the next checkpoint): their places and texts,
     /// each with the number of lines that hold it not yet met again.
-    written: HashMap<(String, String), usize>,
+    written: HashMap<(Place, String), usize>,
     /// Where this run began to look for them.
     looked_from: u64,
-    /// The job's inputs as bad records name them, in the order of the position's `read`.
-    inputs: Vec<String>,
+    /// The job's inputs, in the order of the position's `read`.
+    inputs: Vec<InputName>,
 }
 
-/// Whether the bad record at `source` (`input:line`) is one `position` took: one of its
-/// inputs, at a line it read past. A job that set no record aside took none.
-fn covered(source: &str, inputs: &[String], position: &SourcePosition) -> bool {
-    if position.bad_records == 0 {
+/// Whether the bad record at `place` is one `position` took: at a line it read past. A job
+/// that took no record reads its inputs from their start again ([`super::Ingest`]): none.
+fn covered((i, line): Place, position: &SourcePosition) -> bool {
+    if position.records == 0 && position.bad_records == 0 {
         return false;
     }
-    let Some((input, line)) = source.rsplit_once(':') else {
-        return false;
-    };
-    let (Some(i), Ok(line)) = (inputs.iter().position(|d| d == input), line.parse::<u64>()) else {
-        return false;
-    };
     position.read.get(i).is_some_and(|r| line < r.line)
 }
 
 impl BadRecordsFile {
     /// Opens `path` for appending; it is never cut back. When resuming a job (`restored`),
     /// notes the bad records after the restored checkpoint that are in the file already, so
-    /// that the replayed interval does not list them twice. `inputs` are the job's inputs as
-    /// bad records name them. Returns with the file what an operator should know, if anything.
+    /// that the replayed interval does not list them twice. `inputs` are the job's inputs.
+    /// Returns with the file what an operator should know, if anything.
     fn open(
         path: &Path,
         restored: Option<&SourcePosition>,
         job: &str,
         sink_id: &str,
-        inputs: &[String],
+        inputs: &[InputName],
     ) -> Result<(BadRecordsFile, Option<String>)> {
         let err = |e| Error::io("open", path, e);
         let mut file = OpenOptions::new()
@@ -160,11 +191,13 @@ impl BadRecordsFile {
             let Ok(tag) = serde_json::from_slice::<BadRecordTag>(&line) else {
                 continue;
             };
-            if tag.job.as_deref() == Some(job) && tag.sink_id.as_deref() == Some(sink_id) {
-                let key = (tag.source.unwrap_or_default(), tag.line.unwrap_or_default());
-                if !covered(&key.0, inputs, p) {
-                    *out.written.entry(key).or_default() += 1;
-                }
+            if tag.job.as_deref() != Some(job) || tag.sink_id.as_deref() != Some(sink_id) {
+                continue;
+            }
+            // A line of another input than this run's can stand for no record of this run.
+            if let Some(place) = place_of_line(&tag, inputs).filter(|&at| !covered(at, p)) {
+                let key = (place, tag.line.unwrap_or_default());
+                *out.written.entry(key).or_default() += 1;
             }
         }
         out.looked_from = from;
@@ -177,13 +210,17 @@ impl BadRecordsFile {
     fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
         let mut buf = Vec::new();
         for (seq, b) in (first_seq..).zip(bad) {
-            let key = (b.source.clone(), b.line.clone());
-            if let Some(n) = self.written.get_mut(&key).filter(|n| **n > 0) {
+            let place = place_of(&b.source, &self.inputs);
+            if let Some(n) = place
+                .and_then(|at| self.written.get_mut(&(at, b.line.clone())))
+                .filter(|n| **n > 0)
+            {
                 *n -= 1;
                 continue;
             }
             let line = BadRecordLine {
                 record: b,
+                input: place.map(|(i, _)| self.inputs[i].canonical.as_str()),
                 job: &self.job,
                 sink_id: &self.sink_id,
                 seq,
@@ -209,9 +246,8 @@ impl BadRecordsFile {
             .metadata()
             .map_err(|e| Error::io("read the length of", &self.path, e))?
             .len();
-        let inputs = &self.inputs;
         self.written
-            .retain(|(source, _), n| *n > 0 && !covered(source, inputs, position));
+            .retain(|&(at, _), n| *n > 0 && !covered(at, position));
         position.bad_records_len = Some(match self.written.is_empty() {
             true => len,
             false => self.looked_from,
@@ -242,7 +278,7 @@ impl BadRecords {
         restored: Option<&SourcePosition>,
         job: &str,
         sink_id: &str,
-        inputs: Vec<String>,
+        inputs: Vec<InputName>,
     ) -> Result<(BadRecords, Option<String>)> {
         let Some(path) = path else {
             return Ok((BadRecords(None), None));
@@ -305,9 +341,17 @@ mod tests {
         }
     }
 
-    /// The job's one input, as its bad records name it.
-    fn inputs() -> Vec<String> {
-        vec!["in.jsonl".into()]
+    /// The job's one input, named as its bad records name it.
+    fn inputs() -> Vec<InputName> {
+        named("in.jsonl")
+    }
+
+    /// The job's one input, named `display`.
+    fn named(display: &str) -> Vec<InputName> {
+        vec![InputName {
+            display: display.into(),
+            canonical: "/in.jsonl".into(),
+        }]
     }
 
     /// A checkpoint of a job that read `in.jsonl` up to line `line` and set `bad` records
@@ -325,7 +369,7 @@ mod tests {
                 line,
                 crc32c: None,
             }],
-            records: 0,
+            records: line,
             bad_records: bad,
             bad_records_len: file.map(|_| len),
             bad_records_file: file.and_then(Path::to_str).map(str::to_string),
@@ -446,5 +490,45 @@ mod tests {
     /// The length of the file at `path`.
     fn texts_len(path: &Path) -> u64 {
         std::fs::metadata(path).unwrap().len()
+    }
+
+    /// A killed run that was given the input under another name (`./in.jsonl`): its lines
+    /// are found by the input's canonical path. A killed run's line the resumed run does not
+    /// meet again (it read other bytes there) is passed, and no longer looked for.
+    #[test]
+    fn a_killed_runs_bad_records_are_found_under_any_name_and_passed_ones_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
+        let c0 = position(10, 1, Some(&path), 0);
+        let (mut killed, _) =
+            BadRecordsFile::open(&path, Some(&c0), "j", "s", &named("./in.jsonl")).unwrap();
+        let (a, b) = (bad(12, "{a"), bad(30, "{b"));
+        killed
+            .write(
+                &[bad_named("./in.jsonl", &a), bad_named("./in.jsonl", &b)],
+                2,
+            )
+            .unwrap();
+        drop(killed);
+
+        let (mut resumed, _) = BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+        // `{a` again; at line 30 other bytes this time, with no bad record.
+        resumed.write(&[a], 2).unwrap();
+        assert_eq!(texts(&path).len(), 2, "`{{a` found by its canonical path");
+        let mut c1 = position(20, 2, None, 0);
+        resumed.sync(&mut c1).unwrap();
+        assert_eq!(c1.bad_records_len, Some(0), "`{{b` still ahead");
+        let mut c2 = position(40, 2, None, 0);
+        resumed.sync(&mut c2).unwrap();
+        assert_eq!(c2.bad_records_len, Some(texts_len(&path)), "`{{b` passed");
+    }
+
+    /// `b` as a run that names its input `display` sets it aside.
+    fn bad_named(display: &str, b: &BadRecord) -> BadRecord {
+        let (_, line) = b.source.rsplit_once(':').unwrap();
+        BadRecord {
+            source: format!("{display}:{line}"),
+            ..b.clone()
+        }
     }
 }

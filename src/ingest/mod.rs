@@ -1262,7 +1262,13 @@ impl Ingest {
             restored.as_ref(),
             &job,
             &sink_id,
-            inputs.iter().map(|i| i.display.clone()).collect(),
+            inputs
+                .iter()
+                .map(|i| bad_records::InputName {
+                    display: i.display.clone(),
+                    canonical: i.canonical.clone(),
+                })
+                .collect(),
         )
         .await?;
         if let Some(note) = note {
@@ -1284,8 +1290,8 @@ impl Ingest {
             schema: schema.clone(),
         });
         position.schema = schema.clone();
-        position.bad_records_len = None;
-        position.bad_records_file = None;
+        // A run without a bad-records file writes no line: the checkpoints it takes keep
+        // where the restored one said to look (`bad_records`).
         let mut summary = IngestSummary {
             job: job.clone(),
             status: IngestStatus::Finished,
