@@ -1011,7 +1011,12 @@ fn a_job_that_took_no_record_is_bound_by_nothing_it_read() {
     let args = ingest_args(&[s(&c)], s(&lake), &[]);
     run_ok(&args);
     append(&c, "id,note\n1,a\n2,b\n");
-    run_ok(&args);
+    let o = run_ok(&args);
+    assert!(
+        stderr(&o).contains("grew: reading its inputs from their start"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(ids(&lake), vec![1, 2]);
 
     // A bad record set aside is a record taken: the input is bound.

@@ -1125,9 +1125,13 @@ impl Ingest {
                         .filter(|(_, g)| **g)
                         .map(|(i, _)| i.display.as_str())
                         .collect();
+                    // A job that took no record reads its inputs whole again (below).
+                    let what = match took_none {
+                        true => "reading its inputs from their start, as it took no record yet",
+                        false => "ingesting what was added",
+                    };
                     observer.note(&format!(
-                        "job `{job}` finished at checkpoint {}, and since then `{}` grew: \
-                         ingesting what was added",
+                        "job `{job}` finished at checkpoint {}, and since then `{}` grew: {what}",
                         coordinator.last_checkpoint(),
                         names.join("`, `")
                     ));
