@@ -25,7 +25,8 @@
 //! longer looked for (but a job that took no record at all reads its inputs from their start
 //! again, so every line of its is looked for). A run without `--bad-records` keeps the file
 //! and the place its checkpoint was restored with (it writes no line); a position that
-//! names no bad-records file at all makes a run with one look through the whole file.
+//! names no bad-records file, or another one (a killed run may have written to this one all
+//! the same), makes a run look through the whole file.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -90,6 +91,14 @@ fn place_of_line(tag: &BadRecordTag, inputs: &[InputName]) -> Option<Place> {
     Some((i, line.parse().ok()?))
 }
 
+/// Whether `a` and `b` name the same existing file (`x/../bad.jsonl`, a symbolic link).
+fn same_path(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// The bad-records file of one run, open for appending.
 struct BadRecordsFile {
     file: File,
@@ -152,34 +161,32 @@ impl BadRecordsFile {
             looked_from: len,
             inputs: inputs.to_vec(),
         };
-        let Some(p) = restored.filter(|p| {
-            p.bad_records_file.is_none() || p.bad_records_file.as_deref() == path.to_str()
-        }) else {
+        let Some(p) = restored else {
             return Ok((out, None));
         };
-        // No file named: the whole file (a run without one took the checkpoint).
-        let checkpointed_len = match p.bad_records_file {
-            Some(_) => p.bad_records_len.unwrap_or(0),
-            None => 0,
+        // Where the checkpoint said to look, if it names this file (under any spelling) and
+        // the file did not get shorter (then it is another file by the same name); otherwise
+        // the whole file: another file was named (a killed run may have written this one),
+        // or none (no run of the job had one). The tags decide what is the job's.
+        let same_file = p
+            .bad_records_file
+            .as_deref()
+            .is_some_and(|f| Some(f) == path.to_str() || same_path(Path::new(f), path));
+        let from = match p.bad_records_len {
+            Some(n) if same_file && n <= len => n,
+            _ => 0,
         };
-        if p.read.is_empty() {
+        if p.version == 1 || p.read.is_empty() {
             // Version 1 positions come with untagged lines.
-            let note = (len > checkpointed_len).then(|| {
+            let note = (len > from).then(|| {
                 format!(
-                    "`{}` may list bad records after byte {checkpointed_len} twice: job `{job}` \
-                     was checkpointed by an older filesink",
+                    "`{}` may list bad records after byte {from} twice: job `{job}` was \
+                     checkpointed by an older filesink",
                     path.display(),
                 )
             });
             return Ok((out, note));
         }
-        // Lines after the checkpointed length, or all of them in a file that got shorter (then
-        // it is another file by the same name).
-        let from = if len >= checkpointed_len {
-            checkpointed_len
-        } else {
-            0
-        };
         let mut reader = BufReader::new(&out.file);
         reader.seek(SeekFrom::Start(from)).map_err(err)?;
         let job_key = format!("\"job\":{}", serde_json::Value::from(job));
@@ -529,6 +536,27 @@ mod tests {
         BadRecord {
             source: format!("{display}:{line}"),
             ..b.clone()
+        }
+    }
+
+    /// Killed runs that wrote to this file while the checkpoint named another one, or the
+    /// same one under another spelling: their lines are found all the same.
+    #[test]
+    fn a_killed_runs_bad_records_are_found_whatever_file_the_checkpoint_names() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let path = dir.path().join("bad.jsonl");
+        let other = dir.path().join("other.jsonl");
+        let spelled = dir.path().join("sub/../bad.jsonl");
+        let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s", &inputs()).unwrap();
+        killed.write(&[bad(12, "{a")], 1).unwrap();
+        drop(killed);
+        for (named, what) in [(&other, "another file"), (&spelled, "another spelling")] {
+            let c0 = position(10, 0, Some(named), 0);
+            let (mut resumed, _) =
+                BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+            resumed.write(&[bad(12, "{a")], 1).unwrap();
+            assert_eq!(texts(&path).len(), 1, "{what}");
         }
     }
 }
