@@ -26,7 +26,11 @@
 //! again, so every line of its is looked for). A run without `--bad-records` keeps the file
 //! and the place its checkpoint was restored with (it writes no line); a position that
 //! names no bad-records file, or another one (a killed run may have written to this one all
-//! the same), makes a run look through the whole file.
+//! the same), makes a run look through the whole file; so does a file whose bytes before that
+//! place are not those the checkpoint saw (`bad_records_tail`: truncated or replaced by an
+//! operator, and grown again). A line another writer of the file left cut short (killed, out
+//! of space) is ended before a run appends; a file a run creates has its directory made
+//! durable, as its lines are at every checkpoint.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -91,6 +95,23 @@ fn place_of_line(tag: &BadRecordTag, inputs: &[InputName]) -> Option<Place> {
     Some((i, line.parse().ok()?))
 }
 
+/// Bytes before a checkpoint's place in the file that identify what it looked at.
+const TAIL_BYTES: u64 = 4096;
+
+/// CRC-32C of the (up to [`TAIL_BYTES`]) bytes of `file` before `at`.
+fn tail_crc(file: &File, at: u64) -> std::io::Result<u32> {
+    let start = at.saturating_sub(TAIL_BYTES);
+    let mut buf = vec![0u8; (at - start) as usize];
+    file.read_exact_at(&mut buf, start)?;
+    Ok(crc32c::crc32c(&buf))
+}
+
+/// Whether the bytes of `file` before `at` are those a checkpoint saw (`tail`, none
+/// recorded by an older filesink: taken as the same).
+fn tail_is(file: &File, at: u64, tail: Option<u32>) -> bool {
+    tail.is_none_or(|want| tail_crc(file, at).is_ok_and(|crc| crc == want))
+}
+
 /// Whether `a` and `b` name the same existing file (`x/../bad.jsonl`, a symbolic link).
 fn same_path(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
@@ -137,21 +158,23 @@ impl BadRecordsFile {
         inputs: &[InputName],
     ) -> Result<(BadRecordsFile, Option<String>)> {
         let err = |e| Error::io("open", path, e);
-        let mut file = OpenOptions::new()
+        let existed = std::fs::symlink_metadata(path).is_ok();
+        let file = OpenOptions::new()
             .create(true)
             .read(true)
             .append(true)
             .open(path)
             .map_err(err)?;
-        let len = file.metadata().map_err(err)?.len();
-        if len > 0 {
-            // A line cut short by a crash: end it, so that the next line is whole.
-            let mut last = [0u8];
-            file.read_exact_at(&mut last, len - 1).map_err(err)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n").map_err(err)?;
-            }
+        if !existed {
+            // The new name must outlive a power cut as its lines do (each checkpoint counts
+            // them): its directory is made durable too.
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            crate::storage::local::fs::sync_dir(dir).map_err(|e| Error::fsync(dir, e))?;
         }
+        let len = file.metadata().map_err(err)?.len();
         let mut out = BadRecordsFile {
             file,
             path: path.to_path_buf(),
@@ -173,10 +196,10 @@ impl BadRecordsFile {
             .as_deref()
             .is_some_and(|f| Some(f) == path.to_str() || same_path(Path::new(f), path));
         let from = match p.bad_records_len {
-            Some(n) if same_file && n <= len => n,
+            Some(n) if same_file && n <= len && tail_is(&out.file, n, p.bad_records_tail) => n,
             _ => 0,
         };
-        if p.version == 1 || p.read.is_empty() {
+        if p.read.is_empty() {
             // Version 1 positions come with untagged lines.
             let note = (len > from).then(|| {
                 format!(
@@ -216,6 +239,22 @@ impl BadRecordsFile {
     /// written (a line of the same place and text, each line taken once).
     fn write(&mut self, bad: &[BadRecord], first_seq: u64) -> Result<()> {
         let mut buf = Vec::new();
+        // A line another writer left cut short (killed, or out of space): end it, so that
+        // this run's first line is whole.
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("read the length of", &self.path, e))?
+            .len();
+        if len > 0 {
+            let mut last = [0u8];
+            self.file
+                .read_exact_at(&mut last, len - 1)
+                .map_err(|e| Error::io("read", &self.path, e))?;
+            if last[0] != b'\n' {
+                buf.push(b'\n');
+            }
+        }
         for (seq, b) in (first_seq..).zip(bad) {
             let place = place_of(&b.source, &self.inputs);
             if let Some(n) = place
@@ -255,11 +294,14 @@ impl BadRecordsFile {
             .len();
         self.written
             .retain(|&(at, _), n| *n > 0 && !covered(at, position));
-        position.bad_records_len = Some(match self.written.is_empty() {
+        let at = match self.written.is_empty() {
             true => len,
             false => self.looked_from,
-        });
+        };
+        position.bad_records_len = Some(at);
         position.bad_records_file = self.path.to_str().map(str::to_string);
+        position.bad_records_tail =
+            Some(tail_crc(&self.file, at).map_err(|e| Error::io("read", &self.path, e))?);
         Ok(())
     }
 }
@@ -380,6 +422,7 @@ mod tests {
             bad_records: bad,
             bad_records_len: file.map(|_| len),
             bad_records_file: file.and_then(Path::to_str).map(str::to_string),
+            bad_records_tail: None,
             schema: arrow::datatypes::Schema::empty(),
         }
     }
@@ -413,6 +456,7 @@ mod tests {
             bad_records: 0,
             bad_records_len: Some(0),
             bad_records_file: path.to_str().map(str::to_string),
+            bad_records_tail: None,
             schema: arrow::datatypes::Schema::empty(),
         };
         let run = |records: &[(u64, &str)]| {
@@ -558,5 +602,41 @@ mod tests {
             resumed.write(&[bad(12, "{a")], 1).unwrap();
             assert_eq!(texts(&path).len(), 1, "{what}");
         }
+    }
+
+    /// The file truncated by an operator after a checkpoint, then grown past the checkpoint's
+    /// place by a killed run: the resumed run looks through all of it. A line another writer
+    /// left cut short does not swallow the next one.
+    #[test]
+    fn a_truncated_file_is_looked_through_and_a_cut_line_is_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
+        let (mut first, _) = BadRecordsFile::open(&path, None, "j", "s", &inputs()).unwrap();
+        first.write(&[bad(3, "{z")], 1).unwrap();
+        let mut c0 = position(5, 1, None, 0);
+        first.sync(&mut c0).unwrap();
+        drop(first);
+        std::fs::write(&path, "").unwrap();
+        let (mut killed, _) = BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+        let long = "{".repeat(300);
+        killed.write(&[bad(8, &long), bad(9, "{b")], 2).unwrap();
+        drop(killed);
+        assert!(texts_len(&path) > c0.bad_records_len.unwrap());
+        let (mut resumed, _) = BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+        resumed.write(&[bad(8, &long), bad(9, "{b")], 2).unwrap();
+        assert_eq!(texts(&path).len(), 2, "found from the start");
+
+        // Another job's line, cut short.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"source\":\"x:1\",\"li").unwrap();
+        drop(f);
+        resumed.write(&[bad(11, "{c")], 4).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let last = text.lines().last().unwrap();
+        let v: serde_json::Value = serde_json::from_str(last).unwrap();
+        assert_eq!(v["line"], "{c");
     }
 }

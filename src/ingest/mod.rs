@@ -1291,6 +1291,7 @@ impl Ingest {
             bad_records: 0,
             bad_records_len: None,
             bad_records_file: None,
+            bad_records_tail: None,
             schema: schema.clone(),
         });
         position.schema = schema.clone();

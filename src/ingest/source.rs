@@ -527,6 +527,10 @@ pub struct SourcePosition {
     /// The absolute path of that `--bad-records` file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bad_records_file: Option<String>,
+    /// CRC-32C of the (up to 4 KiB) bytes of that file before `bad_records_len`: a file
+    /// truncated or replaced since, and grown past that length again, is told apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bad_records_tail: Option<u32>,
     /// The schema every record is decoded with.
     pub schema: Schema,
 }
@@ -3636,6 +3640,7 @@ mod tests {
             bad_records: 0,
             bad_records_len: None,
             bad_records_file: None,
+            bad_records_tail: None,
             schema: Schema::new(vec![arrow::datatypes::Field::new(
                 "id",
                 arrow::datatypes::DataType::Int64,
