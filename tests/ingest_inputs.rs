@@ -825,8 +825,23 @@ fn a_position_without_checksums_resumes_with_a_warning() {
     assert_eq!(ids(&lake), (0..1300).collect::<Vec<_>>());
     rewrite_as_version_1(&lake);
     fs::write(&b, format!("{}{}", recs(1100..1400), recs(1400..1450))).unwrap();
-    let o = run_ok(&args);
+    // A bad-records file with an untagged line, as an older filesink wrote them: the run
+    // says it cannot tell whether it lists a record twice.
+    let bad = dir.path().join("bad.jsonl");
+    fs::write(
+        &bad,
+        "{\"source\":\"b.jsonl:201\",\"line\":\"{\",\"error\":\"e\"}\n",
+    )
+    .unwrap();
+    let mut with_bad = args.clone();
+    with_bad.extend(["--bad-records", s(&bad)]);
+    let o = run_ok(&with_bad);
     assert!(stderr(&o).contains("older filesink"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("may list bad records"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(ids(&lake), (0..1450).collect::<Vec<_>>());
     // The position it wrote has checksums: a later change is caught.
     replace(&b, &recs(5000..5400));

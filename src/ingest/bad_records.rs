@@ -148,32 +148,30 @@ fn covered((i, line): Place, position: &SourcePosition) -> bool {
 impl BadRecordsFile {
     /// Opens `path` for appending; it is never cut back. When resuming a job (`restored`),
     /// notes the bad records after the restored checkpoint that are in the file already, so
-    /// that the replayed interval does not list them twice. `inputs` are the job's inputs.
-    /// Returns with the file what an operator should know, if anything.
+    /// that the replayed interval does not list them twice (`legacy`: `restored` was written
+    /// by a filesink that did not tag its lines). `inputs` are the job's inputs. Returns with
+    /// the file what an operator should know, if anything.
     fn open(
         path: &Path,
         restored: Option<&SourcePosition>,
+        legacy: bool,
         job: &str,
         sink_id: &str,
         inputs: &[InputName],
     ) -> Result<(BadRecordsFile, Option<String>)> {
         let err = |e| Error::io("open", path, e);
-        let existed = std::fs::symlink_metadata(path).is_ok();
         let file = OpenOptions::new()
             .create(true)
             .read(true)
             .append(true)
             .open(path)
             .map_err(err)?;
-        if !existed {
-            // The new name must outlive a power cut as its lines do (each checkpoint counts
-            // them): its directory is made durable too.
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            crate::storage::local::fs::sync_dir(dir).map_err(|e| Error::fsync(dir, e))?;
-        }
+        // The file's name must outlive a power cut as its lines do (each checkpoint counts
+        // them): its directory is made durable too, once a run (a run that created it may
+        // have been killed before).
+        let real = std::fs::canonicalize(path).map_err(err)?;
+        let dir = real.parent().unwrap_or(Path::new("/"));
+        crate::storage::local::fs::sync_dir(dir).map_err(|e| Error::fsync(dir, e))?;
         let len = file.metadata().map_err(err)?.len();
         let mut out = BadRecordsFile {
             file,
@@ -199,7 +197,7 @@ impl BadRecordsFile {
             Some(n) if same_file && n <= len && tail_is(&out.file, n, p.bad_records_tail) => n,
             _ => 0,
         };
-        if p.read.is_empty() {
+        if legacy {
             // Version 1 positions come with untagged lines.
             let note = (len > from).then(|| {
                 format!(
@@ -298,10 +296,14 @@ impl BadRecordsFile {
             true => len,
             false => self.looked_from,
         };
+        // Cut short under the run (an operator truncated it): the next run looks through it all.
+        let (at, tail) = match tail_crc(&self.file, at) {
+            Ok(crc) => (at, crc),
+            Err(_) => (0, crc32c::crc32c(&[])),
+        };
         position.bad_records_len = Some(at);
         position.bad_records_file = self.path.to_str().map(str::to_string);
-        position.bad_records_tail =
-            Some(tail_crc(&self.file, at).map_err(|e| Error::io("read", &self.path, e))?);
+        position.bad_records_tail = Some(tail);
         Ok(())
     }
 }
@@ -325,6 +327,7 @@ impl BadRecords {
     pub(crate) async fn open(
         path: Option<&Path>,
         restored: Option<&SourcePosition>,
+        legacy: bool,
         job: &str,
         sink_id: &str,
         inputs: Vec<InputName>,
@@ -335,7 +338,7 @@ impl BadRecords {
         let (path, job, sink_id) = (path.to_path_buf(), job.to_string(), sink_id.to_string());
         let restored = restored.cloned();
         let (file, note) = on_thread(move || {
-            BadRecordsFile::open(&path, restored.as_ref(), &job, &sink_id, &inputs)
+            BadRecordsFile::open(&path, restored.as_ref(), legacy, &job, &sink_id, &inputs)
         })
         .await??;
         Ok((BadRecords(Some(file)), note))
@@ -461,11 +464,12 @@ mod tests {
         };
         let run = |records: &[(u64, &str)]| {
             let (mut f, _) =
-                BadRecordsFile::open(&path, Some(&restored), "j", "s", &inputs()).unwrap();
+                BadRecordsFile::open(&path, Some(&restored), false, "j", "s", &inputs()).unwrap();
             let bad: Vec<BadRecord> = records.iter().map(|(at, r)| bad(*at, r)).collect();
             f.write(&bad, 1).unwrap();
         };
-        let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s", &inputs()).unwrap();
+        let (mut killed, _) =
+            BadRecordsFile::open(&path, None, false, "j", "s", &inputs()).unwrap();
         killed.write(&[bad(3, "{a"), bad(7, "{b")], 1).unwrap();
         drop(killed);
 
@@ -488,7 +492,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.jsonl");
         let open = |p: Option<&SourcePosition>| {
-            BadRecordsFile::open(&path, p, "j", "s", &inputs())
+            BadRecordsFile::open(&path, p, false, "j", "s", &inputs())
                 .unwrap()
                 .0
         };
@@ -552,7 +556,7 @@ mod tests {
         let path = dir.path().join("bad.jsonl");
         let c0 = position(10, 1, Some(&path), 0);
         let (mut killed, _) =
-            BadRecordsFile::open(&path, Some(&c0), "j", "s", &named("./in.jsonl")).unwrap();
+            BadRecordsFile::open(&path, Some(&c0), false, "j", "s", &named("./in.jsonl")).unwrap();
         let (a, b) = (bad(12, "{a"), bad(30, "{b"));
         killed
             .write(
@@ -562,7 +566,8 @@ mod tests {
             .unwrap();
         drop(killed);
 
-        let (mut resumed, _) = BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+        let (mut resumed, _) =
+            BadRecordsFile::open(&path, Some(&c0), false, "j", "s", &inputs()).unwrap();
         // `{a` again; at line 30 other bytes this time, with no bad record.
         resumed.write(&[a], 2).unwrap();
         assert_eq!(texts(&path).len(), 2, "`{{a` found by its canonical path");
@@ -592,13 +597,14 @@ mod tests {
         let path = dir.path().join("bad.jsonl");
         let other = dir.path().join("other.jsonl");
         let spelled = dir.path().join("sub/../bad.jsonl");
-        let (mut killed, _) = BadRecordsFile::open(&path, None, "j", "s", &inputs()).unwrap();
+        let (mut killed, _) =
+            BadRecordsFile::open(&path, None, false, "j", "s", &inputs()).unwrap();
         killed.write(&[bad(12, "{a")], 1).unwrap();
         drop(killed);
         for (named, what) in [(&other, "another file"), (&spelled, "another spelling")] {
             let c0 = position(10, 0, Some(named), 0);
             let (mut resumed, _) =
-                BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+                BadRecordsFile::open(&path, Some(&c0), false, "j", "s", &inputs()).unwrap();
             resumed.write(&[bad(12, "{a")], 1).unwrap();
             assert_eq!(texts(&path).len(), 1, "{what}");
         }
@@ -611,18 +617,20 @@ mod tests {
     fn a_truncated_file_is_looked_through_and_a_cut_line_is_ended() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.jsonl");
-        let (mut first, _) = BadRecordsFile::open(&path, None, "j", "s", &inputs()).unwrap();
+        let (mut first, _) = BadRecordsFile::open(&path, None, false, "j", "s", &inputs()).unwrap();
         first.write(&[bad(3, "{z")], 1).unwrap();
         let mut c0 = position(5, 1, None, 0);
         first.sync(&mut c0).unwrap();
         drop(first);
         std::fs::write(&path, "").unwrap();
-        let (mut killed, _) = BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+        let (mut killed, _) =
+            BadRecordsFile::open(&path, Some(&c0), false, "j", "s", &inputs()).unwrap();
         let long = "{".repeat(300);
         killed.write(&[bad(8, &long), bad(9, "{b")], 2).unwrap();
         drop(killed);
         assert!(texts_len(&path) > c0.bad_records_len.unwrap());
-        let (mut resumed, _) = BadRecordsFile::open(&path, Some(&c0), "j", "s", &inputs()).unwrap();
+        let (mut resumed, _) =
+            BadRecordsFile::open(&path, Some(&c0), false, "j", "s", &inputs()).unwrap();
         resumed.write(&[bad(8, &long), bad(9, "{b")], 2).unwrap();
         assert_eq!(texts(&path).len(), 2, "found from the start");
 

@@ -1050,6 +1050,8 @@ impl Ingest {
             .source_position::<serde_json::Value>()?
             .map(|v| SourcePosition::from_json(&job, &v))
             .transpose()?;
+        // A position of an older filesink, which recorded no read prefixes (filled in below).
+        let legacy = restored.as_ref().is_some_and(|p| p.read.is_empty());
         // A finished job is read again for its files that grew, and for a stream (standard
         // input, a reader), which is read again to tell (below).
         let finished_before = coordinator.is_finished();
@@ -1264,6 +1266,7 @@ impl Ingest {
         let (mut bad_file, note) = BadRecords::open(
             bad_records_path.as_deref(),
             restored.as_ref(),
+            legacy,
             &job,
             &sink_id,
             inputs
