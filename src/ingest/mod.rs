@@ -625,9 +625,9 @@ impl Ingest {
     /// Appends malformed records to the file at `path` and goes on; by default the first
     /// malformed record stops the run. The file holds JSON lines
     /// `{"source":"file:line","line":…,"error":…,"input":…,"job":…,"sink_id":…,"seq":…}`
-    /// (`input`: the input's canonical path; `seq`: the job's n-th bad record). Several jobs may share the file; nothing in it is ever removed,
-    /// and a resumed job lists each of its bad records once. It must be outside the lake and
-    /// not be one of the inputs.
+    /// (`input`: the input's canonical path; `seq`: the job's n-th bad record). Several jobs
+    /// may share the file; nothing in it is ever removed, and a resumed job lists each of its
+    /// bad records once. It must be outside the lake and not be one of the inputs.
     pub fn bad_records(mut self, path: impl Into<PathBuf>) -> Ingest {
         self.bad_records = Some(path.into());
         self
