@@ -786,22 +786,35 @@ fn a_slow_input_becomes_visible_within_an_interval() {
 
 /// Rewrites the latest manifest of the only job in `lake` as a build that recorded no
 /// checksums (source position version 1) would have written it.
-fn rewrite_as_version_1(lake: &Path) {
+/// The latest manifest of the lake's one job.
+fn latest_manifest(lake: &Path) -> PathBuf {
     let jobs = lake.join("_filesink/jobs");
     let job = fs::read_dir(&jobs).unwrap().next().unwrap().unwrap().path();
-    let mut manifests: Vec<PathBuf> = fs::read_dir(job.join("checkpoints"))
+    fs::read_dir(job.join("checkpoints"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    manifests.sort();
-    let latest = manifests.pop().unwrap();
+        .max()
+        .unwrap()
+}
+
+fn rewrite_as_version_1(lake: &Path) {
+    let latest = latest_manifest(lake);
     let bytes = fs::read(&latest).unwrap();
     let mut m = filesink::checkpoint::Manifest::decode(s(&latest), &bytes, None).unwrap();
     let p = m.source_position.as_object_mut().unwrap();
     assert!(p.remove("read").is_some(), "{p:?}");
     p.insert("version".into(), 1.into());
     fs::write(&latest, m.encode()).unwrap();
+}
+
+/// The source position of the latest manifest of the lake's one job.
+fn latest_position(lake: &Path) -> Value {
+    let latest = latest_manifest(lake);
+    let bytes = fs::read(&latest).unwrap();
+    filesink::checkpoint::Manifest::decode(s(&latest), &bytes, None)
+        .unwrap()
+        .source_position
 }
 
 #[test]
@@ -841,6 +854,11 @@ fn a_position_without_checksums_resumes_with_a_warning() {
         stderr(&o).contains("may list bad records"),
         "{}",
         stderr(&o)
+    );
+    assert_eq!(
+        latest_position(&lake)["version"],
+        2,
+        "the position written now has read prefixes, and says so"
     );
     assert_eq!(ids(&lake), (0..1450).collect::<Vec<_>>());
     // The position it wrote has checksums: a later change is caught.

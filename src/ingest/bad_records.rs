@@ -9,10 +9,9 @@
 //! its next checkpoint leaves them there, and the resumed run, which reads the same records
 //! again, finds them by their tags (`job`, `sink_id`) and their place and text (`input`, the
 //! line number of `source`, and `line`), and does not write them twice: under whatever name
-//! each run was given the input. Not by number: the numbers within
-//! a chunk follow its kinds of error (malformed records first), so another cut of the chunks
-//! numbers the same records otherwise; line numbers count from the start of the input,
-//! whatever the cut. A record of the resumed run that the killed run did not write at that
+//! each run was given the input. Not by number: the numbers within a chunk follow its kinds
+//! of error (malformed records first), so another cut of the chunks numbers the same records
+//! otherwise; line numbers count from the start of the input, whatever the cut. A record of the resumed run that the killed run did not write at that
 //! place (the job read other bytes after its checkpoint: another stream, or inputs read from
 //! their start by a job that had taken no record) is written; the killed run's line stays,
 //! naming bytes no checkpoint took.

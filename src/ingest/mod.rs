@@ -1298,6 +1298,11 @@ impl Ingest {
             schema: schema.clone(),
         });
         position.schema = schema.clone();
+        // Restored from an older layout (version 1, no read prefixes), the position this run
+        // writes has the current one: it says so.
+        position.version = position
+            .version
+            .max(SourcePosition::version_for(time_by.as_ref()));
         // A run without a bad-records file writes no line: the checkpoints it takes keep
         // where the restored one said to look (`bad_records`).
         let mut summary = IngestSummary {
