@@ -75,9 +75,13 @@ pub(crate) struct InputName {
 type Place = (usize, u64);
 
 /// The place of the bad record at `source` (`input:line`, the input as this run names it).
-fn place_of(source: &str, inputs: &[InputName]) -> Option<Place> {
+/// With `canonical`, the input is the one of that canonical path instead.
+fn place_of(source: &str, canonical: Option<&str>, inputs: &[InputName]) -> Option<Place> {
     let (display, line) = source.rsplit_once(':')?;
-    let i = inputs.iter().position(|n| n.display == display)?;
+    let i = match canonical {
+        Some(c) => inputs.iter().position(|n| n.canonical == c)?,
+        None => inputs.iter().position(|n| n.display == display)?,
+    };
     Some((i, line.parse().ok()?))
 }
 
@@ -85,13 +89,7 @@ fn place_of(source: &str, inputs: &[InputName]) -> Option<Place> {
 /// filesink has none: by the name this run gives the input); `None` for a line of none of
 /// this run's inputs.
 fn place_of_line(tag: &BadRecordTag, inputs: &[InputName]) -> Option<Place> {
-    let source = tag.source.as_deref()?;
-    let Some(canonical) = &tag.input else {
-        return place_of(source, inputs);
-    };
-    let (_, line) = source.rsplit_once(':')?;
-    let i = inputs.iter().position(|n| &n.canonical == canonical)?;
-    Some((i, line.parse().ok()?))
+    place_of(tag.source.as_deref()?, tag.input.as_deref(), inputs)
 }
 
 /// Bytes before a checkpoint's place in the file that identify what it looked at.
@@ -253,7 +251,7 @@ impl BadRecordsFile {
             }
         }
         for (seq, b) in (first_seq..).zip(bad) {
-            let place = place_of(&b.source, &self.inputs);
+            let place = place_of(&b.source, None, &self.inputs);
             if let Some(n) = place
                 .and_then(|at| self.written.get_mut(&(at, b.line.clone())))
                 .filter(|n| **n > 0)
@@ -446,20 +444,10 @@ mod tests {
     fn a_bad_record_is_skipped_only_when_the_same_one_was_written() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.jsonl");
+        // A job that took no record yet.
         let restored = SourcePosition {
-            version: SourcePosition::VERSION,
-            inputs: vec!["/in.jsonl".into()],
-            input_format: InputFormat::Jsonl,
-            partition_by: Vec::new(),
-            partition_by_time: None,
-            cursor: Cursor::START,
-            read: vec![Prefix::START],
             records: 0,
-            bad_records: 0,
-            bad_records_len: Some(0),
-            bad_records_file: path.to_str().map(str::to_string),
-            bad_records_tail: None,
-            schema: arrow::datatypes::Schema::empty(),
+            ..position(1, 0, Some(&path), 0)
         };
         let run = |records: &[(u64, &str)]| {
             let (mut f, _) =
@@ -499,7 +487,7 @@ mod tests {
         first.write(&[bad(1, "{z")], 1).unwrap();
         let mut c0 = position(2, 1, None, 0);
         first.sync(&mut c0).unwrap();
-        assert_eq!(c0.bad_records_len, Some(texts_len(&path)));
+        assert_eq!(c0.bad_records_len, Some(file_len(&path)));
         // The killed run numbered them its way: `{c` first.
         first
             .write(&[bad(9, "{c"), bad(3, "{a"), bad(7, "{b")], 2)
@@ -522,7 +510,7 @@ mod tests {
         // Past them all: the next checkpoint looks from the end.
         let mut c2 = position(12, 4, None, 0);
         third.sync(&mut c2).unwrap();
-        assert_eq!(c2.bad_records_len, Some(texts_len(&path)));
+        assert_eq!(c2.bad_records_len, Some(file_len(&path)));
         drop(third);
 
         // A checkpoint without a bad-records file (a run without `--bad-records`, stopped by
@@ -542,7 +530,7 @@ mod tests {
     }
 
     /// The length of the file at `path`.
-    fn texts_len(path: &Path) -> u64 {
+    fn file_len(path: &Path) -> u64 {
         std::fs::metadata(path).unwrap().len()
     }
 
@@ -575,7 +563,7 @@ mod tests {
         assert_eq!(c1.bad_records_len, Some(0), "`{{b` still ahead");
         let mut c2 = position(40, 2, None, 0);
         resumed.sync(&mut c2).unwrap();
-        assert_eq!(c2.bad_records_len, Some(texts_len(&path)), "`{{b` passed");
+        assert_eq!(c2.bad_records_len, Some(file_len(&path)), "`{{b` passed");
     }
 
     /// `b` as a run that names its input `display` sets it aside.
@@ -627,7 +615,7 @@ mod tests {
         let long = "{".repeat(300);
         killed.write(&[bad(8, &long), bad(9, "{b")], 2).unwrap();
         drop(killed);
-        assert!(texts_len(&path) > c0.bad_records_len.unwrap());
+        assert!(file_len(&path) > c0.bad_records_len.unwrap());
         let (mut resumed, _) =
             BadRecordsFile::open(&path, Some(&c0), false, "j", "s", &inputs()).unwrap();
         resumed.write(&[bad(8, &long), bad(9, "{b")], 2).unwrap();
