@@ -805,6 +805,94 @@ fn a_csv_column_empty_in_the_first_records_keeps_its_later_values() {
     assert!(!lake.exists());
 }
 
+/// CSV follows the typing rule of JSON input: a date or a timestamp that its column would
+/// cut (a fraction below a timestamp's unit, a date-time in a date column) is a bad record,
+/// never stored shortened; types outside the rule are refused in `--schema`.
+#[test]
+fn a_csv_value_that_does_not_fit_its_column_is_a_bad_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec!["id,ts,ms,day".to_string()];
+    // The first 1000 records type the columns: Int64, Timestamp(Second),
+    // Timestamp(Millisecond), Date32.
+    for i in 0..1000 {
+        lines.push(format!(
+            "{i},2024-01-01 10:00:{:02},2024-01-01T10:00:00.123,2024-01-02",
+            i % 60
+        ));
+    }
+    let later = [
+        "1000,2024-01-01 10:00:00.750,2024-01-01T10:00:00.123,2024-01-02",
+        "1001,2024-01-01 10:00:00,2024-01-01T10:00:00.1234,2024-01-02",
+        "1002,2024-01-01 10:00:00,2024-01-01T10:00:00.123,2024-01-01T23:30:00-05:00",
+        "1003,2024-01-01 10:00:00,2024-01-01T10:00:00.123,2024-01-01 10:00",
+        "1004,2024-01-01T10:00:00+01:00,2024-01-01T10:00:00.5Z,2024-01-03",
+        "1005,,,",
+    ];
+    lines.extend(later.iter().map(|l| l.to_string()));
+    let (_, records, bad) = ingest_collecting(dir.path(), "typed.csv", &lines, &[]);
+    // Header on line 1: record `id` is on line id + 2.
+    assert_eq!(bad, vec![1002, 1003, 1004, 1005]);
+    assert_eq!(records.len(), 1002);
+    let of = |id: i64| records.iter().find(|r| r["id"] == id).unwrap().clone();
+    // A value with an offset is its instant, in UTC; an empty field is null.
+    assert_eq!(of(1004)["ts"], "2024-01-01T09:00:00");
+    assert_eq!(of(1004)["ms"], "2024-01-01T10:00:00.500");
+    assert_eq!(of(1004)["day"], "2024-01-03");
+    assert_eq!(of(1005)["ts"], Value::Null);
+    assert_eq!(of(0)["ms"], "2024-01-01T10:00:00.123");
+
+    // Without --bad-records the run stops at the first, naming its line and column.
+    let input = dir.path().join("typed.csv");
+    let lake = dir.path().join("lake-strict");
+    let o = run_expect(
+        &["ingest", s(&input), "--to", s(&lake), "--format", "jsonl"],
+        EXIT_ERROR,
+    );
+    let err = stderr(&o);
+    assert!(err.contains(":1002") && err.contains("`ts`"), "{err}");
+
+    // Types outside the rule are refused before anything is read or created.
+    for (name, data_type) in [
+        ("decimal", serde_json::json!({"Decimal128": [10, 2]})),
+        ("date64", serde_json::json!("Date64")),
+        ("time", serde_json::json!({"Time32": "Second"})),
+        ("binary", serde_json::json!("Binary")),
+        (
+            "list",
+            serde_json::json!({"List": field("item", "Int64".into(), true)}),
+        ),
+    ] {
+        let schema = dir.path().join(format!("{name}.json"));
+        write_schema(
+            &schema,
+            serde_json::json!([
+                field("id", "Int64".into(), false),
+                field("ts", data_type, true),
+                field("ms", "Utf8".into(), true),
+                field("day", "Utf8".into(), true),
+            ]),
+        );
+        let lake = dir.path().join(format!("lake-{name}"));
+        let o = run_expect(
+            &[
+                "ingest",
+                s(&input),
+                "--to",
+                s(&lake),
+                "--schema",
+                s(&schema),
+            ],
+            EXIT_USAGE,
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains("`ts`") && err.contains("CSV input does not support"),
+            "{name}: {err}"
+        );
+        assert!(!lake.exists(), "{name}");
+    }
+}
+
 #[test]
 fn a_record_level_error_names_its_line_and_goes_to_bad_records() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use arrow::array::builder::PrimitiveBuilder;
 use arrow::array::timezone::Tz;
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef, StringArray};
 use arrow::compute::kernels::cast_utils::string_to_datetime;
 use arrow::datatypes::{
     ArrowPrimitiveType, ArrowTimestampType, DataType, Date32Type, FieldRef, Float32Type,
@@ -257,6 +257,43 @@ pub(super) fn date32_from_str(s: &str) -> Result<i32, String> {
         .filter(|_| s.len() >= 10)
         .and_then(|d| i32::try_from((d - epoch).num_days()).ok())
         .ok_or_else(|| format!("\"{s}\" is not a date YYYY-MM-DD (column type Date32)"))
+}
+
+/// A column of type `dt` (`Date32` or `Timestamp`) from text, each value parsed by the rule
+/// for JSON strings (a null stays null): the typing rule of CSV input too.
+pub(super) fn typed_from_text(text: &StringArray, dt: &DataType) -> Result<ArrayRef, String> {
+    fn each<T: ArrowPrimitiveType>(
+        text: &StringArray,
+        dt: &DataType,
+        parse: impl Fn(&str) -> Result<T::Native, String>,
+    ) -> Result<ArrayRef, String> {
+        let mut b = PrimitiveBuilder::<T>::with_capacity(text.len()).with_data_type(dt.clone());
+        for v in text.iter() {
+            match v {
+                None => b.append_null(),
+                Some(s) => b.append_value(parse(s)?),
+            }
+        }
+        Ok(Arc::new(b.finish()))
+    }
+    match dt {
+        DataType::Date32 => each::<Date32Type>(text, dt, date32_from_str),
+        DataType::Timestamp(unit, tz) => {
+            let tz: Tz = tz
+                .as_deref()
+                .unwrap_or("+00:00")
+                .parse()
+                .map_err(|e| format!("{dt}: {e}"))?;
+            let parse = |s: &str| timestamp_from_str(&tz, *unit, dt, s);
+            match unit {
+                TimeUnit::Second => each::<TimestampSecondType>(text, dt, parse),
+                TimeUnit::Millisecond => each::<TimestampMillisecondType>(text, dt, parse),
+                TimeUnit::Microsecond => each::<TimestampMicrosecondType>(text, dt, parse),
+                TimeUnit::Nanosecond => each::<TimestampNanosecondType>(text, dt, parse),
+            }
+        }
+        other => Err(format!("column type {other} is not read from text here")),
+    }
 }
 
 /// `Date32` from strings `YYYY-MM-DD`.

@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arrow::array::BooleanArray;
+use arrow::array::{AsArray, BooleanArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
@@ -53,7 +53,7 @@ mod ranges;
 pub use ranges::{Lane, LaneNext, Ranges};
 
 use super::flat_json::FlatJson;
-use super::json_types::{refine_inferred, StrictJson};
+use super::json_types::{self, refine_inferred, StrictJson};
 use crate::bucket::{BucketAssigner, BucketId};
 use crate::error::{Error, Result};
 
@@ -1628,21 +1628,63 @@ fn csv_text_where_empty(schema: Schema) -> Schema {
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
-/// Refuses a schema with a column of type `Null` for CSV input: the CSV decoder drops every
-/// value of such a column.
-pub fn check_csv_schema(schema: &Schema) -> std::result::Result<(), String> {
-    match schema
+/// The schema Arrow's CSV decoder reads with: text for the columns whose values
+/// [`Decoder::csv_typed`] checks and converts itself (`Null`, `Date32`, `Timestamp`).
+fn csv_read_schema(schema: &Schema) -> Schema {
+    let fields: Vec<Field> = schema
         .fields()
         .iter()
-        .find(|f| f.data_type() == &DataType::Null)
-    {
-        Some(f) => Err(format!(
-            "column `{}` has type Null, which holds no CSV value (every value in it would be \
-             dropped); give it a type such as Utf8",
-            f.name()
-        )),
-        None => Ok(()),
+        .map(|f| match f.data_type() {
+            DataType::Null | DataType::Date32 | DataType::Timestamp(_, _) => {
+                Field::new(f.name(), DataType::Utf8, true)
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// Checks that every column of `schema` has a type the typing rule of CSV input covers (the
+/// scalar types of JSON input's rule, [`json_types::check_schema`]; a CSV value is never a
+/// list or a struct): the error names the first that does not. `Null` is refused too: the
+/// CSV decoder drops every value of such a column.
+pub fn check_csv_schema(schema: &Schema) -> std::result::Result<(), String> {
+    for f in schema.fields() {
+        match f.data_type() {
+            DataType::Null => {
+                return Err(format!(
+                    "column `{}` has type Null, which holds no CSV value (every value in it \
+                     would be dropped); give it a type such as Utf8",
+                    f.name()
+                ))
+            }
+            DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Date32
+            | DataType::Timestamp(_, _) => {}
+            other => {
+                return Err(format!(
+                    "column `{}` has type {other}, which CSV input does not support \
+                     (supported: Boolean, Int8..Int64, UInt8..UInt64, Float32, Float64, Utf8, \
+                     LargeUtf8, Date32, Timestamp)",
+                    f.name()
+                ))
+            }
+        }
     }
+    // The time zone of a timestamp column, as JSON input's rule checks it.
+    json_types::check_schema(schema)
 }
 
 /// The keys of a JSON object in the order they appear (a `serde_json::Value` sorts them).
@@ -2575,7 +2617,7 @@ impl Decoder {
         let (batch, decoder) = Self::decode_with(decoder, buf)?;
         *self.reused.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((decoder, rows));
         let batch = match batch {
-            Some(b) if self.format == InputFormat::Csv => self.csv_nulls(b)?,
+            Some(b) if self.format == InputFormat::Csv => self.csv_typed(b)?,
             Some(b) => b,
             None => RecordBatch::new_empty(self.schema.clone()),
         };
@@ -2589,26 +2631,42 @@ impl Decoder {
         Ok(batch)
     }
 
-    /// `batch`, decoded from CSV with text for the schema's `Null` columns (Arrow's CSV
-    /// decoder drops every value of a `Null` column), back in the schema: an error if a record
-    /// has a value in one of them, which a `Null` column cannot hold. (A job's schema has
-    /// such columns when its runs saw a header and no record yet.)
-    fn csv_nulls(&self, batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
-        let nulls: Vec<usize> = (0..self.schema.fields().len())
-            .filter(|&i| self.schema.field(i).data_type() == &DataType::Null)
-            .collect();
-        if nulls.is_empty() {
-            return Ok(batch);
-        }
+    /// `batch`, decoded from CSV with text for the schema's `Null`, `Date32` and `Timestamp`
+    /// columns ([`csv_read_schema`]), back in the schema: a value of a `Null` column is an
+    /// error (a job's schema has such columns when its runs saw a header and no record yet),
+    /// and dates and timestamps are parsed by the typing rule of JSON input
+    /// ([`json_types::date32_from_str`], [`json_types::timestamp_from_str`]). Arrow's CSV
+    /// decoder would drop every value of a `Null` column, cut a timestamp to the column's unit
+    /// (`10:00:00.750` in a column of seconds) and a date-time to its day in a `Date32`
+    /// column, all without a word.
+    fn csv_typed(&self, batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
         let mut columns = batch.columns().to_vec();
-        for i in nulls {
-            if columns[i].null_count() != batch.num_rows() {
-                return Err(ArrowError::CsvError(format!(
-                    "column `{}` has type Null and holds no value, but the record has one",
-                    self.schema.field(i).name()
-                )));
-            }
-            columns[i] = arrow::array::new_null_array(&DataType::Null, batch.num_rows());
+        let mut changed = false;
+        for (i, field) in self.schema.fields().iter().enumerate() {
+            let dt = field.data_type();
+            let column = match dt {
+                DataType::Null => {
+                    if columns[i].null_count() != batch.num_rows() {
+                        return Err(ArrowError::CsvError(format!(
+                            "column `{}` has type Null and holds no value, but the record has one",
+                            field.name()
+                        )));
+                    }
+                    arrow::array::new_null_array(&DataType::Null, batch.num_rows())
+                }
+                DataType::Date32 | DataType::Timestamp(_, _) => {
+                    let text = columns[i].as_string::<i32>();
+                    json_types::typed_from_text(text, dt).map_err(|e| {
+                        ArrowError::CsvError(format!("column `{}`: {e}", field.name()))
+                    })?
+                }
+                _ => continue,
+            };
+            columns[i] = column;
+            changed = true;
+        }
+        if !changed {
+            return Ok(batch);
         }
         RecordBatch::try_new(self.schema.clone(), columns)
     }
@@ -2624,12 +2682,10 @@ impl Decoder {
                     .build_decoder()?,
             ),
             InputFormat::Csv => ArrowDecoder::Csv(Box::new(
-                arrow::csv::ReaderBuilder::new(Arc::new(csv_text_where_empty(
-                    self.schema.as_ref().clone(),
-                )))
-                .with_header(false)
-                .with_batch_size(batch_rows)
-                .build_decoder(),
+                arrow::csv::ReaderBuilder::new(Arc::new(csv_read_schema(&self.schema)))
+                    .with_header(false)
+                    .with_batch_size(batch_rows)
+                    .build_decoder(),
             )),
         })
     }
