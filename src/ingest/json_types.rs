@@ -126,40 +126,117 @@ pub fn check_schema(schema: &Schema) -> Result<(), String> {
     Ok(())
 }
 
-/// Where arrow's inference widened integers beyond `Int64` to `Float64` (which would round
-/// them), makes the column `UInt64` when every sampled value is a non-negative integer; a
-/// column holding both negative integers and integers beyond `Int64` fits no integer type and
-/// is an error. A column whose sample has a fraction or an exponent stays `Float64`.
-pub fn refine_inferred(schema: Schema, values: &[Value]) -> Result<Schema, String> {
+/// Integer literals of a record that serde_json reads as floats, by column path (`a`, `a.b`,
+/// `a[]`, as [`refine_inferred`] names them): `-0`, and integers beyond both `Int64` and
+/// `UInt64`. Arrow's inference types them `Float64` like fractions; [`refine_inferred`] tells
+/// them apart by these. Only the top-level fields in `fields` are looked at, when given.
+pub(super) fn float_read_integers(
+    record: &[u8],
+    fields: Option<&[&str]>,
+    into: &mut std::collections::HashMap<String, Vec<String>>,
+) {
+    use serde_json::value::RawValue;
+    fn walk(path: &str, raw: &RawValue, into: &mut std::collections::HashMap<String, Vec<String>>) {
+        let t = raw.get().trim();
+        match t.as_bytes().first() {
+            Some(b'{') => {
+                let Ok(m) =
+                    serde_json::from_str::<std::collections::HashMap<String, Box<RawValue>>>(t)
+                else {
+                    return;
+                };
+                for (k, v) in &m {
+                    walk(&format!("{path}.{k}"), v, into);
+                }
+            }
+            Some(b'[') => {
+                let Ok(items) = serde_json::from_str::<Vec<Box<RawValue>>>(t) else {
+                    return;
+                };
+                for v in &items {
+                    walk(&format!("{path}[]"), v, into);
+                }
+            }
+            Some(b'-' | b'0'..=b'9')
+                if !t.contains(['.', 'e', 'E'])
+                    && (t == "-0" || (t.parse::<i64>().is_err() && t.parse::<u64>().is_err())) =>
+            {
+                into.entry(path.to_string())
+                    .or_default()
+                    .push(t.to_string());
+            }
+            _ => {}
+        }
+    }
+    let Ok(m) = serde_json::from_slice::<std::collections::HashMap<String, Box<RawValue>>>(record)
+    else {
+        return;
+    };
+    for (k, v) in &m {
+        if fields.is_none_or(|f| f.contains(&k.as_str())) {
+            walk(k, v, into);
+        }
+    }
+}
+
+/// Where arrow's inference widened integers to `Float64` (which would round them), makes the
+/// column an integer one when every sampled value is an integer literal: `UInt64` when some
+/// are beyond `Int64` and none is negative, `Int64` when all fit it (a `-0` among them, which
+/// serde_json reads as a float); a column holding both negative integers and integers beyond
+/// `Int64`, or integers beyond `UInt64`, fits no integer type and is an error. A column whose
+/// sample has a fraction or an exponent stays `Float64`. `float_read` holds the integer
+/// literals serde_json read as floats ([`float_read_integers`]).
+pub fn refine_inferred(
+    schema: Schema,
+    values: &[Value],
+    float_read: &std::collections::HashMap<String, Vec<String>>,
+) -> Result<Schema, String> {
     let all: Vec<&Value> = values.iter().collect();
     let fields = schema
         .fields()
         .iter()
         .map(|f| {
             let vals: Vec<&Value> = all.iter().filter_map(|v| v.get(f.name())).collect();
-            let dt = refine(f.name(), f.data_type(), &vals)?;
+            let dt = refine(f.name(), f.data_type(), &vals, float_read)?;
             Ok(Arc::new(f.as_ref().clone().with_data_type(dt)))
         })
         .collect::<Result<Vec<_>, String>>()?;
     Ok(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-fn refine(path: &str, dt: &DataType, vals: &[&Value]) -> Result<DataType, String> {
+fn refine(
+    path: &str,
+    dt: &DataType,
+    vals: &[&Value],
+    float_read: &std::collections::HashMap<String, Vec<String>>,
+) -> Result<DataType, String> {
     Ok(match dt {
         DataType::Float64 => {
             let nums: Vec<&serde_json::Number> =
                 vals.iter().filter_map(|v| v.as_number()).collect();
-            let integers = nums.iter().all(|n| n.is_i64() || n.is_u64());
+            let literals = float_read.get(path).map_or(&[][..], Vec::as_slice);
+            // Every number serde_json read as a float is one of the integer literals.
+            let integers = nums.iter().filter(|n| n.is_f64()).count() == literals.len();
             let beyond = nums.iter().any(|n| !n.is_i64() && n.is_u64());
             let negative = nums.iter().any(|n| n.as_i64().is_some_and(|i| i < 0));
-            match (integers && beyond, negative) {
-                (true, false) => DataType::UInt64,
-                (true, true) => {
+            match literals.iter().find(|l| *l != "-0") {
+                Some(wide) if integers => {
+                    return Err(format!(
+                        "column `{path}` holds integers beyond the 64-bit range ({wide}), which \
+                         no integer type holds; pass --schema FILE (Float64 rounds them)"
+                    ))
+                }
+                _ => {}
+            }
+            match (integers, beyond, negative) {
+                (true, true, false) => DataType::UInt64,
+                (true, true, true) => {
                     return Err(format!(
                         "column `{path}` holds negative integers and integers beyond Int64, which \
                          no integer type holds both of; pass --schema FILE (Float64 rounds them)"
                     ))
                 }
+                (true, false, _) if !nums.is_empty() => DataType::Int64,
                 _ => DataType::Float64,
             }
         }
@@ -168,7 +245,12 @@ fn refine(path: &str, dt: &DataType, vals: &[&Value]) -> Result<DataType, String
                 .iter()
                 .map(|f| {
                     let child: Vec<&Value> = vals.iter().filter_map(|v| v.get(f.name())).collect();
-                    let dt = refine(&format!("{path}.{}", f.name()), f.data_type(), &child)?;
+                    let dt = refine(
+                        &format!("{path}.{}", f.name()),
+                        f.data_type(),
+                        &child,
+                        float_read,
+                    )?;
                     Ok(Arc::new(f.as_ref().clone().with_data_type(dt)))
                 })
                 .collect::<Result<Vec<_>, String>>()?
@@ -176,7 +258,7 @@ fn refine(path: &str, dt: &DataType, vals: &[&Value]) -> Result<DataType, String
         ),
         DataType::List(f) => {
             let child: Vec<&Value> = vals.iter().filter_map(|v| v.as_array()).flatten().collect();
-            let dt = refine(&format!("{path}[]"), f.data_type(), &child)?;
+            let dt = refine(&format!("{path}[]"), f.data_type(), &child, float_read)?;
             DataType::List(Arc::new(f.as_ref().clone().with_data_type(dt)))
         }
         other => other.clone(),
@@ -184,6 +266,8 @@ fn refine(path: &str, dt: &DataType, vals: &[&Value]) -> Result<DataType, String
 }
 
 pub(super) fn parse_int<T: FromStr>(s: &str, dt: &DataType) -> Result<T, String> {
+    // `-0` is the integer 0, also for an unsigned column.
+    let s = if s == "-0" { "0" } else { s };
     s.parse().map_err(|_| {
         if s.contains(['.', 'e', 'E']) {
             format!("{s} is not an integer, and column type {dt} takes integers only")

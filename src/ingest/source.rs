@@ -1467,6 +1467,8 @@ pub fn infer_schema(
         InputFormat::Jsonl => {
             let mut values = Vec::new();
             let mut key_order: Vec<String> = Vec::new();
+            // Integer literals serde_json reads as floats (`-0`, beyond 64 bits), by column.
+            let mut float_read = std::collections::HashMap::new();
             let mut read = 0;
             while values.len() < INFER_RECORDS {
                 buf.clear();
@@ -1479,6 +1481,7 @@ pub fn infer_schema(
                 read += 1;
                 match serde_json::from_slice::<serde_json::Value>(&buf) {
                     Ok(v @ serde_json::Value::Object(_)) => {
+                        json_types::float_read_integers(&buf, None, &mut float_read);
                         if let Ok(keys) = serde_json::from_slice::<KeyOrder>(&buf) {
                             for k in keys.0 {
                                 if !key_order.contains(&k) {
@@ -1543,6 +1546,8 @@ pub fn infer_schema(
                     None => true,
                 });
                 if !found.is_empty() {
+                    let keys: Vec<&str> = found.keys().map(String::as_str).collect();
+                    json_types::float_read_integers(&buf, Some(&keys), &mut float_read);
                     values.push(serde_json::Value::Object(found));
                 }
             }
@@ -1554,7 +1559,8 @@ pub fn infer_schema(
                 values.iter().map(Ok::<_, ArrowError>),
             )
             .map_err(|e| cannot_infer(input, e))?;
-            let schema = refine_inferred(schema, &values).map_err(|e| cannot_infer(input, e))?;
+            let schema = refine_inferred(schema, &values, &float_read)
+                .map_err(|e| cannot_infer(input, e))?;
             Ok((in_key_order(schema, &key_order), prefix))
         }
         InputFormat::Csv => {
@@ -3611,6 +3617,77 @@ mod tests {
         .unwrap();
         std::fs::remove_file(&input).unwrap();
         schema
+    }
+
+    /// Integer literals serde_json reads as floats do not make a column `Float64`: `-0` is
+    /// an integer (beside integers of `Int64` or beyond it), and integers beyond 64 bits are
+    /// an error rather than floats that round them; at the top level, in structs, in lists
+    /// and in a field typed by its first value after the first records. A fraction or an
+    /// exponent keeps `Float64`.
+    #[test]
+    fn integer_literals_read_as_floats_keep_an_integer_column() {
+        use arrow::datatypes::DataType;
+        let of =
+            |schema: &Schema, name: &str| schema.field_with_name(name).unwrap().data_type().clone();
+        let s = infer_file(
+            "negzero",
+            "{\"a\":-0,\"b\":-0,\"c\":-0.0,\"d\":1e3,\"s\":{\"x\":-0},\"l\":[-0,3],\"late\":null}\n\
+             {\"a\":5,\"b\":18446744073709551615,\"c\":5,\"d\":2,\"s\":{\"x\":-7},\"l\":[],\"late\":null}\n",
+        );
+        assert_eq!(of(&s, "a"), DataType::Int64);
+        assert_eq!(of(&s, "b"), DataType::UInt64);
+        assert_eq!(of(&s, "c"), DataType::Float64);
+        assert_eq!(of(&s, "d"), DataType::Float64);
+        let DataType::Struct(fields) = of(&s, "s") else {
+            panic!()
+        };
+        assert_eq!(fields[0].data_type(), &DataType::Int64);
+        let DataType::List(item) = of(&s, "l") else {
+            panic!()
+        };
+        assert_eq!(item.data_type(), &DataType::Int64);
+
+        let mut text = String::new();
+        for i in 0..1000 {
+            text.push_str(&format!("{{\"i\":{i},\"late\":null}}\n"));
+        }
+        text.push_str("{\"i\":1000,\"late\":-0}\n{\"i\":-0.5,\"late\":7}\n");
+        let s = infer_file("latezero", &text);
+        assert_eq!(of(&s, "late"), DataType::Int64);
+        assert_eq!(of(&s, "i"), DataType::Int64);
+
+        for (name, text) in [
+            (
+                "wide",
+                "{\"id\":123456789012345678901234567890}\n{\"id\":1}\n",
+            ),
+            ("below", "{\"id\":-9223372036854775809}\n"),
+            ("nested", "{\"s\":{\"id\":[99999999999999999999]}}\n"),
+        ] {
+            let input =
+                std::env::temp_dir().join(format!("filesink-{name}-{}.jsonl", std::process::id()));
+            std::fs::write(&input, text).unwrap();
+            let err = infer_schema(
+                &Input::resolve(input.to_str().unwrap()).unwrap(),
+                InputFormat::Jsonl,
+                true,
+                None,
+                INFER_NULL_RECORDS,
+            )
+            .err()
+            .expect("refused")
+            .to_string();
+            std::fs::remove_file(&input).unwrap();
+            assert!(err.contains("beyond the 64-bit range"), "{name}: {err}");
+        }
+        let s = infer_file(
+            "widefraction",
+            "{\"v\":123456789012345678901234567890}\n{\"v\":0.5}\n",
+        );
+        assert_eq!(of(&s, "v"), DataType::Float64);
+        // And `-0` is read into such a column as 0, also an unsigned one.
+        assert_eq!(json_types::parse_int::<u64>("-0", &DataType::UInt64), Ok(0));
+        assert_eq!(json_types::parse_int::<i64>("-0", &DataType::Int64), Ok(0));
     }
 
     /// A field `null` in the first records takes its type from its first value, and only
