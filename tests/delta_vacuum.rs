@@ -621,10 +621,89 @@ async fn cli_vacuum_dry_run_json_lists_what_would_go() {
         stderr(&o)
     );
     run_ok(&["vacuum", lake, "--retain", "0h", "--allow-short-retention"]);
-    // Not a table: refused, exit 1.
-    let empty = tempfile::tempdir().unwrap();
-    let o = run_expect(&["vacuum", s(empty.path())], 1);
+    // Not a table (a filesink output of plain jobs): refused, exit 1.
+    let plain = tempfile::tempdir().unwrap();
+    let input = plain.path().join("in.jsonl");
+    std::fs::write(&input, "{\"id\":1}\n").unwrap();
+    let plain_lake = plain.path().join("lake");
+    run_ok(&["ingest", s(&input), "--to", s(&plain_lake)]);
+    let o = run_expect(&["vacuum", s(&plain_lake)], 1);
     assert!(stderr(&o).contains("has no Delta table"), "{}", stderr(&o));
+    // Not a filesink output at all: refused, exit 5, as `commit` and `abort` are.
+    let empty = tempfile::tempdir().unwrap();
+    let o = run_expect(&["vacuum", s(empty.path())], 5);
+    assert!(
+        stderr(&o).contains("not a filesink output"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A Delta table filesink did not write (no `_filesink/sink.json` beside its log: another
+/// engine's, or one an operator copied out) is not this sink's to clean: `vacuum` refuses it
+/// (exit 5 from the CLI, `NotSupported` from the library) and deletes nothing, neither data
+/// files nor log entries, even those past every retention.
+#[tokio::test]
+async fn a_table_filesink_did_not_write_is_not_vacuumed() {
+    let b = Backend::local();
+    let Kind::Local(dir) = &b.kind else {
+        unreachable!()
+    };
+    write_checkpoints(&b, 0, 12).await;
+    let adds = raw_live_adds(b.storage.as_ref()).await;
+    put_removes(b.storage.as_ref(), 12, &[(&adds[0], 1)]).await;
+    // The engine that writes it is not filesink: no sink identity, no jobs.
+    std::fs::remove_dir_all(dir.path().join("_filesink")).unwrap();
+    let files = |root: &Path| -> BTreeSet<String> {
+        walk(root)
+            .into_iter()
+            .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+            .collect()
+    };
+    let before = files(dir.path());
+    for args in [
+        vec!["vacuum", s(dir.path())],
+        vec![
+            "vacuum",
+            s(dir.path()),
+            "--retain",
+            "0h",
+            "--allow-short-retention",
+        ],
+        vec!["vacuum", s(dir.path()), "--dry-run", "--json"],
+    ] {
+        let o = run_expect(&args, 5);
+        assert!(
+            stderr(&o).contains("not a filesink output"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let options = VacuumOptions::new()
+        .retain(Duration::ZERO)
+        .allow_short_retention(true);
+    match vacuum(b.storage.clone(), &options).await {
+        Err(Error::NotSupported(msg)) => assert!(msg.contains("sink.json"), "{msg}"),
+        other => panic!("expected NotSupported, got {other:?}"),
+    }
+    assert_eq!(files(dir.path()), before);
+}
+
+/// Every file under `root`, recursively.
+fn walk(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// A plain job and a Delta table do not share a directory: a new plain job where a table

@@ -179,25 +179,28 @@ fn table_outcome_name(o: &filesink::table::delta::TableOutcome) -> String {
 /// Runs `filesink commit`.
 pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
-    let mut jobs = lake.jobs().await?;
+    // Only the names: the manifests are read below, after the jobs are held (as `abort`
+    // does). Read before, a run's newer checkpoint, written between the read and the hold
+    // by a run that then died, would be missed: its files left pending, and the command
+    // saying all was committed.
+    let mut names: Vec<String> = lake.job_names().await?;
     if let Some(job) = &args.job {
-        jobs.retain(|j| &j.job == job);
-        if jobs.is_empty() {
+        names.retain(|n| n == job);
+        if names.is_empty() {
             return Err(CliError::msg(format!(
                 "job `{job}` has no manifests in `{}`",
                 lake.location
             )));
         }
-    } else if matches!(args.checkpoint, CheckpointSel::Id(_)) && jobs.len() > 1 {
+    } else if matches!(args.checkpoint, CheckpointSel::Id(_)) && names.len() > 1 {
         return Err(CliError::usage(format!(
             "--checkpoint with an id needs --job: `{}` has {} jobs",
             lake.location,
-            jobs.len()
+            names.len()
         )));
     }
     // A live run commits its own checkpoints: leave its job alone, and hold the others while
     // committing so that no run starts under us.
-    let names: Vec<String> = jobs.iter().map(|j| j.job.clone()).collect();
     let held = lake.hold_jobs(&names, args.dry_run).await?;
     if let (Some(job), Some((_, holder))) = (&args.job, held.live.first()) {
         return Err(CliError::refused(format!(
@@ -206,6 +209,9 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
             lake.location
         )));
     }
+    let mut jobs = lake.jobs().await?;
+    // A job that appeared after the listing is not held by us: its run may be live.
+    jobs.retain(|j| names.contains(&j.job));
     jobs.retain(|j| !held.is_live(&j.job));
     let mut manifests = Vec::new();
     for j in jobs {

@@ -7,7 +7,8 @@
 //! than `--retain`. Other files are reported as foreign and left alone. A retention shorter
 //! than the table's `delta.deletedFileRetentionDuration` (default 168h) is refused without
 //! `--allow-short-retention`. `--dry-run` lists the same files and deletes nothing. Deleting
-//! is idempotent: rerun a vacuum that was interrupted.
+//! is idempotent: rerun a vacuum that was interrupted. A location filesink did not write (no
+//! sink identity) is refused, exit code 5, as by `commit` and `abort`.
 
 use std::io::Write;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use filesink::storage::Location;
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};
-use super::lake::open_storage;
+use super::lake::{open_storage, Lake};
 use super::util::{human_bytes, human_time, parse_duration};
 
 /// Arguments of `filesink vacuum`.
@@ -51,11 +52,8 @@ pub struct VacuumArgs {
 /// Runs `filesink vacuum`.
 pub async fn run(args: VacuumArgs, out: &mut dyn Write) -> CliResult {
     let location = Location::parse(&args.url)?;
-    if location.local_path().is_some_and(|p| !p.is_dir()) {
-        return Err(CliError::refused(format!(
-            "`{location}` is not a filesink output: it does not exist or is not a directory"
-        )));
-    }
+    // Refused (exit code 5) unless filesink wrote here, as `commit` and `abort` are.
+    Lake::open_sink(location.clone()).await?;
     let (storage, _) = open_storage(&location)
         .map_err(|e| CliError::context(format!("cannot open `{location}`"), e))?;
     let options = VacuumOptions::new()

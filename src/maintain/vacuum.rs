@@ -190,8 +190,8 @@ impl VacuumReport {
 /// Errors: [`Error::Config`] when there is no table (`_delta_log/` has no entry), when the
 /// retention is shorter than the table's `delta.deletedFileRetentionDuration` without
 /// [`VacuumOptions::allow_short_retention`], or when that property does not parse;
-/// [`Error::NotSupported`] for a table filesink does not write (the protocol check of design
-/// section 12); [`Error::Corrupt`] for a log or a latest manifest that cannot be read (a
+/// [`Error::NotSupported`] for a table filesink does not write (a location without a sink
+/// identity, or the protocol check of design section 12); [`Error::Corrupt`] for a log or a latest manifest that cannot be read (a
 /// latest manifest is never skipped: its files may be in no log entry yet); storage errors
 /// as they come, after which a rerun finishes the work.
 pub async fn vacuum(storage: Arc<dyn Storage>, options: &VacuumOptions) -> Result<VacuumReport> {
@@ -210,6 +210,15 @@ pub async fn vacuum(storage: Arc<dyn Storage>, options: &VacuumOptions) -> Resul
         return Err(Error::Config(format!(
             "`{location}` has no Delta table: `{LOG_DIR}/` has no entry; vacuum works on a table \
              only, so nothing was deleted"
+        )));
+    }
+    // Cleanup touches only what this sink wrote: a table another engine writes (no sink
+    // identity beside its log) is not ours to clean, not even its log entries.
+    if manifest::sink_identity(storage, false).await?.is_none() {
+        return Err(Error::NotSupported(format!(
+            "`{location}` is not a filesink output: it has no `{}/sink.json`; vacuum deletes \
+             only from tables filesink writes, so nothing was deleted",
+            manifest::METADATA_DIR
         )));
     }
     check_protocol(&location, &snapshot)?;
