@@ -162,7 +162,22 @@ fn a_json_value_that_does_not_fit_its_column_is_a_bad_record() {
             "ts",
             serde_json::json!({"Timestamp": ["Millisecond", null]}),
             "\"2026-11-30T10:00:00.123Z\"",
-            vec!["\"2026-11-30T10:00:00.1234Z\"", "1.5", "\"yesterday\""],
+            vec![
+                "\"2026-11-30T10:00:00.1234Z\"",
+                "1.5",
+                "\"yesterday\"",
+                // Digits past the ninth, which arrow's parser drops unseen.
+                "\"2026-11-30T10:00:00.0000000001Z\"",
+            ],
+        ),
+        (
+            "tn",
+            serde_json::json!({"Timestamp": ["Nanosecond", null]}),
+            "\"2026-11-30T10:00:00.1234567890Z\"",
+            vec![
+                "\"2026-11-30T10:00:00.1234567891Z\"",
+                "\"2026-11-30T10:00:00.0000000001+01:00\"",
+            ],
         ),
         (
             "l",
@@ -226,6 +241,7 @@ fn a_json_value_that_does_not_fit_its_column_is_a_bad_record() {
         for (name, _, value, _) in &columns {
             let expected: Value = match *name {
                 "ts" => "2026-11-30T10:00:00.123".into(),
+                "tn" => "2026-11-30T10:00:00.123456789".into(),
                 _ => serde_json::from_str(value).unwrap(),
             };
             let got = &v[*name];

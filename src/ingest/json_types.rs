@@ -433,6 +433,12 @@ pub(super) fn timestamp_from_str(
 ) -> Result<i64, String> {
     let t = string_to_datetime(tz, s)
         .map_err(|_| format!("\"{s}\" is not a timestamp (column type {dt})"))?;
+    // arrow keeps the first nine digits of a fraction and drops the rest unseen.
+    if beyond_nanoseconds(s) {
+        return Err(format!(
+            "\"{s}\" is more precise than column type {dt}, and would be truncated"
+        ));
+    }
     let per_second: i64 = match unit {
         TimeUnit::Second => 1,
         TimeUnit::Millisecond => 1_000,
@@ -450,6 +456,20 @@ pub(super) fn timestamp_from_str(
         .checked_mul(per_second)
         .and_then(|v| v.checked_add(nanos / step))
         .ok_or_else(|| format!("\"{s}\" is out of range for {dt}"))
+}
+
+/// Whether the fraction of seconds in timestamp text `s` has a digit other than `0` after
+/// its ninth: a value finer than nanoseconds, which no timestamp unit holds.
+fn beyond_nanoseconds(s: &str) -> bool {
+    // The text arrow parses as a timestamp has no `.` but the fraction's.
+    let Some(dot) = s.find('.') else {
+        return false;
+    };
+    s[dot + 1..]
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .skip(9)
+        .any(|b| b != b'0')
 }
 
 impl<T: ArrowTimestampType> ArrayDecoder for Timestamp<T> {
