@@ -3619,6 +3619,36 @@ mod tests {
         schema
     }
 
+    /// The fast path of `date32_from_str` gives what chrono's parser gives, on every spelling.
+    #[test]
+    fn dates_parse_as_chrono_parses_them() {
+        let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
+        for s in [
+            "2026-11-30",
+            "0001-01-01",
+            "9999-12-31",
+            "2024-02-29",
+            "2023-02-29",
+            "2026-13-01",
+            "2026-00-10",
+            "2026-1-05",
+            "2026-01-5",
+            "+2026-11-30",
+            "2026-11-30T10:00:00",
+            "2026/11/30",
+            "20x6-11-30",
+            "2026-11-3x",
+            "1969-12-31",
+            "-001-01-01",
+        ] {
+            let chrono = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .ok()
+                .filter(|_| s.len() >= 10)
+                .map(|d| (d - epoch).num_days() as i32);
+            assert_eq!(json_types::date32_from_str(s).ok(), chrono, "{s}");
+        }
+    }
+
     /// Integer literals serde_json reads as floats do not make a column `Float64`: `-0` is
     /// an integer (beside integers of `Int64` or beyond it), and integers beyond 64 bits are
     /// an error rather than floats that round them; at the top level, in structs, in lists
