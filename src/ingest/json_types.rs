@@ -185,7 +185,7 @@ pub(super) fn float_read_integers(
 /// serde_json reads as a float); a column holding both negative integers and integers beyond
 /// `Int64`, or integers beyond `UInt64`, fits no integer type and is an error. A column whose
 /// sample has a fraction or an exponent stays `Float64`. `float_read` holds the integer
-/// literals serde_json read as floats ([`float_read_integers`]).
+/// literals serde_json read as floats (`float_read_integers`).
 pub fn refine_inferred(
     schema: Schema,
     values: &[Value],
