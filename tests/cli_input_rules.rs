@@ -918,7 +918,7 @@ fn a_record_level_error_names_its_line_and_goes_to_bad_records() {
     for i in 1..=40 {
         let h = match i {
             24 => long.clone(),
-            31 => "é".repeat(130), // 260 bytes, 1560 once escaped
+            31 => "é".repeat(130), // 260 bytes (non-ASCII is kept as it is)
             _ => format!("h{}", i % 3),
         };
         lines.push(serde_json::json!({"id": i, "h": h}).to_string());
@@ -977,6 +977,147 @@ fn a_record_level_error_names_its_line_and_goes_to_bad_records() {
     ids.sort_unstable();
     let expected: Vec<i64> = (1..=40).filter(|i| *i != 24 && *i != 31).collect();
     assert_eq!(ids, expected);
+}
+
+/// The longest partition path a Parquet lake at `lake` takes, as the library computes it.
+fn partition_path_bytes_max(lake: &str) -> usize {
+    filesink::Sink::builder_shared(filesink::storage::open_url(lake).unwrap())
+        .format(filesink::FileFormat::parquet())
+        .build()
+        .unwrap()
+        .partition_path_bytes_max()
+        .expect("the store has a limit on a path")
+}
+
+/// Values of columns `c00`, `c01`, … (`columns` of them) that make a partition path of
+/// exactly `len` bytes: `first` (with the bytes its directory name takes once escaped), then
+/// runs of `x`.
+fn values_of_path(columns: usize, len: usize, first: Option<&(Value, usize)>) -> Vec<Value> {
+    let mut values: Vec<Value> = first.iter().map(|(v, _)| v.clone()).collect();
+    let taken: usize = first.iter().map(|(_, n)| n + 1).sum();
+    let mut left = (len + 1)
+        .checked_sub(taken + 5 * (columns - values.len()))
+        .expect("the path fits its columns");
+    for _ in values.len()..columns {
+        let n = left.min(251);
+        values.push(Value::from("x".repeat(n)));
+        left -= n;
+    }
+    assert_eq!(left, 0, "{len} bytes do not fit {columns} columns");
+    values
+}
+
+#[test]
+fn a_partition_path_longer_than_the_store_takes_is_a_bad_record() {
+    const COLUMNS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let max = partition_path_bytes_max(s(&lake));
+    let names: Vec<String> = (0..COLUMNS).map(|c| format!("c{c:02}")).collect();
+    let record = |id: i64, values: Vec<Value>, ts: &str| {
+        let mut r = serde_json::Map::new();
+        r.insert("id".into(), id.into());
+        r.insert("ts".into(), ts.into());
+        for (n, v) in names.iter().zip(values) {
+            r.insert(n.clone(), v);
+        }
+        Value::Object(r).to_string()
+    };
+    let t = "2026-11-30T10:00:00Z";
+    let null = (Value::Null, "c00=__HIVE_DEFAULT_PARTITION__".len());
+    let slash = (Value::from("a/b"), "c00=a%2Fb".len());
+    let accents = (Value::from("é".repeat(40)), 4 + 2 * 40); // kept as UTF-8
+    let lines = [
+        record(1, values_of_path(COLUMNS, 5 * COLUMNS - 1, None), t),
+        record(2, values_of_path(COLUMNS, max, None), t),
+        record(3, values_of_path(COLUMNS, max + 1, None), t),
+        record(4, values_of_path(COLUMNS, max, Some(&null)), t),
+        record(5, values_of_path(COLUMNS, max + 1, Some(&null)), t),
+        record(6, values_of_path(COLUMNS, max, Some(&slash)), t),
+        record(7, values_of_path(COLUMNS, max + 1, Some(&slash)), t),
+        record(8, values_of_path(COLUMNS, max, Some(&accents)), t),
+        record(9, values_of_path(COLUMNS, max + 1, Some(&accents)), t),
+    ];
+    fs::write(dir.path().join("in.jsonl"), lines.join("\n") + "\n").unwrap();
+    let by = names.join(",");
+
+    // The lake named relative to the working directory: its base is the directory it names.
+    let ingest = |lake: &str, extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .current_dir(dir.path())
+            .args(["ingest", "in.jsonl", "--to", lake, "--partition-by", &by])
+            .args(["--bad-records", "bad.jsonl"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    ingest("lake", &[]);
+    let ids = |lake: &Path| {
+        let mut ids: Vec<i64> = common::visible_files(lake)
+            .iter()
+            .flat_map(|f| common::read_ids(f, &filesink::FileFormat::parquet()))
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(ids(&lake), vec![1, 2, 4, 6, 8]);
+    let longest = common::visible_files(&lake)
+        .iter()
+        .map(|f| {
+            f.parent()
+                .unwrap()
+                .strip_prefix(&lake)
+                .unwrap()
+                .as_os_str()
+                .len()
+        })
+        .max();
+    assert_eq!(longest, Some(max));
+    let bad = bad_records(&dir.path().join("bad.jsonl"));
+    let lines_of = |bad: &[Value]| -> Vec<String> {
+        bad.iter()
+            .map(|b| b["source"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        lines_of(&bad),
+        ["in.jsonl:3", "in.jsonl:5", "in.jsonl:7", "in.jsonl:9"]
+    );
+    for b in &bad {
+        let error = b["error"].as_str().unwrap();
+        assert!(
+            error.contains(&format!(
+                "({} bytes)` is longer than the {max} bytes",
+                max + 1
+            )),
+            "{error}"
+        );
+    }
+    // A rerun finds nothing new.
+    ingest("lake", &[]);
+    assert_eq!(ids(&lake), vec![1, 2, 4, 6, 8]);
+
+    // With time directories after the columns' own, the whole path counts.
+    let time = "dt=2026-11-30/hour=10".len() + 1;
+    let lines = [
+        record(1, values_of_path(COLUMNS, max - time, None), t),
+        record(2, values_of_path(COLUMNS, max - time + 1, None), t),
+        record(
+            3,
+            values_of_path(COLUMNS, max - time, None),
+            "2026-11-30T10:00:00.5Z",
+        ),
+    ];
+    fs::write(dir.path().join("in.jsonl"), lines.join("\n") + "\n").unwrap();
+    fs::remove_file(dir.path().join("bad.jsonl")).unwrap();
+    let lake = dir.path().join("lak2");
+    assert_eq!(partition_path_bytes_max(s(&lake)), max, "same base length");
+    ingest("./lak2", &["--partition-by-time", "ts=dt=%Y-%m-%d/hour=%H"]);
+    assert_eq!(ids(&lake), vec![1, 3]);
+    let bad = bad_records(&dir.path().join("bad.jsonl"));
+    assert_eq!(lines_of(&bad), ["in.jsonl:2"]);
 }
 
 #[test]

@@ -771,3 +771,72 @@ fn a_prefix_with_a_space_names_the_same_keys_in_the_library_and_the_cli() {
     assert!(jobs.contains("library"), "{ls}");
     assert_eq!(jobs.len(), 2, "{ls}");
 }
+
+/// On S3 a key takes at most 1,024 bytes: a record whose partition path would make a part
+/// file's key longer (with the prefix and the part's name) is a bad record, the others are
+/// written, one of exactly the longest path among them.
+#[test]
+fn a_partition_path_longer_than_a_key_takes_is_a_bad_record() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let max = filesink::Sink::builder_shared(filesink::storage::open_url(&url).unwrap())
+        .format(filesink::FileFormat::parquet())
+        .build()
+        .unwrap()
+        .partition_path_bytes_max()
+        .unwrap();
+    assert_eq!(
+        max,
+        // `.part-<writer id>-<incarnation>-<counter>.parquet.inprogress.<id>` at its longest,
+        // and the `/` before it.
+        1024 - prefix.len() - 1 - ".part---.parquet.inprogress.".len() - 64 - 32 - 20 - 32 - 1
+    );
+    // Columns c0..c3 whose path (`c0=…/c1=…/c2=…/c3=…`) is `len` bytes.
+    let record = |id: usize, len: usize| {
+        let mut left = len + 1 - 4 * 4;
+        let mut r = serde_json::json!({ "id": id });
+        for c in 0..4 {
+            let n = left.min(252);
+            r[format!("c{c}")] = "x".repeat(n).into();
+            left -= n;
+        }
+        assert_eq!(left, 0);
+        r.to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let lines = [record(0, 15), record(1, max), record(2, max + 1)];
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    run_ok(&[
+        "ingest",
+        s(&input),
+        "--to",
+        &url,
+        "--partition-by",
+        "c0,c1,c2,c3",
+        "--bad-records",
+        s(&bad),
+    ]);
+    assert_eq!(visible_ids(&bucket, &prefix), vec![0, 1]);
+    let longest = visible_objects(&bucket, &prefix)
+        .iter()
+        .map(|(rel, _)| rel.rsplit_once('/').unwrap().0.len())
+        .max();
+    assert_eq!(longest, Some(max));
+    let bad = std::fs::read_to_string(&bad).unwrap();
+    let bad: Vec<Value> = bad
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(bad[0]["source"], format!("{}:3", s(&input)));
+    assert!(
+        bad[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("is longer than the {max} bytes")),
+        "{bad:?}"
+    );
+}

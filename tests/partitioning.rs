@@ -151,6 +151,75 @@ async fn an_overlong_partition_value_is_rejected_before_anything_is_written() {
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 2);
 }
 
+/// A partition path longer than the store takes (`PATH_MAX` less the base and a part file's
+/// name, on local disk) is refused like an overlong value: before anything is written, the
+/// writer usable after. One of exactly the longest length is written.
+#[tokio::test]
+async fn a_partition_path_longer_than_the_store_takes_is_rejected_before_anything_is_written() {
+    const COLUMNS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..COLUMNS).map(|c| format!("c{c:02}")).collect();
+    let sink = Sink::local(dir.path())
+        .unwrap()
+        .format(FileFormat::parquet())
+        .bucket_assigner(HivePartitioner::new(names.clone()).unwrap())
+        .build()
+        .unwrap();
+    let max = sink.partition_path_bytes_max().unwrap();
+    // Values that make a path of `len` bytes: `cNN=` and runs of `x`, `/` between.
+    let path_of = |len: usize| -> Vec<String> {
+        let mut left = len + 1 - 5 * COLUMNS;
+        (0..COLUMNS)
+            .map(|_| {
+                let n = left.min(251);
+                left -= n;
+                "x".repeat(n)
+            })
+            .collect()
+    };
+    let batch = |rows: &[(i64, Vec<String>)]| {
+        let mut fields = vec![Field::new("id", DataType::Int64, false)];
+        fields.extend(names.iter().map(|n| Field::new(n, DataType::Utf8, false)));
+        let mut columns: Vec<arrow::array::ArrayRef> = vec![Arc::new(Int64Array::from(
+            rows.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        ))];
+        for c in 0..COLUMNS {
+            columns.push(Arc::new(StringArray::from(
+                rows.iter().map(|(_, v)| v[c].clone()).collect::<Vec<_>>(),
+            )));
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    };
+    let mut writer = sink.create_writer();
+    let err = writer
+        .write(&batch(&[(0, path_of(max)), (1, path_of(max + 1))]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(
+        err.to_string().contains(&format!(
+            "({} bytes)` is longer than the {max} bytes",
+            max + 1
+        )),
+        "{err}"
+    );
+    assert_eq!(writer.open_files(), 0, "nothing of the batch was written");
+    assert!(hidden_files(dir.path()).is_empty());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "not even a directory"
+    );
+
+    writer
+        .write(&batch(&[(0, path_of(max)), (1, path_of(5 * COLUMNS - 1))]))
+        .await
+        .unwrap();
+    let committables = writer.prepare_commit(1).await.unwrap().committables;
+    sink.committer().commit_all(&committables).await.unwrap();
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 2);
+}
+
 #[tokio::test]
 async fn partitioned_output_reads_back_with_every_row_in_its_partition() {
     let dir = tempfile::tempdir().unwrap();

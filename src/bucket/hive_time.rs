@@ -200,6 +200,33 @@ impl TimePartitioning {
     }
 
     /// The directory names of a local time: `name=value` per component.
+    /// The most bytes the directories of one time take (`dt=…/hour=…`, with their `/`): the
+    /// longest over times that spell out the longest of everything a pattern shows (the
+    /// extreme years, every month, every weekday, nine fraction digits, a null).
+    pub(crate) fn dirs_bytes_max(&self) -> usize {
+        let weekdays = (0..7).map(|d| {
+            chrono::NaiveDate::from_ymd_opt(2023, 1, 1 + d)
+                .and_then(|t| t.and_hms_nano_opt(23, 59, 59, 999_999_999))
+                .expect("a time")
+                .and_utc()
+        });
+        super::time::sample_times()
+            .into_iter()
+            .chain(weekdays)
+            .map(|t| Some((t.timestamp(), t.timestamp_subsec_nanos())))
+            .chain([None])
+            .filter_map(|time| self.names_of(time).ok())
+            .map(|names| {
+                names
+                    .iter()
+                    .map(|n| n.len() + 1)
+                    .sum::<usize>()
+                    .saturating_sub(1)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     fn names_of(&self, time: LocalTime) -> std::result::Result<Vec<String>, String> {
         let Some((local, nanos)) = time else {
             return Ok(self

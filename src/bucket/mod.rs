@@ -45,7 +45,8 @@
 //! * **Clear failure instead of truncation.** A value whose component would be longer than 255
 //!   bytes after escaping (the limit of common file systems) fails the whole batch with
 //!   [`crate::Error::InvalidInput`] naming the column and the length; nothing is written and
-//!   nothing panics.
+//!   nothing panics. So does a bucket whose whole path is longer than the store takes under
+//!   the sink's base ([`crate::Sink::partition_path_bytes_max`]), checked by the writer.
 //!
 //! Values that differ only in letter case or Unicode normalization are different directories
 //! here, but a case-insensitive or normalizing file system (the macOS and Windows defaults) would

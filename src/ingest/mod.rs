@@ -1374,7 +1374,7 @@ impl Ingest {
             // The decoding threads check the partition values and split each chunk by them,
             // with the sink's own assigner.
             source = source
-                .with_row_check(partition_check(p.clone()))
+                .with_row_check(partition_check(p.clone(), sink.partition_path_bytes_max()))
                 .with_assigner(Arc::new(p.clone()));
         }
         // The chunk size the writing loop asks of the reader (see `chunk_scale`).

@@ -401,8 +401,10 @@ pub(super) fn legacy_read(
 
 /// The writer's partition check, made per record before the records reach it: a record whose
 /// partition value cannot name a directory (longer than 255 bytes once escaped, a time that
-/// is not one) is a bad record of its own line, not an error of its whole chunk.
-pub(super) fn partition_check(partitioner: HivePartitioner) -> RowCheck {
+/// is not one), or whose partition path is longer than `path_max` bytes
+/// ([`crate::Sink::partition_path_bytes_max`]), is a bad record of its own line, not an error
+/// of its whole chunk (and of every run that reads it again).
+pub(super) fn partition_check(partitioner: HivePartitioner, path_max: Option<usize>) -> RowCheck {
     let time = partitioner.time().cloned();
     let columns = match partitioner.columns() {
         [] => None,
@@ -410,13 +412,74 @@ pub(super) fn partition_check(partitioner: HivePartitioner) -> RowCheck {
             .ok()
             .map(|p| column_check(p.keep_partition_columns(true))),
     };
+    let time_bytes = time.as_ref().map_or(0, |t| t.dirs_bytes_max() + 1);
+    let whole = partitioner.keep_partition_columns(true);
     Arc::new(move |batch: &RecordBatch| {
         let mut bad = columns.as_ref().map_or_else(Vec::new, |check| check(batch));
         if let Some(time) = &time {
             bad.extend(time.row_errors(batch));
         }
+        if let Some(max) = path_max {
+            let bound = column_bytes_bound(&whole, batch).map(|b| b + time_bytes);
+            if bound.is_none_or(|b| b > max) {
+                bad.extend(long_paths(&whole, batch, &bad, max));
+            }
+        }
         bad
     })
+}
+
+/// The rows of `batch` not already in `bad` whose partition path (as `whole`, which keeps the
+/// partition columns, assigns it) is longer than `max` bytes.
+fn long_paths(
+    whole: &HivePartitioner,
+    batch: &RecordBatch,
+    bad: &[(usize, String)],
+    max: usize,
+) -> Vec<(usize, String)> {
+    use arrow::array::{Array, AsArray, UInt32Array};
+    use arrow::datatypes::{Field, UInt32Type};
+    // The rows the other checks passed, each with its row number in a column of its own.
+    let mut keep = vec![true; batch.num_rows()];
+    for (row, _) in bad {
+        keep[*row] = false;
+    }
+    let rows =
+        UInt32Array::from_iter_values((0..batch.num_rows() as u32).filter(|&r| keep[r as usize]));
+    let Ok(good) = arrow::compute::take_record_batch(batch, &rows) else {
+        return Vec::new(); // the writer's split reports it
+    };
+    let mut fields = good.schema().fields().to_vec();
+    let name = (0..)
+        .map(|i| format!("row{i}"))
+        .find(|n| good.schema().index_of(n).is_err())
+        .expect("a free column name");
+    fields.push(Arc::new(Field::new(
+        name,
+        arrow::datatypes::DataType::UInt32,
+        false,
+    )));
+    let mut columns = good.columns().to_vec();
+    columns.push(Arc::new(rows));
+    let Ok(numbered) =
+        RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+    else {
+        return Vec::new();
+    };
+    let Ok(buckets) = whole.assign(&numbered, chrono::Utc::now()) else {
+        return Vec::new(); // the writer's split reports it
+    };
+    let mut long = Vec::new();
+    for (bucket, b) in buckets {
+        if bucket.as_str().len() <= max {
+            continue;
+        }
+        let why = crate::protocol::bucket_id::partition_path_too_long(bucket.as_str(), max);
+        let rows = b.column(b.num_columns() - 1).as_primitive::<UInt32Type>();
+        long.extend(rows.values().iter().map(|&r| (r as usize, why.clone())));
+        debug_assert_eq!(rows.null_count(), 0);
+    }
+    long
 }
 
 /// [`partition_check`] of the partition columns.
@@ -458,15 +521,35 @@ fn column_check(partitioner: HivePartitioner) -> RowCheck {
 }
 
 /// Whether every value of these partition columns surely makes a directory name within the
-/// limit (a value escapes to at most 3 bytes per byte); `false` means "check each one".
+/// limit; `false` means "check each one".
 fn names_are_short(part: &RecordBatch) -> bool {
+    column_names_bytes(part).is_some_and(|names| names.iter().all(|&n| n <= 255))
+}
+
+/// At least as many bytes as the directories of `partitioner`'s columns take in any row of
+/// `batch`, with their `/`; `None` if it cannot tell.
+fn column_bytes_bound(partitioner: &HivePartitioner, batch: &RecordBatch) -> Option<usize> {
+    let schema = batch.schema();
+    let cols = partitioner
+        .columns()
+        .iter()
+        .map(|c| schema.index_of(c))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .ok()?;
+    let names = column_names_bytes(&batch.project(&cols).ok()?)?;
+    Some(names.iter().map(|n| n + 1).sum())
+}
+
+/// Per column of `part`, at least as many bytes as its directory name takes in any row (a
+/// value escapes to at most 3 bytes per byte); `None` if it cannot tell.
+fn column_names_bytes(part: &RecordBatch) -> Option<Vec<usize>> {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::DataType;
     part.schema()
         .fields()
         .iter()
         .zip(part.columns())
-        .all(|(f, col)| {
+        .map(|(f, col)| {
             let longest_value_bytes = match col.data_type() {
                 DataType::Utf8 => {
                     let a = col.as_string::<i32>();
@@ -483,8 +566,12 @@ fn names_are_short(part: &RecordBatch) -> bool {
                         .unwrap_or(0)
                 }
                 t if t.is_primitive() || *t == DataType::Boolean => 64,
-                _ => return false,
+                _ => return None,
             };
-            3 * (f.name().len() + 1 + longest_value_bytes) <= 255
+            // A null is the default partition's name, unescaped.
+            let longest_value_bytes =
+                longest_value_bytes.max(crate::bucket::HIVE_DEFAULT_PARTITION.len());
+            Some(3 * (f.name().len() + 1 + longest_value_bytes))
         })
+        .collect()
 }

@@ -3330,7 +3330,10 @@ mod tests {
             format: InputFormat::Jsonl,
             schema: schema.clone(),
             strict,
-            row_check: Some(super::super::rules::partition_check(partitioner.clone())),
+            row_check: Some(super::super::rules::partition_check(
+                partitioner.clone(),
+                None,
+            )),
             reused: Reused::default(),
             flat,
             assigner: assign.then(|| Arc::new(partitioner.clone()) as Arc<dyn BucketAssigner>),

@@ -147,6 +147,16 @@ fn check_component(c: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Why partition path `path` cannot be written: it is longer than `max` bytes
+/// ([`crate::Sink::partition_path_bytes_max`]).
+pub(crate) fn partition_path_too_long(path: &str, max: usize) -> String {
+    format!(
+        "partition path `{}` is longer than the {max} bytes this lake's store takes (its \
+         limit on a path, less the lake's base and a part file's name)",
+        truncate_for_message(path)
+    )
+}
+
 /// At most 64 bytes of `s` (cut at a character boundary) for an error message.
 pub(crate) fn truncate_for_message(s: &str) -> String {
     const MAX: usize = 64;

@@ -45,10 +45,13 @@ pub fn is_metadata_temp_name(name: &str) -> bool {
         && uuid::Uuid::try_parse(id).is_ok_and(|u| u.get_version_num() == 7)
 }
 
+/// The longest writer id, in bytes.
+pub(crate) const WRITER_ID_BYTES_MAX: usize = 64;
+
 /// A writer id is what tells one parallel writer's files from another's, so it must be short,
 /// non-empty and unable to be confused with a name separator.
 pub(crate) fn validate_writer_id(id: &str) -> Result<(), String> {
-    if id.is_empty() || id.len() > 64 {
+    if id.is_empty() || id.len() > WRITER_ID_BYTES_MAX {
         return Err(format!("writer id `{id}` must be 1 to 64 characters"));
     }
     if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::bucket::{BasePathBucketAssigner, BucketAssigner};
 use crate::format::FileFormat;
-use crate::protocol::names::{validate_writer_id, IN_PROGRESS_MARKER};
+use crate::protocol::names::{
+    validate_writer_id, PartName, IN_PROGRESS_MARKER, WRITER_ID_BYTES_MAX,
+};
 use crate::sink::Sink;
 use crate::storage::Storage;
 use crate::{Error, Result};
@@ -220,6 +222,27 @@ pub(crate) struct SinkConfig {
     pub(crate) file_stats: bool,
     /// The pre-commit merge, if on.
     pub(crate) merge: Option<MergePolicy>,
+}
+
+impl SinkConfig {
+    /// See [`Sink::partition_path_bytes_max`](super::Sink::partition_path_bytes_max).
+    pub(crate) fn partition_path_bytes_max(&self) -> Option<usize> {
+        let path_max = self.storage.path_bytes_max()?;
+        // The longest name any writer of this sink gives a part file: its in-progress name,
+        // with the longest writer id (parallel writers and compaction derive their own) and
+        // counter there are.
+        let name = PartName::in_progress_name_of(
+            &PartName::final_name_of(
+                &self.prefix,
+                &"w".repeat(WRITER_ID_BYTES_MAX),
+                &uuid::Uuid::nil().simple().to_string(),
+                u64::MAX,
+                &self.suffix,
+            ),
+            &uuid::Uuid::nil().simple().to_string(),
+        );
+        Some(path_max.saturating_sub(name.len() + 1))
+    }
 }
 
 impl SinkBuilder {

@@ -204,6 +204,17 @@ impl Sink {
         &self.config.writer_id
     }
 
+    /// The longest partition path (a bucket's directories, `/`-separated, as
+    /// [`BucketId`](crate::BucketId) spells it) this sink can write into, in bytes: the
+    /// store's limit on a path ([`Storage::path_bytes_max`]) less a `/` and the longest name a
+    /// part file of any of the sink's writers may have. `None` if the store has no limit.
+    ///
+    /// [`SinkWriter::write`] refuses a batch with a longer partition path before anything is
+    /// written; `filesink ingest` sets such a record aside as a bad record.
+    pub fn partition_path_bytes_max(&self) -> Option<usize> {
+        self.config.partition_path_bytes_max()
+    }
+
     /// The same sink as a table's: Parquet files with their statistics computed at the vote
     /// (a table's log carries them). Errors with [`crate::Error::Config`] for a row format:
     /// a Delta table holds Parquet files only.

@@ -351,8 +351,9 @@ impl SinkWriter {
 
     /// Writes `batch`, split into buckets by the sink's bucket assigner.
     ///
-    /// A batch whose values cannot be bucketed or whose schema does not match the open file
-    /// of its bucket is rejected with [`Error::InvalidInput`] before anything is written; the
+    /// A batch whose values cannot be bucketed, whose partition path is too long for the
+    /// store ([`crate::Sink::partition_path_bytes_max`]) or whose schema does not match the
+    /// open file of its bucket is rejected with [`Error::InvalidInput`] before anything is written; the
     /// writer stays usable. Any later error poisons the writer.
     ///
     /// Memory: after each bucket's part of the batch, [`SinkWriter::buffered_bytes`] is brought
@@ -377,7 +378,13 @@ impl SinkWriter {
         buckets: Vec<(BucketId, RecordBatch)>,
     ) -> Result<()> {
         self.check_poisoned()?;
+        let path_max = self.config.partition_path_bytes_max();
         for (bucket, b) in &buckets {
+            if let Some(max) = path_max.filter(|&max| bucket.as_str().len() > max) {
+                return Err(Error::InvalidInput(
+                    crate::protocol::bucket_id::partition_path_too_long(bucket.as_str(), max),
+                ));
+            }
             if let Some(part) = self.open.get(bucket) {
                 if let Some(schema) = &part.schema {
                     if schema.fields() != b.schema().fields() {

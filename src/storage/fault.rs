@@ -295,6 +295,10 @@ impl Storage for FaultyStorage {
         self.inner.can_resume()
     }
 
+    fn path_bytes_max(&self) -> Option<usize> {
+        self.inner.path_bytes_max()
+    }
+
     fn leaves_metadata_temps(&self) -> bool {
         self.inner.leaves_metadata_temps()
     }

@@ -108,6 +108,15 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// across checkpoints. Where they do not, the writer rolls every file at every checkpoint.
     fn can_resume(&self) -> bool;
 
+    /// The longest path, in bytes, this store takes for a file relative to the sink's base,
+    /// if it has a limit: on local disk `PATH_MAX` less the base directory, on S3 the 1,024
+    /// bytes of a key less the prefix. A partition path that would make a part file's path
+    /// longer is refused before anything is written (see
+    /// [`Sink::partition_path_bytes_max`](crate::Sink::partition_path_bytes_max)).
+    fn path_bytes_max(&self) -> Option<usize> {
+        None
+    }
+
     /// Starts a new, empty in-progress part file at `location`. Fails with
     /// [`crate::Error::Conflict`] if the in-progress name exists already.
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>>;

@@ -496,6 +496,13 @@ impl Storage for LocalStorage {
         true
     }
 
+    fn path_bytes_max(&self) -> Option<usize> {
+        // A path the kernel takes is shorter than PATH_MAX (which counts its NUL); the part
+        // paths are the base joined with `/` and the relative path.
+        let path_max = usize::try_from(libc::PATH_MAX).ok()?.checked_sub(1)?;
+        Some(path_max.saturating_sub(self.inner.base.as_os_str().len() + 1))
+    }
+
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
         let (inner, location) = (self.inner.clone(), location.clone());
         Ok(Box::new(

@@ -106,6 +106,9 @@ pub struct ObjectStorage {
     inner: Arc<Inner>,
 }
 
+/// The longest key S3 takes, in bytes of UTF-8.
+const S3_KEY_BYTES_MAX: usize = 1024;
+
 struct Inner {
     url: String,
     store: Arc<dyn ObjectStore>,
@@ -282,6 +285,17 @@ impl Storage for ObjectStorage {
 
     fn can_resume(&self) -> bool {
         false
+    }
+
+    fn path_bytes_max(&self) -> Option<usize> {
+        // S3 (and the stores that speak it) take keys of at most 1,024 bytes; the generic
+        // stores' own limits are not known here.
+        self.inner.multipart.as_ref()?;
+        let prefix = match self.inner.prefix.len() {
+            0 => 0,
+            n => n + 1,
+        };
+        Some(S3_KEY_BYTES_MAX.saturating_sub(prefix))
     }
 
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
