@@ -191,6 +191,26 @@ fn a_json_value_that_does_not_fit_its_column_is_a_bad_record() {
             "{\"a\":1}",
             vec!["1", "{\"a\":1.5}"],
         ),
+        (
+            "dec",
+            serde_json::json!({"Decimal128": [10, 2]}),
+            "12.30",
+            vec![
+                "12.345",
+                "\"12.345\"",
+                "1e-3",
+                "100000000",
+                "\"1,5\"",
+                "\" 1\"",
+                "true",
+            ],
+        ),
+        (
+            "dec256",
+            serde_json::json!({"Decimal256": [50, 3]}),
+            "\"-99999999999999999999999999999999999999999999999.125\"",
+            vec!["1.0625", "1e47"],
+        ),
         ("req", "Int64".into(), "7", vec!["null"]),
     ];
     let schema_file = dir.path().join("schema.json");
@@ -229,7 +249,7 @@ fn a_json_value_that_does_not_fit_its_column_is_a_bad_record() {
     expected_bad.push(lines.len() as u64);
     lines.push(record(None, None));
 
-    let (_, visible, bad) = ingest_collecting(
+    let (lake, visible, bad) = ingest_collecting(
         dir.path(),
         "typed.jsonl",
         &lines,
@@ -237,8 +257,21 @@ fn a_json_value_that_does_not_fit_its_column_is_a_bad_record() {
     );
     assert_eq!(bad, expected_bad, "bad records");
     assert_eq!(visible.len(), 2, "{visible:?}");
+    // Decimals are written as JSON numbers, exact (read as text: a float would round them).
+    for f in common::visible_files(&lake) {
+        for line in fs::read_to_string(&f).unwrap().lines() {
+            assert!(line.contains("\"dec\":12.30,"), "{line}");
+            assert!(
+                line.contains(&format!("\"dec256\":-{}.125,", "9".repeat(47))),
+                "{line}"
+            );
+        }
+    }
     for v in &visible {
         for (name, _, value, _) in &columns {
+            if name.starts_with("dec") {
+                continue; // above
+            }
             let expected: Value = match *name {
                 "ts" => "2026-11-30T10:00:00.123".into(),
                 "tn" => "2026-11-30T10:00:00.123456789".into(),
@@ -391,14 +424,11 @@ fn invalid_arguments_exit_2_and_create_nothing() {
         &schema,
         serde_json::json!([field("id", "Int64".into(), true)]),
     );
-    let decimal = d.join("decimal.json");
+    // A type outside the typing rule.
+    let decimal = d.join("decimal32.json");
     write_schema(
         &decimal,
-        serde_json::json!([field(
-            "id",
-            serde_json::json!({"Decimal128": [10, 2]}),
-            true
-        )]),
+        serde_json::json!([field("id", serde_json::json!({"Decimal32": [5, 2]}), true)]),
     );
     let not_schema = d.join("not-schema.json");
     fs::write(&not_schema, "{\"x\":1}").unwrap();
@@ -867,9 +897,61 @@ fn a_csv_value_that_does_not_fit_its_column_is_a_bad_record() {
     let err = stderr(&o);
     assert!(err.contains(":1002") && err.contains("`ts`"), "{err}");
 
+    // Decimals are exact or bad records, as in JSON input (arrow's CSV parser would round
+    // `12.345` to `12.35`); with an exponent, a sign, without a leading digit; empty is null.
+    let schema = dir.path().join("decimal.json");
+    write_schema(
+        &schema,
+        serde_json::json!([
+            field("id", "Int64".into(), false),
+            field("amount", serde_json::json!({"Decimal128": [10, 2]}), true),
+        ]),
+    );
+    let lines: Vec<String> = [
+        "id,amount",
+        "1,12.34",
+        "2,12.345",
+        "3,-0.5",
+        "4,1.5e2",
+        "5,abc",
+        "6,",
+        "7,100000000",
+        "8,\"12.30\"",
+        "9, 12.3",
+        "10,.25",
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    let (lake, _, bad) =
+        ingest_collecting(dir.path(), "decimal.csv", &lines, &["--schema", s(&schema)]);
+    assert_eq!(bad, vec![3, 6, 8, 10]);
+    let mut amounts: Vec<String> = common::visible_files(&lake)
+        .iter()
+        .flat_map(|f| {
+            fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    amounts.sort();
+    assert_eq!(
+        amounts,
+        [
+            "{\"id\":1,\"amount\":12.34}",
+            "{\"id\":10,\"amount\":0.25}",
+            "{\"id\":3,\"amount\":-0.50}",
+            "{\"id\":4,\"amount\":150.00}",
+            "{\"id\":6}",
+            "{\"id\":8,\"amount\":12.30}",
+        ]
+    );
+
     // Types outside the rule are refused before anything is read or created.
     for (name, data_type) in [
-        ("decimal", serde_json::json!({"Decimal128": [10, 2]})),
+        ("decimal32", serde_json::json!({"Decimal32": [5, 2]})),
         ("date64", serde_json::json!("Date64")),
         ("time", serde_json::json!({"Time32": "Second"})),
         ("binary", serde_json::json!("Binary")),

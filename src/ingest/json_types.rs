@@ -12,6 +12,7 @@
 //! | `Utf8`, `LargeUtf8` | a JSON string | numbers, booleans, objects, arrays |
 //! | `Date32` | a string `YYYY-MM-DD` | a date with a time, numbers |
 //! | `Timestamp(unit, tz)` | an RFC 3339 / ISO 8601 string with no digits below the unit; an integer count of units since the epoch | finer precision than the unit, fractions, out of range |
+//! | `Decimal128(p, s)`, `Decimal256(p, s)` | a JSON number or a string spelling one (`12.34`, `"12.34"`, `1.5e3`), with no digit other than `0` beyond the scale and at most `p` digits | `12.345` in scale 2, more digits than `p`, `" 1"`, `"1,5"`, `true` |
 //! | `List`, `LargeList`, `Struct` | an array / object whose elements / fields fit | anything else; a field the struct does not have |
 //! | `Null` | `null` | any value |
 //!
@@ -31,9 +32,9 @@ use arrow::array::timezone::Tz;
 use arrow::array::{Array, ArrayRef, StringArray};
 use arrow::compute::kernels::cast_utils::string_to_datetime;
 use arrow::datatypes::{
-    ArrowPrimitiveType, ArrowTimestampType, DataType, Date32Type, FieldRef, Float32Type,
-    Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, Schema, TimeUnit,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    ArrowPrimitiveType, ArrowTimestampType, DataType, Date32Type, Decimal128Type, Decimal256Type,
+    DecimalType, FieldRef, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+    Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
     TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow::error::ArrowError;
@@ -74,6 +75,8 @@ impl DecoderFactory for StrictJson {
                     TimeUnit::Nanosecond => Timestamp::<TimestampNanosecondType>::boxed(dt, tz),
                 }
             }
+            DataType::Decimal128(p, sc) => Decimal::<Decimal128Type>::boxed(dt, *p, *sc),
+            DataType::Decimal256(p, sc) => Decimal::<Decimal256Type>::boxed(dt, *p, *sc),
             // Null, Boolean, Utf8, LargeUtf8 (without primitive coercion), List, LargeList
             // and Struct (in strict mode): arrow's own decoders already follow the rule.
             _ => return Ok(None),
@@ -102,7 +105,9 @@ pub fn check_schema(schema: &Schema) -> Result<(), String> {
             | DataType::Utf8
             | DataType::LargeUtf8
             | DataType::Date32
-            | DataType::Timestamp(_, _) => Ok(()),
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+            | DataType::Decimal256(_, _) => Ok(()),
             DataType::List(f) | DataType::LargeList(f) => {
                 check(&format!("{path}[]"), f.data_type())
             }
@@ -389,7 +394,125 @@ pub(super) fn typed_from_text(text: &StringArray, dt: &DataType) -> Result<Array
                 TimeUnit::Nanosecond => each::<TimestampNanosecondType>(text, dt, parse),
             }
         }
+        DataType::Decimal128(p, sc) => each::<Decimal128Type>(text, dt, |s| {
+            decimal_from_str::<Decimal128Type>(s, *p, *sc, dt)
+        }),
+        DataType::Decimal256(p, sc) => each::<Decimal256Type>(text, dt, |s| {
+            decimal_from_str::<Decimal256Type>(s, *p, *sc, dt)
+        }),
         other => Err(format!("column type {other} is not read from text here")),
+    }
+}
+
+/// The unscaled value of decimal text `s` (`[+-]digits[.digits][e[+-]digits]`, as JSON
+/// writes a number) in column type `dt`, `Decimal128(precision, scale)` or `Decimal256`:
+/// exact, or why not. A digit other than `0` beyond the scale would be rounded away by
+/// arrow's parser, so it is refused first; arrow's parser then finds the value in range or not.
+pub(super) fn decimal_from_str<T: DecimalType>(
+    s: &str,
+    precision: u8,
+    scale: i8,
+    dt: &DataType,
+) -> Result<T::Native, String> {
+    let not_a_number = || format!("\"{s}\" is not a decimal number (column type {dt})");
+    let b = s.as_bytes();
+    let digits_from = |mut i: usize| {
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        (start, i)
+    };
+    let sign = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let (int_start, mut i) = digits_from(sign);
+    let int = &b[int_start..i];
+    let mut frac: &[u8] = &[];
+    if b.get(i) == Some(&b'.') {
+        let (start, end) = digits_from(i + 1);
+        frac = &b[start..end];
+        i = end;
+    }
+    if int.is_empty() && frac.is_empty() {
+        return Err(not_a_number());
+    }
+    // The power of ten the last digit stands for: minus the fraction's length, plus the
+    // exponent (saturated: a longer exponent is out of range either way).
+    let mut power = -(frac.len() as i64);
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let negative = b.get(i + 1) == Some(&b'-');
+        let (start, end) =
+            digits_from(i + 1 + usize::from(matches!(b.get(i + 1), Some(b'+' | b'-'))));
+        if start == end {
+            return Err(not_a_number());
+        }
+        let exponent = b[start..end].iter().fold(0i64, |n, d| {
+            n.saturating_mul(10).saturating_add(i64::from(d - b'0'))
+        });
+        power = power.saturating_add(if negative { -exponent } else { exponent });
+        i = end;
+    }
+    if i != b.len() {
+        return Err(not_a_number());
+    }
+    // The power of ten of the last digit other than `0` must be one the scale keeps.
+    let trailing_zeros = int
+        .iter()
+        .chain(frac)
+        .rev()
+        .take_while(|&&d| d == b'0')
+        .count();
+    let digits = int.len() + frac.len();
+    if trailing_zeros < digits && power.saturating_add(trailing_zeros as i64) < -i64::from(scale) {
+        return Err(format!(
+            "\"{s}\" has more digits after the point than column type {dt} keeps, and would be \
+             rounded"
+        ));
+    }
+    arrow::compute::kernels::cast_utils::parse_decimal::<T>(s, precision, scale).map_err(
+        |e| match e.to_string().contains("does not fit") {
+            true => format!("\"{s}\" does not fit column type {dt}"),
+            false => not_a_number(),
+        },
+    )
+}
+
+/// A decimal column: JSON numbers, and strings that spell one, exact in the column's scale.
+struct Decimal<T: DecimalType> {
+    data_type: DataType,
+    precision: u8,
+    scale: i8,
+    _type: PhantomData<fn(T) -> T>,
+}
+
+impl<T: DecimalType> Decimal<T> {
+    fn boxed(dt: &DataType, precision: u8, scale: i8) -> Box<dyn ArrayDecoder> {
+        Box::new(Decimal::<T> {
+            data_type: dt.clone(),
+            precision,
+            scale,
+            _type: PhantomData,
+        })
+    }
+}
+
+impl<T: DecimalType> ArrayDecoder for Decimal<T> {
+    fn decode(&mut self, tape: &Tape<'_>, pos: &[u32]) -> Result<ArrayRef, ArrowError> {
+        let mut b =
+            PrimitiveBuilder::<T>::with_capacity(pos.len()).with_data_type(self.data_type.clone());
+        for &p in pos {
+            let text = match tape.get(p) {
+                TapeElement::Null => {
+                    b.append_null();
+                    continue;
+                }
+                TapeElement::String(idx) | TapeElement::Number(idx) => tape.get_string(idx),
+                _ => return Err(mismatch(tape, p, &self.data_type)),
+            };
+            let v = decimal_from_str::<T>(text, self.precision, self.scale, &self.data_type)
+                .map_err(ArrowError::JsonError)?;
+            b.append_value(v);
+        }
+        Ok(Arc::new(b.finish()))
     }
 }
 

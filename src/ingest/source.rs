@@ -1635,15 +1635,18 @@ fn csv_text_where_empty(schema: Schema) -> Schema {
 }
 
 /// The schema Arrow's CSV decoder reads with: text for the columns whose values
-/// [`Decoder::csv_typed`] checks and converts itself (`Null`, `Date32`, `Timestamp`).
+/// [`Decoder::csv_typed`] checks and converts itself (`Null`, `Date32`, `Timestamp`,
+/// decimals).
 fn csv_read_schema(schema: &Schema) -> Schema {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
         .map(|f| match f.data_type() {
-            DataType::Null | DataType::Date32 | DataType::Timestamp(_, _) => {
-                Field::new(f.name(), DataType::Utf8, true)
-            }
+            DataType::Null
+            | DataType::Date32
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+            | DataType::Decimal256(_, _) => Field::new(f.name(), DataType::Utf8, true),
             _ => f.as_ref().clone(),
         })
         .collect();
@@ -1678,12 +1681,14 @@ pub fn check_csv_schema(schema: &Schema) -> std::result::Result<(), String> {
             | DataType::Utf8
             | DataType::LargeUtf8
             | DataType::Date32
-            | DataType::Timestamp(_, _) => {}
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+            | DataType::Decimal256(_, _) => {}
             other => {
                 return Err(format!(
                     "column `{}` has type {other}, which CSV input does not support \
                      (supported: Boolean, Int8..Int64, UInt8..UInt64, Float32, Float64, Utf8, \
-                     LargeUtf8, Date32, Timestamp)",
+                     LargeUtf8, Date32, Timestamp, Decimal128, Decimal256)",
                     f.name()
                 ))
             }
@@ -2637,14 +2642,15 @@ impl Decoder {
         Ok(batch)
     }
 
-    /// `batch`, decoded from CSV with text for the schema's `Null`, `Date32` and `Timestamp`
-    /// columns ([`csv_read_schema`]), back in the schema: a value of a `Null` column is an
-    /// error (a job's schema has such columns when its runs saw a header and no record yet),
-    /// and dates and timestamps are parsed by the typing rule of JSON input
-    /// ([`json_types::date32_from_str`], [`json_types::timestamp_from_str`]). Arrow's CSV
-    /// decoder would drop every value of a `Null` column, cut a timestamp to the column's unit
-    /// (`10:00:00.750` in a column of seconds) and a date-time to its day in a `Date32`
-    /// column, all without a word.
+    /// `batch`, decoded from CSV with text for the schema's `Null`, `Date32`, `Timestamp` and
+    /// decimal columns ([`csv_read_schema`]), back in the schema: a value of a `Null` column
+    /// is an error (a job's schema has such columns when its runs saw a header and no record
+    /// yet), and dates, timestamps and decimals are parsed by the typing rule of JSON input
+    /// ([`json_types::date32_from_str`], [`json_types::timestamp_from_str`],
+    /// [`json_types::decimal_from_str`]). Arrow's CSV decoder would drop every value of a
+    /// `Null` column, cut a timestamp to the column's unit (`10:00:00.750` in a column of
+    /// seconds), a date-time to its day in a `Date32` column and `12.345` to `12.35` in a
+    /// decimal column of scale 2, all without a word.
     fn csv_typed(&self, batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
         let mut columns = batch.columns().to_vec();
         let mut changed = false;
@@ -2660,7 +2666,10 @@ impl Decoder {
                     }
                     arrow::array::new_null_array(&DataType::Null, batch.num_rows())
                 }
-                DataType::Date32 | DataType::Timestamp(_, _) => {
+                DataType::Date32
+                | DataType::Timestamp(_, _)
+                | DataType::Decimal128(_, _)
+                | DataType::Decimal256(_, _) => {
                     let text = columns[i].as_string::<i32>();
                     json_types::typed_from_text(text, dt).map_err(|e| {
                         ArrowError::CsvError(format!("column `{}`: {e}", field.name()))
@@ -3620,6 +3629,79 @@ mod tests {
         .unwrap();
         std::fs::remove_file(&input).unwrap();
         schema
+    }
+
+    /// Decimal text lands exactly or is refused: never rounded (arrow's parser rounds a digit
+    /// beyond the scale), never out of its precision, never from text that is not a number.
+    #[test]
+    fn decimals_are_exact_or_refused() {
+        use arrow::datatypes::{i256, Decimal128Type, Decimal256Type};
+        let d = DataType::Decimal128(10, 2);
+        let dec = |s: &str| json_types::decimal_from_str::<Decimal128Type>(s, 10, 2, &d);
+        for (s, v) in [
+            ("12.34", 1234),
+            ("-12.34", -1234),
+            ("+12.3", 1230),
+            ("12", 1200),
+            ("12.3400000", 1234),
+            ("0.5", 50),
+            (".5", 50),
+            ("5.", 500),
+            ("-0", 0),
+            ("0e-400", 0),
+            ("1.5e1", 1500),
+            ("1.5E+1", 1500),
+            ("1234e-2", 1234),
+            ("1234000e-5", 1234),
+            ("1.2345e2", 12345),
+            ("99999999.99", 9_999_999_999),
+            ("-99999999.99", -9_999_999_999),
+            ("00000000000012.34", 1234),
+        ] {
+            assert_eq!(dec(s), Ok(v), "{s}");
+        }
+        for (s, why) in [
+            ("12.345", "more digits after the point"),
+            ("0.001", "more digits after the point"),
+            ("1e-3", "more digits after the point"),
+            ("1.23456e2", "more digits after the point"),
+            ("1e-400", "more digits after the point"),
+            ("100000000", "does not fit"),
+            ("1e8", "does not fit"),
+            ("1e400", "does not fit"),
+            ("1e99999999999999999999", "does not fit"),
+            ("", "not a decimal"),
+            ("-", "not a decimal"),
+            (".", "not a decimal"),
+            ("1e", "not a decimal"),
+            ("1e+", "not a decimal"),
+            (" 1", "not a decimal"),
+            ("1 ", "not a decimal"),
+            ("1,5", "not a decimal"),
+            ("1.2.3", "not a decimal"),
+            ("0x10", "not a decimal"),
+            ("NaN", "not a decimal"),
+            ("inf", "not a decimal"),
+            ("--1", "not a decimal"),
+        ] {
+            let e = dec(s).unwrap_err();
+            assert!(e.contains(why), "{s}: {e}");
+        }
+        // A negative scale keeps hundreds: 1200 is 12 of them, 1250 is not whole.
+        let d = DataType::Decimal128(5, -2);
+        let dec = |s: &str| json_types::decimal_from_str::<Decimal128Type>(s, 5, -2, &d);
+        assert_eq!(dec("1200"), Ok(12));
+        assert_eq!(dec("1.2e3"), Ok(12));
+        assert!(dec("1250").unwrap_err().contains("more digits"));
+        // Beyond 38 digits.
+        let d = DataType::Decimal256(50, 3);
+        let big = format!("{}.125", "9".repeat(47));
+        let v = json_types::decimal_from_str::<Decimal256Type>(&big, 50, 3, &d).unwrap();
+        assert_eq!(v.to_string(), format!("{}125", "9".repeat(47)));
+        assert_eq!(
+            json_types::decimal_from_str::<Decimal256Type>("-1.5", 50, 3, &d),
+            Ok(i256::from_i128(-1500))
+        );
     }
 
     /// The fast path of `date32_from_str` gives what chrono's parser gives, on every spelling.
