@@ -621,3 +621,85 @@ async fn an_abandoned_round_stays_abandoned_when_another_engine_restores_its_inp
     let per = files_per_partition(b.storage.as_ref()).await;
     assert!(per.values().all(|f| *f == 1), "{per:?}");
 }
+
+/// A partition whose path leaves no room for a new file's name (the table was written under
+/// a shorter base and moved, or by another engine with shorter names) is passed over and
+/// reported; the other partitions are compacted, rather than every round failing on it.
+#[tokio::test]
+async fn a_partition_too_long_for_a_new_file_is_passed_over() {
+    use arrow::array::{Int64Array, StringArray};
+    use filesink::storage::LocalStorage;
+    let root = tempfile::tempdir().unwrap();
+    let short = root.path().join("t");
+    let max_of = |dir: &std::path::Path| {
+        filesink::Sink::builder(LocalStorage::new(dir).unwrap())
+            .format(FileFormat::parquet())
+            .build()
+            .unwrap()
+            .partition_path_bytes_max()
+            .unwrap()
+    };
+    // A base deep enough that a partition path of 200 bytes is too long under it.
+    let mut parent = root.path().to_path_buf();
+    let long = loop {
+        parent.push("d".repeat(250));
+        let long = parent.join("t");
+        let max = max_of(&long);
+        std::fs::remove_dir(&long).unwrap();
+        if max < 200 {
+            break long;
+        }
+    };
+    let max_long = max_of(&long);
+    std::fs::remove_dir(&long).unwrap();
+    let value = "v".repeat(max_long + 10 - "day=".len());
+
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&short).unwrap());
+    let sink = filesink::Sink::builder_shared(storage)
+        .format(FileFormat::parquet())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .build()
+        .unwrap();
+    let mut c = Coordinator::builder(&sink, "orders")
+        .delta_table(
+            DeltaOptions::new()
+                .schema(common::schema())
+                .partition_by(["day"]),
+        )
+        .open()
+        .await
+        .unwrap();
+    for k in 0..3i64 {
+        let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
+        let days: Vec<&str> = ids
+            .iter()
+            .map(|i| if i % 2 == 0 { "a" } else { value.as_str() })
+            .collect();
+        let batch = arrow::record_batch::RecordBatch::try_new(
+            common::schema(),
+            vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(StringArray::from(days)),
+                Arc::new(StringArray::from(vec!["p"; 10])),
+            ],
+        )
+        .unwrap();
+        c.write(&batch).await.unwrap();
+        c.checkpoint(&(k * 10 + 10)).await.unwrap();
+    }
+    c.close().await.unwrap();
+    std::fs::rename(&short, &long).unwrap();
+
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&long).unwrap());
+    let report = compact(storage.clone(), &options(&Backend::local()))
+        .await
+        .unwrap();
+    let long_partition = format!("day={value}");
+    assert_eq!(report.too_long, vec![long_partition.clone()]);
+    let compacted: Vec<&str> = report.bins.iter().map(|b| b.partition.as_str()).collect();
+    assert_eq!(compacted, ["day=a"]);
+    let files = files_per_partition(storage.as_ref()).await;
+    assert_eq!(files.get("day=a"), Some(&1), "{files:?}");
+    assert_eq!(files.get(long_partition.as_str()), Some(&3), "{files:?}");
+    assert_table_exactly_once(storage.as_ref(), 30, "after the round").await;
+}

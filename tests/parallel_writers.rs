@@ -348,3 +348,51 @@ async fn a_writer_opens_the_files_of_a_batch_together() {
     c.finish(&100).await.unwrap();
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 100);
 }
+
+/// A batch with one partition path longer than the store takes is refused by the job as a
+/// whole, before any writer writes its share: nothing of it is committed, and the job goes
+/// on with the next batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_a_partition_path_too_long_is_refused_before_any_writer_writes() {
+    use arrow::array::{Int64Array, StringArray};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let columns: Vec<String> = (0..20).map(|c| format!("c{c:02}")).collect();
+    let sink = Sink::local(dir.path())
+        .unwrap()
+        .format(FileFormat::parquet())
+        .bucket_assigner(HivePartitioner::new(columns.clone()).unwrap())
+        .build()
+        .unwrap();
+    let max = sink.partition_path_bytes_max().unwrap();
+    // Rows 0..20 in short directories of their own (spread over the writers); row 20's path
+    // is one byte too long when `long`.
+    let batch = |long: bool| {
+        let mut fields: Vec<(String, arrow::array::ArrayRef)> = vec![(
+            "id".into(),
+            Arc::new(Int64Array::from((0..21).collect::<Vec<i64>>())),
+        )];
+        let mut left = max + long as usize + 1 - 5 * 20;
+        for name in &columns {
+            let n = left.min(251);
+            left -= n;
+            let mut values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+            values.push("x".repeat(n));
+            fields.push((name.clone(), Arc::new(StringArray::from(values))));
+        }
+        arrow::record_batch::RecordBatch::try_from_iter(fields).unwrap()
+    };
+    let mut c = Coordinator::open(&sink, "long", 3).await.unwrap();
+    let err = c.write(&batch(true)).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(err.to_string().contains("partition path"), "{err}");
+    c.checkpoint(&1).await.unwrap();
+    assert!(
+        visible_files(dir.path()).is_empty(),
+        "nothing of the refused batch"
+    );
+    c.write(&batch(false)).await.unwrap();
+    let report = c.finish(&2).await.unwrap();
+    assert_eq!(report.committed_records, 21, "{report:?}");
+    assert_exactly_once(dir.path(), &FileFormat::parquet(), 21);
+}

@@ -17,6 +17,14 @@
 /// The directory value Hive, Spark, pyarrow and DuckDB read as a null partition value.
 pub const HIVE_DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
+/// The length in bytes of [`escape_path_component`]`(s)`, without making it.
+pub(crate) fn escaped_len(s: &[u8]) -> usize {
+    if s == HIVE_DEFAULT_PARTITION.as_bytes() {
+        return s.len() + 2;
+    }
+    s.len() + 2 * s.iter().filter(|&&b| needs_escape(b)).count()
+}
+
 /// Whether `b` must be written as `%XX` in a path component.
 fn needs_escape(b: u8) -> bool {
     matches!(
@@ -146,6 +154,7 @@ mod tests {
 
     fn round_trip(s: &str) {
         let e = escape_path_component(s);
+        assert_eq!(escaped_len(s.as_bytes()), e.len(), "{s:?}");
         assert_eq!(unescape_path_component(&e).unwrap(), s, "escaped as {e:?}");
     }
 

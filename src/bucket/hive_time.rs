@@ -200,33 +200,6 @@ impl TimePartitioning {
     }
 
     /// The directory names of a local time: `name=value` per component.
-    /// The most bytes the directories of one time take (`dt=…/hour=…`, with their `/`): the
-    /// longest over times that spell out the longest of everything a pattern shows (the
-    /// extreme years, every month, every weekday, nine fraction digits, a null).
-    pub(crate) fn dirs_bytes_max(&self) -> usize {
-        let weekdays = (0..7).map(|d| {
-            chrono::NaiveDate::from_ymd_opt(2023, 1, 1 + d)
-                .and_then(|t| t.and_hms_nano_opt(23, 59, 59, 999_999_999))
-                .expect("a time")
-                .and_utc()
-        });
-        super::time::sample_times()
-            .into_iter()
-            .chain(weekdays)
-            .map(|t| Some((t.timestamp(), t.timestamp_subsec_nanos())))
-            .chain([None])
-            .filter_map(|time| self.names_of(time).ok())
-            .map(|names| {
-                names
-                    .iter()
-                    .map(|n| n.len() + 1)
-                    .sum::<usize>()
-                    .saturating_sub(1)
-            })
-            .max()
-            .unwrap_or(0)
-    }
-
     fn names_of(&self, time: LocalTime) -> std::result::Result<Vec<String>, String> {
         let Some((local, nanos)) = time else {
             return Ok(self
@@ -327,13 +300,33 @@ impl TimePartitioning {
     /// another type: [`BucketAssigner::assign`](super::BucketAssigner::assign) reports that for
     /// the whole batch.
     pub fn row_errors(&self, batch: &RecordBatch) -> Vec<(usize, String)> {
+        self.check_rows(batch).0
+    }
+
+    /// [`TimePartitioning::row_errors`], and the most bytes the directories of one of the
+    /// other rows take (`dt=…/hour=…`, with their `/`; 0 if none).
+    pub(crate) fn check_rows(&self, batch: &RecordBatch) -> (Vec<(usize, String)>, usize) {
         let Ok(g) = self.groups(batch) else {
-            return Vec::new();
+            return (Vec::new(), 0);
         };
+        let longest = g
+            .groups
+            .iter()
+            .filter_map(|names| names.as_ref().ok())
+            .map(|names| {
+                names
+                    .iter()
+                    .map(|n| n.len() + 1)
+                    .sum::<usize>()
+                    .saturating_sub(1)
+            })
+            .max()
+            .unwrap_or(0);
         if g.groups.iter().all(|n| n.is_ok()) {
-            return Vec::new();
+            return (Vec::new(), longest);
         }
-        g.group_of_row
+        let errors = g
+            .group_of_row
             .iter()
             .enumerate()
             .filter_map(|(row, &group)| match &g.groups[group as usize] {
@@ -343,7 +336,8 @@ impl TimePartitioning {
                 )),
                 Ok(_) => None,
             })
-            .collect()
+            .collect();
+        (errors, longest)
     }
 }
 

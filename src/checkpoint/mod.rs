@@ -673,6 +673,10 @@ impl Coordinator {
     /// per checkpoint. A batch that falls into the base directory alone (an unpartitioned
     /// sink) goes to the writers in turn: one open file per writer.
     ///
+    /// A batch whose values cannot be bucketed or that has a partition path longer than the
+    /// store takes ([`crate::Sink::partition_path_bytes_max`]) is refused with
+    /// [`Error::InvalidInput`] before any writer writes.
+    ///
     /// If this call's future is dropped before it completes (a crash in a test), reopen the
     /// job: with several writers they are gone with it (their tasks stop at their next
     /// await), and with one the batch may be written in part.
@@ -719,6 +723,15 @@ impl Coordinator {
     async fn write_shares(&mut self, buckets: Vec<(BucketId, RecordBatch)>) -> Result<()> {
         if buckets.is_empty() {
             return Ok(());
+        }
+        // Refused here, before any writer takes its share: one writer's refusal after
+        // another wrote would leave part of a batch reported as refused in the job.
+        if let Some(max) = self.sink.partition_path_bytes_max() {
+            if let Some((bucket, _)) = buckets.iter().find(|(b, _)| b.as_str().len() > max) {
+                return Err(Error::InvalidInput(
+                    crate::protocol::bucket_id::partition_path_too_long(bucket.as_str(), max),
+                ));
+            }
         }
         let ops = self
             .shares(buckets)

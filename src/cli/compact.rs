@@ -81,6 +81,14 @@ pub async fn run(args: CompactArgs, out: &mut dyn Write) -> CliResult {
     }
     let inputs: usize = report.bins.iter().map(|b| b.inputs.len()).sum();
     let input_bytes: u64 = report.bins.iter().map(|b| b.input_bytes).sum();
+    for p in &report.too_long {
+        outln!(
+            out,
+            "  {p:.64}... ({} bytes): left as it is, its path is too long for the store to take \
+             a merged file's name under it",
+            p.len()
+        );
+    }
     if report.bins.is_empty() {
         outln!(
             out,

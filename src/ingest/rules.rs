@@ -412,12 +412,15 @@ pub(super) fn partition_check(partitioner: HivePartitioner, path_max: Option<usi
             .ok()
             .map(|p| column_check(p.keep_partition_columns(true))),
     };
-    let time_bytes = time.as_ref().map_or(0, |t| t.dirs_bytes_max() + 1);
     let whole = partitioner.keep_partition_columns(true);
     Arc::new(move |batch: &RecordBatch| {
         let mut bad = columns.as_ref().map_or_else(Vec::new, |check| check(batch));
+        // The time directories of the batch's rows, at most this long with their `/`.
+        let mut time_bytes = 0;
         if let Some(time) = &time {
-            bad.extend(time.row_errors(batch));
+            let (errors, longest) = time.check_rows(batch);
+            bad.extend(errors);
+            time_bytes = longest + 1;
         }
         if let Some(max) = path_max {
             let bound = column_bytes_bound(&whole, batch).map(|b| b + time_bytes);
@@ -446,8 +449,24 @@ fn long_paths(
     }
     let rows =
         UInt32Array::from_iter_values((0..batch.num_rows() as u32).filter(|&r| keep[r as usize]));
-    let Ok(good) = arrow::compute::take_record_batch(batch, &rows) else {
+    // Only the columns that name the directories.
+    let schema = batch.schema();
+    let mut names: Vec<&str> = whole.columns().iter().map(String::as_str).collect();
+    names.extend(whole.time().map(|t| t.column()));
+    let Ok(mut cols) = names
+        .iter()
+        .map(|n| schema.index_of(n))
+        .collect::<std::result::Result<Vec<_>, _>>()
+    else {
         return Vec::new(); // the writer's split reports it
+    };
+    cols.sort_unstable();
+    cols.dedup();
+    let Ok(good) = batch
+        .project(&cols)
+        .and_then(|b| arrow::compute::take_record_batch(&b, &rows))
+    else {
+        return Vec::new();
     };
     let mut fields = good.schema().fields().to_vec();
     let name = (0..)
@@ -527,7 +546,7 @@ fn names_are_short(part: &RecordBatch) -> bool {
 }
 
 /// At least as many bytes as the directories of `partitioner`'s columns take in any row of
-/// `batch`, with their `/`; `None` if it cannot tell.
+/// `batch`, each with a `/`; `None` if it cannot tell.
 fn column_bytes_bound(partitioner: &HivePartitioner, batch: &RecordBatch) -> Option<usize> {
     let schema = batch.schema();
     let cols = partitioner
@@ -540,38 +559,133 @@ fn column_bytes_bound(partitioner: &HivePartitioner, batch: &RecordBatch) -> Opt
     Some(names.iter().map(|n| n + 1).sum())
 }
 
-/// Per column of `part`, at least as many bytes as its directory name takes in any row (a
-/// value escapes to at most 3 bytes per byte); `None` if it cannot tell.
+/// Per column of `part`, at least as many bytes as its directory name (`name=value`,
+/// escaped) takes in any row: exactly the longest for strings, a bound for the other
+/// primitive types; `None` if it cannot tell.
 fn column_names_bytes(part: &RecordBatch) -> Option<Vec<usize>> {
-    use arrow::array::{Array, AsArray};
+    use crate::bucket::escape::escaped_len;
+    use arrow::array::{Array, AsArray, GenericStringArray, OffsetSizeTrait};
     use arrow::datatypes::DataType;
+    fn longest<O: OffsetSizeTrait>(a: &GenericStringArray<O>) -> usize {
+        (0..a.len())
+            .filter(|&i| a.is_valid(i))
+            .map(|i| escaped_len(a.value(i).as_bytes()))
+            .max()
+            .unwrap_or(0)
+    }
     part.schema()
         .fields()
         .iter()
         .zip(part.columns())
         .map(|(f, col)| {
-            let longest_value_bytes = match col.data_type() {
-                DataType::Utf8 => {
-                    let a = col.as_string::<i32>();
-                    (0..a.len())
-                        .map(|i| a.value_length(i) as usize)
-                        .max()
-                        .unwrap_or(0)
-                }
-                DataType::LargeUtf8 => {
-                    let a = col.as_string::<i64>();
-                    (0..a.len())
-                        .map(|i| a.value_length(i) as usize)
-                        .max()
-                        .unwrap_or(0)
-                }
-                t if t.is_primitive() || *t == DataType::Boolean => 64,
+            let value = match col.data_type() {
+                DataType::Utf8 => longest(col.as_string::<i32>()),
+                DataType::LargeUtf8 => longest(col.as_string::<i64>()),
+                // `-9223372036854775808`, `18446744073709551615`: nothing to escape.
+                t if t.is_integer() => 20,
+                DataType::Boolean => 5,
+                // Formatted in at most 64 characters, each escaped to at most 3 bytes.
+                t if t.is_primitive() => 3 * 64,
                 _ => return None,
             };
-            // A null is the default partition's name, unescaped.
-            let longest_value_bytes =
-                longest_value_bytes.max(crate::bucket::HIVE_DEFAULT_PARTITION.len());
-            Some(3 * (f.name().len() + 1 + longest_value_bytes))
+            // A null is the default partition's name.
+            let value = value.max(crate::bucket::HIVE_DEFAULT_PARTITION.len());
+            Some(escaped_len(f.name().as_bytes()) + 1 + value)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, StringArray, TimestampSecondArray};
+    use arrow::record_batch::RecordBatch;
+
+    use super::partition_check;
+    use crate::bucket::test_util::XorShift;
+    use crate::bucket::{parse_time_zone, BucketAssigner, HivePartitioner, TimePartitioning};
+
+    /// The partition check of `ingest` sets aside exactly the rows whose partition path is
+    /// longer than the limit, whatever makes it long: values that escape or are null, or
+    /// time directories whose length varies with the time in ways no sample of times
+    /// covers (years of any length, `%C` of far years, seconds since the epoch), in any
+    /// time zone. The oracle is the writer's own split, one row at a time.
+    #[test]
+    fn the_partition_check_sets_aside_exactly_the_rows_whose_path_is_too_long() {
+        let mut rng = XorShift::new(11);
+        let (min, max) = (
+            chrono::DateTime::<chrono::Utc>::MIN_UTC.timestamp() + 14 * 3600,
+            chrono::DateTime::<chrono::Utc>::MAX_UTC.timestamp() - 14 * 3600,
+        );
+        let alphabet = ['a', 'b', '/', ':', '%', 'é', '=', '\n'];
+        let rows = 600;
+        let values: Vec<Option<String>> = (0..rows)
+            .map(|i| match i % 50 {
+                0 => None,
+                1 => Some(crate::bucket::HIVE_DEFAULT_PARTITION.to_string()),
+                _ => Some(
+                    (0..rng.below(60))
+                        .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+                        .collect(),
+                ),
+            })
+            .collect();
+        let times: Vec<Option<i64>> = (0..rows)
+            .map(|i| match i % 37 {
+                0 => None,
+                1 => Some(min),
+                2 => Some(max),
+                _ => Some(min + (rng.next_u64() % (max - min) as u64) as i64),
+            })
+            .collect();
+        let batch = RecordBatch::try_from_iter([
+            ("p", Arc::new(StringArray::from(values)) as ArrayRef),
+            ("t", Arc::new(TimestampSecondArray::from(times)) as ArrayRef),
+        ])
+        .unwrap();
+        for zone in ["-14:00", "UTC", "+01:00", "+14:00"] {
+            for pattern in [
+                "a=%s%s%s%s/b=%C%C%C%C%C%C%C%C/c=%Y%Y%Y%Y",
+                "dt=%Y-%m-%d/h=%H",
+            ] {
+                let time = TimePartitioning::new("t", pattern)
+                    .unwrap()
+                    .with_offset(parse_time_zone(zone).unwrap());
+                let partitioner = HivePartitioner::new(["p"])
+                    .unwrap()
+                    .with_time(time)
+                    .unwrap();
+                let now = chrono::Utc::now();
+                let lengths: Vec<Option<usize>> = (0..rows)
+                    .map(|r| {
+                        let split = partitioner.assign(&batch.slice(r, 1), now).ok()?;
+                        Some(split[0].0.as_str().len())
+                    })
+                    .collect();
+                let mut sorted: Vec<usize> = lengths.iter().flatten().copied().collect();
+                sorted.sort_unstable();
+                for limit in [
+                    sorted[0],
+                    sorted[sorted.len() / 2],
+                    sorted[sorted.len() - 2],
+                ] {
+                    let check = partition_check(partitioner.clone(), Some(limit));
+                    let mut long: Vec<usize> = check(&batch)
+                        .into_iter()
+                        .filter(|(r, _)| lengths[*r].is_some())
+                        .map(|(r, why)| {
+                            assert!(why.contains("partition path"), "{why}");
+                            r
+                        })
+                        .collect();
+                    long.sort_unstable();
+                    let expected: Vec<usize> = (0..rows)
+                        .filter(|&r| lengths[r].is_some_and(|n| n > limit))
+                        .collect();
+                    assert_eq!(long, expected, "{zone} {pattern} limit {limit}");
+                }
+            }
+        }
+    }
 }

@@ -189,6 +189,10 @@ pub struct CompactReport {
     pub abandoned: bool,
     /// Whether a round of an earlier run was finished (or abandoned) first, at restore.
     pub restored: bool,
+    /// Partitions with small files left as they are: their path is too long for the store to
+    /// take a new file's name under it ([`crate::Sink::partition_path_bytes_max`]; another
+    /// writer's shorter names fit).
+    pub too_long: Vec<String>,
 }
 
 /// The bucket of the bin being written: the compactor sets it before each bin.
@@ -260,7 +264,8 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     let table = job.table().expect("opened with a table");
     let read_version = table.version();
     report.read_version = read_version;
-    let bins = plan(table, options)?;
+    let (bins, too_long) = plan(table, options, sink.partition_path_bytes_max())?;
+    report.too_long = too_long;
     report.bins = bins.iter().map(|b| b.bin.clone()).collect();
     if options.dry_run || bins.is_empty() {
         job.close().await?;
@@ -356,8 +361,14 @@ struct PlannedBin {
     removes: Vec<TableRemove>,
 }
 
-/// Step 1 of a round: the bins, partition by partition (in directory order).
-fn plan(table: &DeltaTable, options: &CompactOptions) -> Result<Vec<PlannedBin>> {
+/// Step 1 of a round: the bins, partition by partition (in directory order), and the
+/// partitions passed over because their path is longer than `path_max` (a bin's output could
+/// not be named there; every round would fail on it, and on the partitions after it).
+fn plan(
+    table: &DeltaTable,
+    options: &CompactOptions,
+    path_max: Option<usize>,
+) -> Result<(Vec<PlannedBin>, Vec<String>)> {
     let partition_columns = table.partition_columns().to_vec();
     let small = options.target_size_bytes / 2;
     let mut by_partition: BTreeMap<String, (BucketId, Vec<_>)> = BTreeMap::new();
@@ -412,8 +423,15 @@ fn plan(table: &DeltaTable, options: &CompactOptions) -> Result<Vec<PlannedBin>>
         )));
     }
     let mut bins = Vec::new();
+    let mut too_long = Vec::new();
     let mut planned_bytes = 0u64;
     'partitions: for (partition, (bucket, mut files)) in by_partition {
+        if path_max.is_some_and(|max| bucket.as_str().len() > max) {
+            if files.len() >= options.min_files {
+                too_long.push(partition);
+            }
+            continue;
+        }
         files.sort_by(|a, b| {
             (a.0.modification_time, &a.0.path).cmp(&(b.0.modification_time, &b.0.path))
         });
@@ -459,7 +477,7 @@ fn plan(table: &DeltaTable, options: &CompactOptions) -> Result<Vec<PlannedBin>>
         }
         flush(&mut current, &mut current_bytes, &mut bins);
     }
-    Ok(bins)
+    Ok((bins, too_long))
 }
 
 /// `numRecords` of a `stats` string.
