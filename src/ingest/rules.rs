@@ -423,8 +423,12 @@ pub(super) fn partition_check(partitioner: HivePartitioner, path_max: Option<usi
             time_bytes = longest + 1;
         }
         if let Some(max) = path_max {
-            let bound = column_bytes_bound(&whole, batch).map(|b| b + time_bytes);
-            if bound.is_none_or(|b| b > max) {
+            // A cheap bound first (a value escapes to at most 3 bytes per byte), the
+            // escaped lengths only if it does not rule a long path out.
+            let within = |exact| {
+                column_bytes_bound(&whole, batch, exact).is_some_and(|b| b + time_bytes <= max)
+            };
+            if !within(false) && !within(true) {
                 bad.extend(long_paths(&whole, batch, &bad, max));
             }
         }
@@ -542,12 +546,20 @@ fn column_check(partitioner: HivePartitioner) -> RowCheck {
 /// Whether every value of these partition columns surely makes a directory name within the
 /// limit; `false` means "check each one".
 fn names_are_short(part: &RecordBatch) -> bool {
-    column_names_bytes(part).is_some_and(|names| names.iter().all(|&n| n <= 255))
+    let short = |exact| {
+        column_names_bytes(part, exact).is_some_and(|names| names.iter().all(|&n| n <= 255))
+    };
+    short(false) || short(true)
 }
 
 /// At least as many bytes as the directories of `partitioner`'s columns take in any row of
-/// `batch`, each with a `/`; `None` if it cannot tell.
-fn column_bytes_bound(partitioner: &HivePartitioner, batch: &RecordBatch) -> Option<usize> {
+/// `batch`, each with a `/` (see [`column_names_bytes`] for `exact`); `None` if it cannot
+/// tell.
+fn column_bytes_bound(
+    partitioner: &HivePartitioner,
+    batch: &RecordBatch,
+    exact: bool,
+) -> Option<usize> {
     let schema = batch.schema();
     let cols = partitioner
         .columns()
@@ -555,23 +567,43 @@ fn column_bytes_bound(partitioner: &HivePartitioner, batch: &RecordBatch) -> Opt
         .map(|c| schema.index_of(c))
         .collect::<std::result::Result<Vec<_>, _>>()
         .ok()?;
-    let names = column_names_bytes(&batch.project(&cols).ok()?)?;
+    let names = column_names_bytes(&batch.project(&cols).ok()?, exact)?;
     Some(names.iter().map(|n| n + 1).sum())
 }
 
 /// Per column of `part`, at least as many bytes as its directory name (`name=value`,
-/// escaped) takes in any row: exactly the longest for strings, a bound for the other
-/// primitive types; `None` if it cannot tell.
-fn column_names_bytes(part: &RecordBatch) -> Option<Vec<usize>> {
+/// escaped) takes in any row: for strings exactly the longest if `exact` (a scan of every
+/// value's bytes), else three times the longest value (a look at their lengths); a bound for
+/// the other primitive types; `None` if it cannot tell.
+fn column_names_bytes(part: &RecordBatch, exact: bool) -> Option<Vec<usize>> {
     use crate::bucket::escape::escaped_len;
     use arrow::array::{Array, AsArray, GenericStringArray, OffsetSizeTrait};
     use arrow::datatypes::DataType;
-    fn longest<O: OffsetSizeTrait>(a: &GenericStringArray<O>) -> usize {
-        (0..a.len())
-            .filter(|&i| a.is_valid(i))
-            .map(|i| escaped_len(a.value(i).as_bytes()))
-            .max()
-            .unwrap_or(0)
+    let longest = |a: &dyn StringValues| -> usize {
+        match exact {
+            true => a.longest_escaped(),
+            false => 3 * a.longest(),
+        }
+    };
+    trait StringValues {
+        fn longest(&self) -> usize;
+        fn longest_escaped(&self) -> usize;
+    }
+    impl<O: OffsetSizeTrait> StringValues for GenericStringArray<O> {
+        fn longest(&self) -> usize {
+            self.offsets()
+                .windows(2)
+                .map(|w| (w[1] - w[0]).as_usize())
+                .max()
+                .unwrap_or(0)
+        }
+        fn longest_escaped(&self) -> usize {
+            (0..self.len())
+                .filter(|&i| self.is_valid(i))
+                .map(|i| escaped_len(self.value(i).as_bytes()))
+                .max()
+                .unwrap_or(0)
+        }
     }
     part.schema()
         .fields()
