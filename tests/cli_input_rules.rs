@@ -430,6 +430,26 @@ fn invalid_arguments_exit_2_and_create_nothing() {
         &decimal,
         serde_json::json!([field("id", serde_json::json!({"Decimal32": [5, 2]}), true)]),
     );
+    // Decimals a Parquet file cannot hold, or arrow cannot: refused before the job exists
+    // (it would keep a schema it can never write).
+    let bad_decimals: Vec<PathBuf> = [
+        serde_json::json!({"Decimal128": [10, -2]}),
+        serde_json::json!({"Decimal128": [5, 7]}),
+        serde_json::json!({"Decimal128": [0, 0]}),
+        serde_json::json!({"Decimal128": [40, 2]}),
+        serde_json::json!({"Decimal256": [80, 0]}),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, t)| {
+        let path = d.join(format!("bad-decimal-{i}.json"));
+        write_schema(
+            &path,
+            serde_json::json!([field("id", t, true), field("day", "Utf8".into(), true)]),
+        );
+        path
+    })
+    .collect();
     let not_schema = d.join("not-schema.json");
     fs::write(&not_schema, "{\"x\":1}").unwrap();
     let twice = d.join("twice.json");
@@ -449,7 +469,7 @@ fn invalid_arguments_exit_2_and_create_nothing() {
     let lake = d.join("lake");
     let missing = d.join("missing.json");
     let (j, c, t, l) = (s(&jsonl), s(&csv), s(&txt), s(&lake));
-    let cases: Vec<Vec<&str>> = vec![
+    let mut cases: Vec<Vec<&str>> = vec![
         vec!["ingest", j, "--to", l, "--partition-by", "_x"],
         vec!["ingest", j, "--to", l, "--partition-by", ".x"],
         vec!["ingest", j, "--to", l, "--partition-by", ""],
@@ -497,6 +517,10 @@ fn invalid_arguments_exit_2_and_create_nothing() {
         vec!["bench", "--to", l, "--file-size", "0"],
         vec!["bench", "--to", l, "--format", "xml"],
     ];
+    for schema in &bad_decimals {
+        cases.push(vec!["ingest", j, "--to", l, "--schema", s(schema)]);
+        cases.push(vec!["ingest", c, "--to", l, "--schema", s(schema)]);
+    }
     for args in &cases {
         let o = filesink(args);
         assert_eq!(

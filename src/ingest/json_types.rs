@@ -105,9 +105,9 @@ pub fn check_schema(schema: &Schema) -> Result<(), String> {
             | DataType::Utf8
             | DataType::LargeUtf8
             | DataType::Date32
-            | DataType::Timestamp(_, _)
-            | DataType::Decimal128(_, _)
-            | DataType::Decimal256(_, _) => Ok(()),
+            | DataType::Timestamp(_, _) => Ok(()),
+            DataType::Decimal128(p, s) => check_decimal::<Decimal128Type>(path, dt, *p, *s),
+            DataType::Decimal256(p, s) => check_decimal::<Decimal256Type>(path, dt, *p, *s),
             DataType::List(f) | DataType::LargeList(f) => {
                 check(&format!("{path}[]"), f.data_type())
             }
@@ -117,7 +117,7 @@ pub fn check_schema(schema: &Schema) -> Result<(), String> {
             other => Err(format!(
                 "column `{path}` has type {other}, which JSON input does not support (supported: \
                  Boolean, Int8..Int64, UInt8..UInt64, Float32, Float64, Utf8, LargeUtf8, Date32, \
-                 Timestamp, List, LargeList, Struct, Null)"
+                 Timestamp, Decimal128, Decimal256, List, LargeList, Struct, Null)"
             )),
         }
     }
@@ -514,6 +514,26 @@ impl<T: DecimalType> ArrayDecoder for Decimal<T> {
         }
         Ok(Arc::new(b.finish()))
     }
+}
+
+/// Checks the precision and scale of decimal column `path` of type `dt`: within arrow's
+/// limits, and a scale of 0 or more (Parquet and Delta hold no other), so that a job never
+/// starts with a schema it cannot write.
+fn check_decimal<T: DecimalType>(
+    path: &str,
+    dt: &DataType,
+    precision: u8,
+    scale: i8,
+) -> Result<(), String> {
+    arrow::datatypes::validate_decimal_precision_and_scale::<T>(precision, scale)
+        .map_err(|e| format!("column `{path}` has type {dt}: {e}"))?;
+    if scale < 0 {
+        return Err(format!(
+            "column `{path}` has type {dt}, whose negative scale Parquet and Delta tables do not \
+             hold; give a scale of 0 or more"
+        ));
+    }
+    Ok(())
 }
 
 /// `Date32` from strings `YYYY-MM-DD`.
