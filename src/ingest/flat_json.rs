@@ -18,7 +18,8 @@
 //! the tests compare the two decoders on generated records of every kind.
 //!
 //! Schemas it serves: every column one of `Int8`…`Int64`, `UInt8`…`UInt64`, `Float32`,
-//! `Float64`, `Boolean`, `Utf8`, `LargeUtf8`, `Date32`, `Timestamp`. A schema with a nested or
+//! `Float64`, `Boolean`, `Utf8`, `LargeUtf8`, `Date32`, `Timestamp`, `Decimal128`,
+//! `Decimal256`. A schema with a nested or
 //! `Null` column, with no column or with a name twice, is decoded by arrow's decoder only.
 
 use std::collections::HashMap;
@@ -28,13 +29,16 @@ use arrow::array::builder::{BooleanBuilder, LargeStringBuilder, PrimitiveBuilder
 use arrow::array::timezone::Tz;
 use arrow::array::ArrayRef;
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Date32Type, Float32Type, Float64Type, Int16Type, Int32Type,
-    Int64Type, Int8Type, SchemaRef, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
-    TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    ArrowPrimitiveType, DataType, Date32Type, Decimal128Type, Decimal256Type, DecimalType,
+    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, SchemaRef, TimeUnit,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow::record_batch::RecordBatch;
 
-use super::json_types::{date32_from_str, parse_f32, parse_f64, parse_int, timestamp_from_str};
+use super::json_types::{
+    date32_from_str, decimal_from_str, parse_f32, parse_f64, parse_int, timestamp_from_str,
+};
 
 /// The fast decoder of one schema's flat records (see the module doc); `None` from
 /// [`FlatJson::decode`] means "decode this chunk with arrow's decoder".
@@ -71,6 +75,8 @@ enum Kind {
     LargeUtf8,
     Date32,
     Timestamp(TimeUnit, Tz),
+    Decimal128(u8, i8),
+    Decimal256(u8, i8),
 }
 
 impl FlatJson {
@@ -98,6 +104,8 @@ impl FlatJson {
                     DataType::Timestamp(unit, tz) => {
                         Kind::Timestamp(*unit, tz.as_deref().unwrap_or("+00:00").parse().ok()?)
                     }
+                    DataType::Decimal128(p, s) => Kind::Decimal128(*p, *s),
+                    DataType::Decimal256(p, s) => Kind::Decimal256(*p, *s),
                     _ => return None,
                 };
                 // A name that JSON writes with escapes is never matched raw: the chunk goes
@@ -451,6 +459,8 @@ enum Builder {
     TsMs(PrimitiveBuilder<TimestampMillisecondType>),
     TsUs(PrimitiveBuilder<TimestampMicrosecondType>),
     TsNs(PrimitiveBuilder<TimestampNanosecondType>),
+    D128(PrimitiveBuilder<Decimal128Type>),
+    D256(PrimitiveBuilder<Decimal256Type>),
 }
 
 /// Applies `$f` to the builder inside any variant.
@@ -475,12 +485,23 @@ macro_rules! each {
             Builder::TsMs($x) => $f,
             Builder::TsUs($x) => $f,
             Builder::TsNs($x) => $f,
+            Builder::D128($x) => $f,
+            Builder::D256($x) => $f,
         }
     };
 }
 
 fn primitive<T: ArrowPrimitiveType>(rows: usize, dt: &DataType) -> PrimitiveBuilder<T> {
     PrimitiveBuilder::<T>::with_capacity(rows).with_data_type(dt.clone())
+}
+
+/// A decimal value (a number, or a string spelling one) exact in column type `dt`, as the
+/// typing rule parses it.
+fn decimal<T: DecimalType>(v: Value<'_>, dt: &DataType, p: u8, s: i8) -> Option<T::Native> {
+    match v {
+        Value::Number(text, _) | Value::String(text) => decimal_from_str::<T>(text, p, s, dt).ok(),
+        _ => None,
+    }
 }
 
 /// An integer value of a column that takes integers only, as the typing rule parses it.
@@ -516,6 +537,8 @@ impl Builder {
                 TimeUnit::Microsecond => Builder::TsUs(primitive(rows, dt)),
                 TimeUnit::Nanosecond => Builder::TsNs(primitive(rows, dt)),
             },
+            Kind::Decimal128(..) => Builder::D128(primitive(rows, dt)),
+            Kind::Decimal256(..) => Builder::D256(primitive(rows, dt)),
         }
     }
 
@@ -566,6 +589,18 @@ impl Builder {
                 Value::String(s) => b.append_value(date32_from_str(s).ok()?),
                 _ => return None,
             },
+            Builder::D128(b) => {
+                let Kind::Decimal128(p, s) = column.kind else {
+                    return None;
+                };
+                b.append_value(decimal::<Decimal128Type>(v, dt, p, s)?)
+            }
+            Builder::D256(b) => {
+                let Kind::Decimal256(p, s) = column.kind else {
+                    return None;
+                };
+                b.append_value(decimal::<Decimal256Type>(v, dt, p, s)?)
+            }
             Builder::TsS(_) | Builder::TsMs(_) | Builder::TsUs(_) | Builder::TsNs(_) => {
                 let Kind::Timestamp(unit, tz) = &column.kind else {
                     return None;

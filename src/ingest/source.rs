@@ -3959,6 +3959,8 @@ mod tests {
                 DataType::Timestamp(TimeUnit::Second, Some("+02:00".into())),
                 true,
             ),
+            Field::new("dec", DataType::Decimal128(10, 2), true),
+            Field::new("dec256", DataType::Decimal256(40, 3), true),
             Field::new("nn", DataType::Int64, false),
         ]));
         let flat = FlatJson::new(&schema).map(Arc::new);
@@ -4085,7 +4087,35 @@ mod tests {
             "\"9999999-01-01T00:00:00Z\"",
             "true",
         ];
-        let columns: [(&str, &[&str]); 12] = [
+        let decimals = [
+            "12.34",
+            "\"12.34\"",
+            "-0.5",
+            "0",
+            "-0",
+            "1e2",
+            "\"1.5E+1\"",
+            "12.300",
+            "12.345",
+            "\"12.345\"",
+            "99999999.99",
+            "100000000",
+            "1e-400",
+            "0e-400",
+            "1e99999999999999999999",
+            "\"1,5\"",
+            "\" 1\"",
+            "\"\"",
+            "\"\\u0031\"",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "true",
+            "null",
+            "[1]",
+        ];
+        let columns: [(&str, &[&str]); 14] = [
             ("i8", &ints),
             ("i64", &ints),
             ("u64", &ints),
@@ -4097,6 +4127,8 @@ mod tests {
             ("d", &dates),
             ("ts", &stamps),
             ("tsz", &stamps),
+            ("dec", &decimals),
+            ("dec256", &decimals),
             ("nn", &ints),
         ];
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -4116,7 +4148,7 @@ mod tests {
                 }
                 let mut fields = Vec::new();
                 for c in order {
-                    if c != 11 && rand(5) == 0 {
+                    if columns[c].0 != "nn" && rand(5) == 0 {
                         continue; // a missing field
                     }
                     let (name, values) = columns[c];
