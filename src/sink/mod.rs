@@ -205,7 +205,7 @@ impl Sink {
     }
 
     /// The longest partition path (a bucket's directories, `/`-separated, as
-    /// [`BucketId`](crate::BucketId) spells it) this sink can write into, in bytes: the
+    /// [`BucketId`](crate::protocol::BucketId) spells it) this sink can write into, in bytes: the
     /// store's limit on a path ([`Storage::path_bytes_max`]) less a `/` and the longest name a
     /// part file of any of the sink's writers may have. `None` if the store has no limit.
     ///
