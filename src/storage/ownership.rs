@@ -142,9 +142,79 @@ pub(crate) fn describes_self(holder: &str) -> bool {
 /// seconds).
 const CLOCK_SLACK: Duration = Duration::from_secs(1);
 
-/// Releases started by dropped leases, so that a run started next in the same process waits
-/// for them instead of finding the claim live (a dropped coordinator is a finished run).
-static RELEASES: Mutex<Vec<(String, tokio::task::JoinHandle<()>)>> = Mutex::new(Vec::new());
+/// Releases started by dropped leases and not yet ended, so that a run started next in the
+/// same process waits for them instead of finding the claim live (a dropped coordinator is a
+/// finished run). Each waiter waits for every release started before it, whoever else waits
+/// for it too: two waiters never split the releases between them.
+static RELEASES: Mutex<Releases> = Mutex::new(Releases {
+    next: 0,
+    pending: std::collections::BTreeMap::new(),
+});
+
+/// Told when a release ends.
+static RELEASED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+struct Releases {
+    /// The number of the next release.
+    next: u64,
+    /// The releases not yet ended, by number: the store location of each.
+    pending: std::collections::BTreeMap<u64, String>,
+}
+
+/// A release's entry in [`RELEASES`], removed when its task ends however it ends (done, or
+/// dropped with its runtime).
+struct Pending(u64);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        RELEASES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pending
+            .remove(&self.0);
+        RELEASED.notify_waiters();
+    }
+}
+
+/// Runs `release` (of a claim at `where_`) on `rt` in the background, registered in
+/// [`RELEASES`] until it ends.
+fn start_release(
+    rt: &tokio::runtime::Handle,
+    where_: String,
+    release: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let pending = {
+        let mut r = RELEASES.lock().unwrap_or_else(|e| e.into_inner());
+        let id = r.next;
+        r.next += 1;
+        r.pending.insert(id, where_);
+        Pending(id)
+    };
+    rt.spawn(async move {
+        let _pending = pending;
+        release.await;
+    });
+}
+
+/// Waits until every release started before this call whose location `matches` has ended.
+async fn wait_for(matches: impl Fn(&str) -> bool) {
+    let upto = RELEASES.lock().unwrap_or_else(|e| e.into_inner()).next;
+    loop {
+        let ended = RELEASED.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        let waiting = RELEASES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pending
+            .range(..upto)
+            .any(|(_, w)| matches(w));
+        if !waiting {
+            return;
+        }
+        ended.await;
+    }
+}
 
 /// A claim on an object store (see the [module documentation](self)).
 #[derive(Debug)]
@@ -284,28 +354,11 @@ fn dir_rel<'a>(base: &str, dir: &'a Path) -> &'a str {
 /// Waits for the releases that dropped leases started in the background (a process should
 /// call it before it exits, or a job it dropped stays held until its claim expires).
 pub async fn settle_releases() {
-    let all: Vec<tokio::task::JoinHandle<()>> =
-        std::mem::take(&mut *RELEASES.lock().unwrap_or_else(|e| e.into_inner()))
-            .into_iter()
-            .map(|(_, h)| h)
-            .collect();
-    for h in all {
-        let _ = h.await;
-    }
+    wait_for(|_| true).await;
 }
 
 async fn wait_for_releases(where_: &str) {
-    let mine: Vec<tokio::task::JoinHandle<()>> = {
-        let mut all = RELEASES.lock().unwrap_or_else(|e| e.into_inner());
-        let (mine, rest) = std::mem::take(&mut *all)
-            .into_iter()
-            .partition(|(w, _)| w == where_);
-        *all = rest;
-        mine.into_iter().map(|(_, h)| h).collect()
-    };
-    for h in mine {
-        let _ = h.await;
-    }
+    wait_for(|w| w == where_).await;
 }
 
 /// One claim found by a listing.
@@ -519,13 +572,56 @@ impl Drop for Claim {
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let shared = self.shared.clone();
-            let handle = rt.spawn(async move {
+            start_release(&rt, self.shared.where_.clone(), async move {
                 let _ = shared.store.delete(&shared.key).await;
             });
-            RELEASES
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((self.shared.where_.clone(), handle));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every waiter waits for every release started before it at its location, whoever else
+    /// waits too. (Waiters used to take the releases they waited for out of the registry, so a
+    /// second waiter found none and went on while the claim was still there: a job dropped by
+    /// one run was found held by the next run in the same process.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_waiter_waits_for_every_release_started_before_it() {
+        let rt = tokio::runtime::Handle::current();
+        let here = format!("memory://{}", uuid::Uuid::now_v7().simple());
+        let (end, ended) = tokio::sync::oneshot::channel::<()>();
+        start_release(&rt, here.clone(), async move {
+            let _ = ended.await;
+        });
+        let all = tokio::spawn(settle_releases());
+        let at = here.clone();
+        let mine = tokio::spawn(async move { wait_for_releases(&at).await });
+        // A waiter elsewhere does not wait for it.
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            wait_for_releases("memory://elsewhere"),
+        )
+        .await
+        .expect("nothing to wait for elsewhere");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !all.is_finished(),
+            "settle_releases went on before the release ended"
+        );
+        assert!(
+            !mine.is_finished(),
+            "a second waiter went on before the release ended"
+        );
+        end.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), all)
+            .await
+            .unwrap()
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), mine)
+            .await
+            .unwrap()
+            .unwrap();
     }
 }
