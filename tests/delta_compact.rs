@@ -23,21 +23,7 @@ const PER_CHECKPOINT: i64 = 100;
 /// `checkpoints` checkpoints of job `orders` into a table partitioned by `day` (5 values):
 /// five small files per checkpoint.
 async fn appends(storage: Arc<dyn Storage>, single_writer: bool, first: i64, checkpoints: i64) {
-    let sink = filesink::Sink::builder_shared(storage)
-        .format(FileFormat::parquet())
-        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
-        .build()
-        .unwrap();
-    let mut c = Coordinator::builder(&sink, "orders")
-        .delta_table(
-            DeltaOptions::new()
-                .schema(common::schema())
-                .partition_by(["day"])
-                .single_writer(single_writer),
-        )
-        .open()
-        .await
-        .unwrap();
+    let mut c = orders(storage, single_writer).await;
     for k in 0..checkpoints {
         let start = first + k * PER_CHECKPOINT;
         c.write(&common::batch(start, PER_CHECKPOINT))
@@ -46,6 +32,25 @@ async fn appends(storage: Arc<dyn Storage>, single_writer: bool, first: i64, che
         c.checkpoint(&(start + PER_CHECKPOINT)).await.unwrap();
     }
     c.close().await.unwrap();
+}
+
+/// Job `orders` of a table partitioned by `day`.
+async fn orders(storage: Arc<dyn Storage>, single_writer: bool) -> Coordinator {
+    let sink = filesink::Sink::builder_shared(storage)
+        .format(FileFormat::parquet())
+        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
+        .build()
+        .unwrap();
+    Coordinator::builder(&sink, "orders")
+        .delta_table(
+            DeltaOptions::new()
+                .schema(common::schema())
+                .partition_by(["day"])
+                .single_writer(single_writer),
+        )
+        .open()
+        .await
+        .unwrap()
 }
 
 fn options(b: &Backend) -> CompactOptions {
@@ -627,7 +632,7 @@ async fn an_abandoned_round_stays_abandoned_when_another_engine_restores_its_inp
 /// reported; the other partitions are compacted, rather than every round failing on it.
 #[tokio::test]
 async fn a_partition_too_long_for_a_new_file_is_passed_over() {
-    use arrow::array::{Int64Array, StringArray};
+    use arrow::array::StringArray;
     use filesink::storage::LocalStorage;
     let root = tempfile::tempdir().unwrap();
     let short = root.path().join("t");
@@ -654,36 +659,16 @@ async fn a_partition_too_long_for_a_new_file_is_passed_over() {
     std::fs::remove_dir(&long).unwrap();
     let value = "v".repeat(max_long + 10 - "day=".len());
 
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&short).unwrap());
-    let sink = filesink::Sink::builder_shared(storage)
-        .format(FileFormat::parquet())
-        .bucket_assigner(filesink::bucket::HivePartitioner::new(["day"]).unwrap())
-        .build()
-        .unwrap();
-    let mut c = Coordinator::builder(&sink, "orders")
-        .delta_table(
-            DeltaOptions::new()
-                .schema(common::schema())
-                .partition_by(["day"]),
-        )
-        .open()
-        .await
-        .unwrap();
+    let mut c = orders(Arc::new(LocalStorage::new(&short).unwrap()), false).await;
     for k in 0..3i64 {
-        let ids: Vec<i64> = (k * 10..k * 10 + 10).collect();
-        let days: Vec<&str> = ids
-            .iter()
+        // The harness's records, every other one in the long partition.
+        let b = common::batch(k * 10, 10);
+        let days: Vec<&str> = (k * 10..k * 10 + 10)
             .map(|i| if i % 2 == 0 { "a" } else { value.as_str() })
             .collect();
-        let batch = arrow::record_batch::RecordBatch::try_new(
-            common::schema(),
-            vec![
-                Arc::new(Int64Array::from(ids.clone())),
-                Arc::new(StringArray::from(days)),
-                Arc::new(StringArray::from(vec!["p"; 10])),
-            ],
-        )
-        .unwrap();
+        let mut columns = b.columns().to_vec();
+        columns[1] = Arc::new(StringArray::from(days));
+        let batch = arrow::record_batch::RecordBatch::try_new(b.schema(), columns).unwrap();
         c.write(&batch).await.unwrap();
         c.checkpoint(&(k * 10 + 10)).await.unwrap();
     }

@@ -90,24 +90,10 @@ impl DecoderFactory for StrictJson {
 pub fn check_schema(schema: &Schema) -> Result<(), String> {
     fn check(path: &str, dt: &DataType) -> Result<(), String> {
         match dt {
-            DataType::Null
-            | DataType::Boolean
-            | DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Float32
-            | DataType::Float64
-            | DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Date32
-            | DataType::Timestamp(_, _) => Ok(()),
+            DataType::Null => Ok(()),
             DataType::Decimal128(p, s) => check_decimal::<Decimal128Type>(path, dt, *p, *s),
             DataType::Decimal256(p, s) => check_decimal::<Decimal256Type>(path, dt, *p, *s),
+            t if is_scalar(t) => Ok(()),
             DataType::List(f) | DataType::LargeList(f) => {
                 check(&format!("{path}[]"), f.data_type())
             }
@@ -514,6 +500,32 @@ impl<T: DecimalType> ArrayDecoder for Decimal<T> {
         }
         Ok(Arc::new(b.finish()))
     }
+}
+
+/// Whether `dt` is one of the scalar types the typing rule covers (CSV input takes these
+/// only; JSON input also `Null`, lists and structs). A decimal's precision and scale are
+/// checked apart ([`check_schema`]).
+pub(super) fn is_scalar(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Date32
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+            | DataType::Decimal256(_, _)
+    )
 }
 
 /// Checks the precision and scale of decimal column `path` of type `dt`: within arrow's

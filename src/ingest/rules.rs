@@ -579,31 +579,19 @@ fn column_names_bytes(part: &RecordBatch, exact: bool) -> Option<Vec<usize>> {
     use crate::bucket::escape::escaped_len;
     use arrow::array::{Array, AsArray, GenericStringArray, OffsetSizeTrait};
     use arrow::datatypes::DataType;
-    let longest = |a: &dyn StringValues| -> usize {
-        match exact {
-            true => a.longest_escaped(),
-            false => 3 * a.longest(),
-        }
-    };
-    trait StringValues {
-        fn longest(&self) -> usize;
-        fn longest_escaped(&self) -> usize;
-    }
-    impl<O: OffsetSizeTrait> StringValues for GenericStringArray<O> {
-        fn longest(&self) -> usize {
-            self.offsets()
+    fn longest<O: OffsetSizeTrait>(a: &GenericStringArray<O>, exact: bool) -> usize {
+        let longest = if exact {
+            (0..a.len())
+                .filter(|&i| a.is_valid(i))
+                .map(|i| escaped_len(a.value(i).as_bytes()))
+                .max()
+        } else {
+            a.offsets()
                 .windows(2)
-                .map(|w| (w[1] - w[0]).as_usize())
+                .map(|w| 3 * (w[1] - w[0]).as_usize())
                 .max()
-                .unwrap_or(0)
-        }
-        fn longest_escaped(&self) -> usize {
-            (0..self.len())
-                .filter(|&i| self.is_valid(i))
-                .map(|i| escaped_len(self.value(i).as_bytes()))
-                .max()
-                .unwrap_or(0)
-        }
+        };
+        longest.unwrap_or(0)
     }
     part.schema()
         .fields()
@@ -611,8 +599,8 @@ fn column_names_bytes(part: &RecordBatch, exact: bool) -> Option<Vec<usize>> {
         .zip(part.columns())
         .map(|(f, col)| {
             let value = match col.data_type() {
-                DataType::Utf8 => longest(col.as_string::<i32>()),
-                DataType::LargeUtf8 => longest(col.as_string::<i64>()),
+                DataType::Utf8 => longest(col.as_string::<i32>(), exact),
+                DataType::LargeUtf8 => longest(col.as_string::<i64>(), exact),
                 // `-9223372036854775808`, `18446744073709551615`: nothing to escape.
                 t if t.is_integer() => 20,
                 DataType::Boolean => 5,

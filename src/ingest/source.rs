@@ -1667,23 +1667,7 @@ pub fn check_csv_schema(schema: &Schema) -> std::result::Result<(), String> {
                     f.name()
                 ))
             }
-            DataType::Boolean
-            | DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Float32
-            | DataType::Float64
-            | DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Date32
-            | DataType::Timestamp(_, _)
-            | DataType::Decimal128(_, _)
-            | DataType::Decimal256(_, _) => {}
+            t if json_types::is_scalar(t) => {}
             other => {
                 return Err(format!(
                     "column `{}` has type {other}, which CSV input does not support \
