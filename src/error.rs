@@ -141,10 +141,10 @@ pub enum Error {
     #[error("parquet")]
     Parquet(#[from] parquet::errors::ParquetError),
 
-    /// An input of a resumed ingestion job ([`crate::ingest`]) no longer begins with the bytes
-    /// the job already read of it: it was replaced, edited or cut short, so reading on from
-    /// the checkpointed position would skip or repeat records. Nothing was written. Put the
-    /// original back to resume the job, or ingest the new input as another job.
+    /// An input the lake took ([`crate::ingest`], by any of its jobs) no longer begins with
+    /// the bytes already read of it: it was replaced, edited or cut short, so reading on from
+    /// where the lake stopped would skip or repeat records. Nothing was written. Put the
+    /// original back to read on, or give the new content a name of its own.
     #[error("{0}")]
     InputChanged(String),
 }

@@ -640,8 +640,12 @@ fn bad_records_of_one_job_survive_another_jobs_resume() {
     fs::write(&c, format!("{}{BAD}", recs(2000..2005))).unwrap();
     let args_c = ingest_args(&[s(&c)], s(&lake), &["--bad-records", s(&bad)]);
     run_ok(&args_c);
+    // Another job's bad records come between: the lake took b already, so a job naming it
+    // again takes only d's.
+    let d = dir.path().join("d.jsonl");
+    fs::write(&d, format!("{}{BAD}", recs(3000..3003))).unwrap();
     run_ok(&ingest_args(
-        &[s(&b)],
+        &[s(&b), s(&d)],
         s(&lake),
         &["--job", "b_again", "--bad-records", s(&bad)],
     ));
@@ -650,8 +654,7 @@ fn bad_records_of_one_job_survive_another_jobs_resume() {
     expected.extend([
         format!("{}:6", s(&c)),
         format!("{}:9", s(&c)),
-        format!("{}:11", s(&b)),
-        format!("{}:21", s(&b)),
+        format!("{}:4", s(&d)),
     ]);
     expected.sort();
     assert_eq!(bad_sources(&bad), expected);

@@ -241,7 +241,9 @@ pub struct IngestArgs {
 
     /// With --merge-small-files: the longest a held file waits before it is committed, merged
     /// with the others of its partition (default 60s); a record is visible at most this long
-    /// plus one checkpoint interval after the checkpoint that held it.
+    /// plus one checkpoint interval after the checkpoint that held it. With --format jsonl or
+    /// csv: the longest a part file stays open across checkpoints (by default every part file
+    /// rolls at every checkpoint, so a record is visible once the checkpoint after it commits).
     #[arg(long, value_parser = super::util::parse_duration, value_name = "DURATION")]
     pub max_visibility_delay: Option<std::time::Duration>,
 
@@ -415,6 +417,8 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     }
     if let Some(policy) = merge_policy(&args)? {
         ingest = ingest.merge_small_files(policy);
+    } else if let Some(delay) = args.max_visibility_delay {
+        ingest = ingest.max_visibility_delay(delay);
     }
     if let Some(bytes) = args.memory {
         ingest = ingest.memory_bytes_max(bytes);
@@ -663,18 +667,21 @@ fn compaction(args: &IngestArgs) -> CliResult<Option<(CompactOptions, std::time:
 /// `--max-visibility-delay`): plain directories of Parquet files.
 fn merge_policy(args: &IngestArgs) -> CliResult<Option<MergePolicy>> {
     let Some(small) = args.merge_small_files else {
+        // Row formats take the delay for their open files (`Ingest::max_visibility_delay`).
+        let row_delay = args.format != OutputFormat::Parquet;
         if let Some(flag) = [
             ("--merge-target", args.merge_target.is_some()),
             (
                 "--max-visibility-delay",
-                args.max_visibility_delay.is_some(),
+                args.max_visibility_delay.is_some() && !row_delay,
             ),
         ]
         .iter()
         .find_map(|(flag, given)| given.then_some(flag))
         {
             return Err(CliError::usage(format!(
-                "{flag} applies to the pre-commit merge; it needs --merge-small-files"
+                "{flag} applies to the pre-commit merge (or to row files, --format jsonl or \
+                 csv); it needs --merge-small-files"
             )));
         }
         return Ok(None);

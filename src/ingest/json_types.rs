@@ -33,9 +33,9 @@ use arrow::array::{Array, ArrayRef, StringArray};
 use arrow::compute::kernels::cast_utils::string_to_datetime;
 use arrow::datatypes::{
     ArrowPrimitiveType, ArrowTimestampType, DataType, Date32Type, Decimal128Type, Decimal256Type,
-    DecimalType, FieldRef, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
-    Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    DecimalType, Field, FieldRef, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    Int8Type, Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow::error::ArrowError;
 use arrow::json::reader::{ArrayDecoder, DecoderContext, DecoderFactory, Tape, TapeElement};
@@ -115,6 +115,29 @@ pub fn check_schema(schema: &Schema) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `schema` with every `Timestamp(Second, tz)` column (also inside lists and structs) made
+/// `Timestamp(Millisecond, tz)`: the same instants, exactly, in a unit every output format can
+/// name. Parquet has no logical type for seconds, so a column of seconds would be written as a
+/// bare INT64 that pyarrow, DuckDB and Delta readers read as integers.
+pub fn exact_in_every_format(schema: Schema) -> Schema {
+    fn widen(dt: &DataType) -> DataType {
+        match dt {
+            DataType::Timestamp(TimeUnit::Second, tz) => {
+                DataType::Timestamp(TimeUnit::Millisecond, tz.clone())
+            }
+            DataType::List(f) => DataType::List(Arc::new(field(f))),
+            DataType::LargeList(f) => DataType::LargeList(Arc::new(field(f))),
+            DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| field(f)).collect()),
+            other => other.clone(),
+        }
+    }
+    fn field(f: &Field) -> Field {
+        f.clone().with_data_type(widen(f.data_type()))
+    }
+    let fields: Vec<Field> = schema.fields().iter().map(|f| field(f)).collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
 /// Integer literals of a record that serde_json reads as floats, by column path (`a`, `a.b`,

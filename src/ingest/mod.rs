@@ -120,6 +120,7 @@ mod bad_records;
 mod compaction;
 mod flat_json;
 pub mod json_types;
+pub mod ledger;
 mod object_input;
 mod rules;
 pub mod source;
@@ -399,6 +400,7 @@ pub struct Ingest {
     table: Option<DeltaOptions>,
     merge: Option<crate::sink::MergePolicy>,
     compact: Option<(crate::maintain::CompactOptions, Duration)>,
+    row_visibility_delay: Option<Duration>,
 }
 
 /// Whether a job's schema is not decided yet: it has written no record, and its schema can
@@ -417,6 +419,21 @@ fn undecided_schema(p: &SourcePosition) -> bool {
 fn read_from_start(p: &mut SourcePosition) {
     p.read = vec![Prefix::START; p.read.len()];
     p.cursor = Cursor::START;
+}
+
+/// Moves `p` on to where the lake stands in each input another job read further
+/// (`ledger::take`); a position without read prefixes (an older layout) is left alone.
+fn take_over(p: &mut SourcePosition, inherited: &[Option<Prefix>]) {
+    if p.read.len() != inherited.len() {
+        return;
+    }
+    for (read, taken) in p.read.iter_mut().zip(inherited) {
+        if let Some(t) = taken {
+            if t.offset > read.offset {
+                *read = *t;
+            }
+        }
+    }
 }
 
 /// The source position of `job`'s latest manifest, if it has one.
@@ -509,6 +526,7 @@ impl Ingest {
             table: None,
             merge: None,
             compact: None,
+            row_visibility_delay: None,
         }
     }
 
@@ -619,6 +637,16 @@ impl Ingest {
     /// Rolls a part file once it reaches this size (default: [`RollingPolicy::default`]).
     pub fn part_size_bytes_max(mut self, bytes: u64) -> Ingest {
         self.part_size_bytes_max = Some(bytes);
+        self
+    }
+
+    /// Row formats (JSON lines, CSV): keeps a part file open across checkpoints for up to
+    /// `delay` (and while it stays below its size limit), so that a slow trickle of records
+    /// makes fewer, larger files; a record is then visible at most `delay` plus one checkpoint
+    /// interval after it is read. By default every part file rolls at every checkpoint, as
+    /// Parquet files always do: a record is visible once the checkpoint after it commits.
+    pub fn max_visibility_delay(mut self, delay: Duration) -> Ingest {
+        self.row_visibility_delay = Some(delay);
         self
     }
 
@@ -740,7 +768,10 @@ impl Ingest {
             table,
             merge,
             compact,
+            row_visibility_delay,
         } = self;
+        // Seconds are written as milliseconds: a Parquet file cannot say "seconds".
+        let explicit = explicit.map(json_types::exact_in_every_format);
         let output = output.ok_or_else(|| {
             Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
         })?;
@@ -922,7 +953,7 @@ impl Ingest {
                 .await
                 .map_err(|e| Error::io("infer a schema from", "the inputs", e.into()))?;
                 match inferred {
-                    Ok((s, prefix)) => (Ok(s), prefix),
+                    Ok((s, prefix)) => (Ok(json_types::exact_in_every_format(s)), prefix),
                     Err(e) => (Err(e), None),
                 }
             }
@@ -984,10 +1015,23 @@ impl Ingest {
         if let Some(p) = &partitioner {
             builder = builder.bucket_assigner(p.clone());
         }
+        // One visibility rule for every format: a part file rolls at every checkpoint, unless
+        // row files may stay open up to an explicit delay.
+        let mut rolling = match row_visibility_delay {
+            Some(d) if d.is_zero() => {
+                return Err(Error::Config(
+                    "the longest visibility delay must be above 0".into(),
+                ))
+            }
+            Some(d) => RollingPolicy::default()
+                .with_rollover_interval(d)
+                .with_inactivity_interval(d),
+            None => RollingPolicy::on_checkpoint(),
+        };
         if let Some(bytes) = part_size_bytes_max {
-            builder =
-                builder.rolling_policy(RollingPolicy::default().with_part_size_bytes_max(bytes));
+            rolling = rolling.with_part_size_bytes_max(bytes);
         }
+        builder = builder.rolling_policy(rolling);
         if let Some(policy) = merge {
             if table.is_some() {
                 return Err(Error::Config(
@@ -999,6 +1043,21 @@ impl Ingest {
             builder = builder.merge_small_files(policy);
         }
         let sink = builder.build()?;
+        // The ledger settles a Delta table job it takes inputs from as `commit` would.
+        let settle = ledger::Settle {
+            lease: LeaseOptions { ttl: lease_ttl },
+            location: match (&table, &output) {
+                (
+                    Some(DeltaOptions {
+                        location: Some(l), ..
+                    }),
+                    _,
+                ) => l.clone(),
+                (_, Output::Local(p)) => p.display().to_string(),
+                (_, Output::Storage(s)) => format!("the {} store", s.name()),
+            },
+            single_writer: table.as_ref().is_some_and(|t| t.single_writer),
+        };
         // A table's schema is the job's: the one it was started with when it resumes (read
         // from its latest manifest before the job is opened, and checked again after).
         let mut table_schema = None;
@@ -1044,6 +1103,25 @@ impl Ingest {
         .open()
         .await?;
         *step = Step::Prepare;
+        // What the lake already took of each input, whichever job took it (`ledger`): taken
+        // before anything is read, the job holding its own job meanwhile.
+        let taken = ledger::take(&storage, &job, &inputs, &settle).await?;
+        let inherited: Vec<Option<Prefix>> =
+            taken.iter().map(|t| t.as_ref().map(|t| t.read)).collect();
+        for (input, t) in inputs.iter().zip(&taken) {
+            if let Some(ledger::Taken {
+                read,
+                from: Some(from),
+            }) = t
+            {
+                if from != &job {
+                    observer.note(&format!(
+                        "`{}` was taken by job `{from}` up to byte {}: reading on from there",
+                        input.display, read.offset
+                    ));
+                }
+            }
+        }
 
         let canonical: Vec<String> = inputs.iter().map(|i| i.canonical.clone()).collect();
         let mut restored = coordinator
@@ -1074,11 +1152,14 @@ impl Ingest {
             // what was read, so that only a file that grew or changed is said to have (and
             // reopens a finished job).
             let took_none = p.records == 0 && p.bad_records == 0;
+            // Inputs another job read on since this one's checkpoint start where it stopped.
+            take_over(p, &inherited);
             if !p.read.is_empty() {
                 // Input by input, so that a job that took no record knows which one changed
                 // and checks the others too.
                 let checked = {
                     let (job, inputs, read) = (job.clone(), inputs.clone(), p.read.clone());
+                    let bound: Vec<bool> = inherited.iter().map(Option::is_some).collect();
                     tokio::task::spawn_blocking(move || {
                         let mut out = Vec::with_capacity(inputs.len());
                         for (i, r) in inputs.iter().zip(&read) {
@@ -1086,7 +1167,7 @@ impl Ingest {
                                 check_read(&job, std::slice::from_ref(i), std::slice::from_ref(r));
                             let last = match &c {
                                 Ok(_) => false,
-                                Err(Error::InputChanged(_)) => !took_none,
+                                Err(Error::InputChanged(_)) => !took_none || bound[out.len()],
                                 Err(_) => true,
                             };
                             out.push(c);
@@ -1104,7 +1185,7 @@ impl Ingest {
                 for (i, checked) in checked.into_iter().enumerate() {
                     match checked {
                         Ok(g) => grew.extend(g),
-                        Err(Error::InputChanged(_)) if took_none => {
+                        Err(Error::InputChanged(_)) if took_none && inherited[i].is_none() => {
                             observer.note(&format!(
                                 "job `{job}` has taken no record yet, and `{}` is not what it \
                                  read: reading its inputs from their start",
@@ -1145,7 +1226,26 @@ impl Ingest {
             }
             if took_none && !p.read.is_empty() {
                 read_from_start(p);
+                take_over(p, &inherited);
             }
+        } else if inherited.iter().any(Option::is_some) {
+            // A new job that names inputs the lake took checks them as a resumed job does:
+            // one replaced under the lake is refused before anything is written.
+            let (inputs, read) = (inputs.clone(), inherited.clone());
+            let owners: Vec<String> = taken
+                .iter()
+                .map(|t| t.as_ref().and_then(|t| t.from.clone()).unwrap_or_default())
+                .collect();
+            tokio::task::spawn_blocking(move || {
+                for ((input, r), owner) in inputs.iter().zip(&read).zip(&owners) {
+                    if let Some(r) = r {
+                        check_read(owner, std::slice::from_ref(input), std::slice::from_ref(r))?;
+                    }
+                }
+                Ok::<_, Error>(())
+            })
+            .await
+            .map_err(|e| Error::io("check", "the inputs", e.into()))??;
         }
         // A stream cannot be looked at without reading it: a finished job reads it again. It
         // must begin with what the job read (else `Error::InputChanged`), and what follows is
@@ -1298,6 +1398,9 @@ impl Ingest {
             schema: schema.clone(),
         });
         position.schema = schema.clone();
+        if restored.is_none() {
+            take_over(&mut position, &inherited);
+        }
         // Restored from an older layout (version 1, no read prefixes), the position this run
         // writes has the current one: it says so.
         position.version = position
@@ -1482,6 +1585,10 @@ impl Ingest {
             Some(_) => Instant::now(),
         };
         let mut checkpointed_cursor = position.cursor;
+        // Row files kept open across checkpoints (`max_visibility_delay`) hold records that are
+        // not visible yet: checkpoints go on while they do, so that each rolls once it is due.
+        let holds_open = |c: &Coordinator| row_visibility_delay.is_some() && c.open_files() > 0;
+        let mut held_open = holds_open(&coordinator);
         // The checkpoint whose commit runs in the background, and its position.
         let mut committing: Option<SourcePosition> = None;
 
@@ -1491,7 +1598,9 @@ impl Ingest {
                 // when the interval is up, whether or not another chunk has come by then: the timer
                 // hands the loop an empty chunk at the current position.
                 let wake = match checkpoint_every {
-                    CheckpointEvery::Interval(d) if position.cursor != checkpointed_cursor => {
+                    CheckpointEvery::Interval(d)
+                        if position.cursor != checkpointed_cursor || held_open =>
+                    {
                         Some(last_checkpoint_at + d)
                     }
                     _ => None,
@@ -1559,7 +1668,7 @@ impl Ingest {
                             CheckpointEvery::Rows(n) => since_checkpoint >= n,
                             CheckpointEvery::Interval(d) => last_checkpoint_at.elapsed() >= d,
                         };
-                        if due && position.cursor != checkpointed_cursor {
+                        if due && (position.cursor != checkpointed_cursor || held_open) {
                             // The writes queued so far end first: an error of one is a write's.
                             let draining = Instant::now();
                             *step = Step::Write(position.cursor);
@@ -1587,6 +1696,7 @@ impl Ingest {
                             since_checkpoint = 0;
                             last_checkpoint_at = Instant::now();
                             checkpointed_cursor = position.cursor;
+                            held_open = holds_open(&coordinator);
                         }
                     }
                     Some(Msg::End(cursor, read, bytes_read)) => {

@@ -2895,8 +2895,8 @@ pub fn check_read(job: &str, inputs: &[Input], read: &[Prefix]) -> Result<Vec<bo
         let changed = |how: String| {
             Error::InputChanged(format!(
                 "input `{}` changed since job `{job}` read it: {how}; nothing was written. \
-                 Put the original back to resume the job, or ingest the new file as another \
-                 job (--job)",
+                 Put the original back to read on, or give the new content a name of its \
+                 own: the lake keeps what it took of this one",
                 input.display
             ))
         };

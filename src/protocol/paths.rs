@@ -8,6 +8,7 @@
 //! _filesink/jobs/<job>/checkpoints/<id, 20 digits>.json  manifest_path, checkpoints_dir
 //! _filesink/jobs/<job>/owner.lock                        OWNER_LOCK_FILE (local disk)
 //! _filesink/jobs/<job>/owners/<run>.<ttl ms>             owners_dir (object stores)
+//! _filesink/inputs/<key>/<seq, 20 digits>.json           INPUTS_DIR: the inputs' ledger
 //! _delta_log/                                            DELTA_LOG_DIR: a Delta table's log
 //! ```
 //!
@@ -33,6 +34,10 @@ pub const METADATA_NAMESPACES: [&str; 2] = [METADATA_DIR, DELTA_LOG_DIR];
 
 /// The directory that holds one directory per job.
 pub const JOBS_DIR: &str = "_filesink/jobs";
+
+/// The directory of the lake's ledger of inputs: which job holds each input the lake took
+/// (`filesink::ingest::ledger`).
+pub const INPUTS_DIR: &str = "_filesink/inputs";
 
 /// The name of the lock file in a job's directory on local disk.
 pub const OWNER_LOCK_FILE: &str = "owner.lock";

@@ -1,0 +1,440 @@
+//! The lake's ledger of inputs: which job holds each file or object this lake has taken, and
+//! from where that job reads it. Exactly once holds per lake, not per job: an input that any
+//! job of the lake took is read on from where the lake stopped, by whichever job names it
+//! next, whatever the rest of its input list is (a cron job over a glob that grows is a new
+//! job every time its list changes).
+//!
+//! # Layout
+//!
+//! ```text
+//! _filesink/inputs/<key>/<seq, 20 digits>.json   one entry per hand-over, written once
+//! ```
+//!
+//! `<key>` is a 96-bit hash of the input's identity (the canonical absolute path of a file,
+//! `s3://bucket/key` of an object); each entry repeats the identity, and an entry of another
+//! identity under the key is refused as corrupt rather than read as this input's. The entry
+//! with the highest sequence number is the *head*: its `job` is the input's holder, its
+//! `read` what the lake had taken of the input when that job took it over (the *base*). What
+//! the holder has read since is in its own checkpoints: the input's prefix in the holder's
+//! latest manifest, if it is at least the base (one written before the hand-over is older,
+//! and shorter). So the ledger is written once per hand-over, never per checkpoint, and a job
+//! looks up only its own inputs: one listing and one read each, whatever else the lake took.
+//! Standard input and readers are streams of one job: they are not in the ledger.
+//!
+//! # Taking an input ([`take`]), run by a job that holds its own job
+//!
+//! 1. No entry: write entry 1 naming this job, base nothing read. Entries are written without
+//!    replacing ([`Storage::put_metadata`]): of two jobs that race for a new input one writes
+//!    entry 1 and the other reads it and starts again.
+//! 2. The head names this job: the base is where it starts (or its own checkpoint, if later).
+//! 3. The head names another job `J`: take `J` as its own run would
+//!    ([`Storage::acquire_job`]; a live run of `J` refuses this run with [`Error::JobBusy`]
+//!    before anything is read), read the head again (another job may have taken the input
+//!    meanwhile: start again), *settle* `J`, and write the next entry naming this job, with
+//!    base `J`'s prefix of the input. `J` is released once every input is taken.
+//!
+//! Settling `J` makes every record before its latest checkpoint's position visible, as its own
+//! restore would: that checkpoint's files are committed (idempotently, with the same proof),
+//! and for a Delta table job its log entry written. A latest checkpoint that keeps records in
+//! files still open (row formats kept open with `--max-visibility-delay`, small files a
+//! pre-commit merge carries) of a job that did not finish cannot be settled here: the input
+//! is refused ([`Error::JobBusy`]) until `J` runs again and finishes.
+//!
+//! # Where a crash lands
+//!
+//! | the crash comes                                  | then                                                      |
+//! |--------------------------------------------------|-----------------------------------------------------------|
+//! | before an entry is written                       | nothing changed: the holder is still the old one          |
+//! | after entry n+1, before the job's next checkpoint | the new holder has no prefix past the base: the base is its start, for whichever job takes the input next |
+//! | after the job's checkpoints                      | the holder's latest manifest says how far it read         |
+//!
+//! # Invariants
+//!
+//! - An input has one holder at a time (the head), and only a run that holds the holder's job
+//!   (its own run, or a run taking the input over) writes the next entry: no two runs read one
+//!   input at once, whatever their input lists.
+//! - A base is a prefix whose records are visible: the old holder is settled before its
+//!   prefix becomes the new holder's base.
+//! - A holder's prefix only grows; so the later of base and own prefix is where it stands.
+//! - The base is checked like any prefix before anything is read: an input replaced under
+//!   the lake is refused ([`Error::InputChanged`]), whichever job took it.
+//!
+//! On an object store that ignores conditional puts (Garage), two jobs racing for the first
+//! entry of one new input are told apart by a read-back only, which narrows the race but
+//! cannot decide it (as for a Delta log shared by writers): run one ingest at a time there.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::source::{Input, Prefix, SourcePosition};
+use crate::checkpoint::manifest::{self, Manifest};
+pub use crate::protocol::INPUTS_DIR;
+use crate::sink::Sink;
+use crate::storage::{JobLease, LeaseOptions, Storage};
+use crate::{Error, Result};
+
+/// Layout version of an entry.
+const ENTRY_VERSION: u32 = 1;
+
+/// One hand-over of one input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Layout version.
+    pub version: u32,
+    /// The input's identity.
+    pub input: String,
+    /// This entry's sequence number (1 for the first).
+    pub seq: u64,
+    /// The job that holds the input from this entry on.
+    pub job: String,
+    /// The job it took the input from; `None` for the first entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// What the lake had taken of the input when `job` took it: where `job` starts.
+    pub read: Prefix,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// What a job was handed of one of its inputs by [`take`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// Where the job starts reading the input: what the lake had already taken of it.
+    pub read: Prefix,
+    /// The job that took those bytes (the last holder); `None` if it was this job.
+    pub from: Option<String>,
+}
+
+/// Whether an input is in the ledger: files and objects are, streams are not.
+pub fn is_ledgered(input: &Input) -> bool {
+    !input.is_stdin() && input.stream.is_none()
+}
+
+/// The ledger key of an identity: CRC-32C and 64-bit FNV-1a of its bytes, in hex.
+pub fn key(identity: &str) -> String {
+    let crc = crc32c::crc32c(identity.as_bytes());
+    let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in identity.as_bytes() {
+        fnv ^= u64::from(*b);
+        fnv = fnv.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{crc:08x}{fnv:016x}")
+}
+
+fn entry_path(key: &str, seq: u64) -> String {
+    format!("{INPUTS_DIR}/{key}/{seq:020}.json")
+}
+
+/// The head of `identity`'s entries, if the lake ever took it.
+pub async fn head(storage: &dyn Storage, identity: &str) -> Result<Option<Entry>> {
+    let key = key(identity);
+    let dir = format!("{INPUTS_DIR}/{key}");
+    let seq = storage
+        .list_metadata(&dir)
+        .await?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| {
+            let stem = e.name.strip_suffix(".json")?;
+            (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| stem.parse::<u64>().ok())
+                .flatten()
+        })
+        .max();
+    let Some(seq) = seq else {
+        return Ok(None);
+    };
+    let path = entry_path(&key, seq);
+    let bytes = storage.get_metadata(&path).await?.ok_or_else(|| {
+        Error::corrupt(format!("ledger entry `{path}`"), "it was listed, then gone")
+    })?;
+    let entry: Entry = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::corrupt(
+            format!("ledger entry `{path}`"),
+            format!("it is not one filesink wrote ({e})"),
+        )
+    })?;
+    if entry.version > ENTRY_VERSION {
+        return Err(Error::corrupt(
+            format!("ledger entry `{path}`"),
+            format!(
+                "its layout version {} is newer than this build's ({ENTRY_VERSION})",
+                entry.version
+            ),
+        ));
+    }
+    if entry.input != identity || entry.seq != seq {
+        return Err(Error::corrupt(
+            format!("ledger entry `{path}`"),
+            format!("it names input `{}`, not `{identity}`", entry.input),
+        ));
+    }
+    Ok(Some(entry))
+}
+
+/// Writes `entry` as the next one of its input; `Ok(false)` if another run wrote that
+/// sequence number first.
+async fn put(storage: &dyn Storage, entry: &Entry) -> Result<bool> {
+    let path = entry_path(&key(&entry.input), entry.seq);
+    let bytes = serde_json::to_vec(entry).expect("an entry encodes");
+    match storage.put_metadata(&path, &bytes).await {
+        Ok(()) => Ok(true),
+        Err(Error::Conflict { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A job taken over for its inputs: held until [`take`] returns, and settled once.
+struct Held {
+    lease: Box<dyn JobLease>,
+    /// Its latest checkpoint's position, if that binds what it read (it took a record).
+    position: Option<SourcePosition>,
+}
+
+/// How [`take`] settles a job it takes inputs from.
+#[derive(Debug, Clone)]
+pub struct Settle {
+    /// The lease a job taken over is held with.
+    pub lease: LeaseOptions,
+    /// For messages: where the lake is.
+    pub location: String,
+    /// The Delta table's writers are known to be one (`--single-writer`).
+    pub single_writer: bool,
+}
+
+/// Takes every ledgered input of `inputs` for `job`, which the caller holds: returns, per
+/// input, where the lake stands in it (`None` for streams and for inputs new to the lake). The
+/// protocol is the module doc's. Errors: [`Error::JobBusy`] when an input is held by a live
+/// run of another job, or by one that cannot be settled; any error of the store. Nothing of
+/// the inputs is read here.
+pub async fn take(
+    storage: &Arc<dyn Storage>,
+    job: &str,
+    inputs: &[Input],
+    settle: &Settle,
+) -> Result<Vec<Option<Taken>>> {
+    let mut held: BTreeMap<String, Held> = BTreeMap::new();
+    let result = take_held(storage, job, inputs, settle, &mut held).await;
+    let mut release = Ok(());
+    for (_, h) in held {
+        if let Err(e) = h.lease.release().await {
+            release = release.and(Err(e));
+        }
+    }
+    let taken = result?;
+    release?;
+    Ok(taken)
+}
+
+async fn take_held(
+    storage: &Arc<dyn Storage>,
+    job: &str,
+    inputs: &[Input],
+    settle: &Settle,
+    held: &mut BTreeMap<String, Held>,
+) -> Result<Vec<Option<Taken>>> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        if !is_ledgered(input) {
+            out.push(None);
+            continue;
+        }
+        let identity = input.canonical.as_str();
+        let taken = loop {
+            let Some(head) = head(storage.as_ref(), identity).await? else {
+                let first = Entry {
+                    version: ENTRY_VERSION,
+                    input: identity.to_owned(),
+                    seq: 1,
+                    job: job.to_owned(),
+                    from: None,
+                    read: Prefix::START,
+                    at_ms: manifest::now_ms(),
+                };
+                if put(storage.as_ref(), &first).await? {
+                    break None;
+                }
+                continue;
+            };
+            if head.job == job {
+                break (head.read.offset > 0).then_some(Taken {
+                    read: head.read,
+                    from: head.from.clone(),
+                });
+            }
+            let holder = head.job.clone();
+            if !held.contains_key(&holder) {
+                let h = hold(storage, &holder, input, settle).await?;
+                held.insert(holder.clone(), h);
+                // The head may have moved while the holder was being taken.
+                continue;
+            }
+            let position = held[&holder].position.as_ref();
+            let read = holder_prefix(position, identity, head.read);
+            let next = Entry {
+                version: ENTRY_VERSION,
+                input: identity.to_owned(),
+                seq: head.seq + 1,
+                job: job.to_owned(),
+                from: Some(holder.clone()),
+                read,
+                at_ms: manifest::now_ms(),
+            };
+            if put(storage.as_ref(), &next).await? {
+                break (read.offset > 0).then_some(Taken {
+                    read,
+                    from: Some(holder),
+                });
+            }
+        };
+        out.push(taken);
+    }
+    Ok(out)
+}
+
+/// Where the holder of an input stands in it: the later of the base its entry gave it and the
+/// prefix its latest checkpoint records (a job that took no record is bound by nothing it
+/// read, so only the base counts).
+fn holder_prefix(position: Option<&SourcePosition>, identity: &str, base: Prefix) -> Prefix {
+    let own = position.and_then(|p| {
+        let i = p.inputs.iter().position(|c| c == identity)?;
+        p.read.get(i).copied()
+    });
+    match own {
+        Some(own) if own.offset >= base.offset && own.crc32c.is_some() => own,
+        _ => base,
+    }
+}
+
+/// Takes job `holder` as its own run would, and settles its latest checkpoint.
+async fn hold(
+    storage: &Arc<dyn Storage>,
+    holder: &str,
+    input: &Input,
+    settle: &Settle,
+) -> Result<Held> {
+    let lease = match storage.acquire_job(holder, &settle.lease).await {
+        Ok(l) => l,
+        Err(Error::JobBusy { reason, .. }) => {
+            return Err(Error::job_busy(
+                holder,
+                format!(
+                    "input `{}` is being read by a live run of job `{holder}` ({reason}); \
+                     nothing was changed: run again once it is done",
+                    input.display
+                ),
+            ))
+        }
+        Err(e) => return Err(e),
+    };
+    match settle_job(storage, holder, input, settle).await {
+        Ok(position) => Ok(Held { lease, position }),
+        Err(e) => {
+            let _ = lease.release().await;
+            Err(e)
+        }
+    }
+}
+
+/// Makes every record before the latest checkpoint of `job` visible, and returns that
+/// checkpoint's position if it binds what the job read.
+async fn settle_job(
+    storage: &Arc<dyn Storage>,
+    job: &str,
+    input: &Input,
+    settle: &Settle,
+) -> Result<Option<SourcePosition>> {
+    let sink_id = manifest::sink_identity(storage.as_ref(), false)
+        .await?
+        .map(|s| s.sink_id);
+    let Some(m) = manifest::latest_manifest(storage.as_ref(), job, sink_id.as_deref()).await?
+    else {
+        return Ok(None);
+    };
+    if !m.finished && keeps_open(&m) {
+        return Err(Error::job_busy(
+            job,
+            format!(
+                "input `{}` was last read by job `{job}`, whose run stopped at checkpoint {} \
+                 with records in files it keeps open; nothing was changed: run that job again \
+                 to finish it, then this one",
+                input.display, m.checkpoint_id
+            ),
+        ));
+    }
+    if !m.committables.is_empty() {
+        let committer = Sink::builder_shared(storage.clone()).build()?.committer();
+        for r in committer.commit(&m.committables).await {
+            r?;
+        }
+        if m.table.is_some() {
+            crate::checkpoint::commit_table_entry(
+                storage.clone(),
+                &settle.location,
+                &m,
+                settle.single_writer,
+            )
+            .await?;
+        }
+    }
+    if m.source_position.is_null() {
+        return Ok(None);
+    }
+    let p = SourcePosition::from_json(job, &m.source_position)?;
+    Ok((p.records > 0 || p.bad_records > 0).then_some(p))
+}
+
+/// Whether checkpoint `m` keeps records in files that are not pending: row files that stay
+/// open across checkpoints, small files a pre-commit merge carries.
+fn keeps_open(m: &Manifest) -> bool {
+    m.writers
+        .iter()
+        .any(|w| !w.in_progress.is_empty() || !w.carried.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_stable_and_tell_identities_apart() {
+        assert_eq!(key("/a/b.jsonl"), key("/a/b.jsonl"));
+        assert_ne!(key("/a/b.jsonl"), key("/a/c.jsonl"));
+        assert_eq!(key("").len(), 24);
+        assert_eq!(key("s3://bucket/raw/x.jsonl").len(), 24);
+    }
+
+    #[test]
+    fn the_later_of_base_and_own_prefix_is_where_the_holder_stands() {
+        let base = Prefix {
+            offset: 200,
+            line: 11,
+            crc32c: Some(7),
+        };
+        let p = |offset| SourcePosition {
+            version: 2,
+            inputs: vec!["/x".into()],
+            input_format: super::super::InputFormat::Jsonl,
+            partition_by: vec![],
+            partition_by_time: None,
+            cursor: super::super::Cursor::START,
+            read: vec![Prefix {
+                offset,
+                line: 1,
+                crc32c: Some(1),
+            }],
+            records: 1,
+            bad_records: 0,
+            bad_records_len: None,
+            bad_records_file: None,
+            bad_records_tail: None,
+            schema: arrow::datatypes::Schema::empty(),
+        };
+        assert_eq!(holder_prefix(Some(&p(100)), "/x", base), base);
+        assert_eq!(holder_prefix(Some(&p(300)), "/x", base).offset, 300);
+        assert_eq!(holder_prefix(Some(&p(300)), "/y", base), base);
+        assert_eq!(holder_prefix(None, "/x", base), base);
+    }
+}
