@@ -117,6 +117,64 @@ pub fn check_schema(schema: &Schema) -> Result<(), String> {
     Ok(())
 }
 
+/// The first key that one object of the JSON text `rec` holds twice, at any depth (`"a"` and
+/// `"\u0061"` are one key); `None` if there is none, or if `rec` is not JSON (the decoder
+/// says what is wrong with it). arrow's decoder keeps the last value of a repeated key
+/// without a word: a record that names one field twice is malformed, as a CSV header that
+/// names one column twice is.
+pub fn repeated_key(rec: &[u8]) -> Option<String> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Scan<'a>(&'a mut Option<String>);
+    impl<'de> DeserializeSeed<'de> for Scan<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Scan<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(Scan(self.0))?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if !keys.insert(key.clone()) && self.0.is_none() {
+                    *self.0 = Some(key.into_owned());
+                }
+                map.next_value_seed(Scan(self.0))?;
+            }
+            Ok(())
+        }
+    }
+    let mut found = None;
+    let mut de = serde_json::Deserializer::from_slice(rec);
+    let _ = Scan(&mut found).deserialize(&mut de);
+    found
+}
+
 /// `schema` with every `Timestamp(Second, tz)` column (also inside lists and structs) made
 /// `Timestamp(Millisecond, tz)`: the same instants, exactly, in a unit every output format can
 /// name. Parquet has no logical type for seconds, so a column of seconds would be written as a

@@ -1347,7 +1347,20 @@ impl Ingest {
                 )));
             }
             (Some(p), _) => p.schema.clone(),
-            (None, _) => fresh_schema?,
+            (None, Some(_)) => fresh_schema?,
+            (None, None) => {
+                let s = fresh_schema?;
+                if !s.fields().is_empty() {
+                    observer.note(&format!(
+                        "columns inferred from the first records of the inputs (up to {}): \
+                         {}; later values that do not fit them are bad records (pass --schema \
+                         to choose)",
+                        source::INFER_RECORDS,
+                        describe_schema(&s)
+                    ));
+                }
+                s
+            }
         };
         if table_schema
             .as_ref()

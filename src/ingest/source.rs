@@ -1647,6 +1647,8 @@ fn csv_read_schema(schema: &Schema) -> Schema {
             | DataType::Timestamp(_, _)
             | DataType::Decimal128(_, _)
             | DataType::Decimal256(_, _) => Field::new(f.name(), DataType::Utf8, true),
+            // Arrow's CSV decoder has no LargeUtf8: read as Utf8, cast after.
+            DataType::LargeUtf8 => f.as_ref().clone().with_data_type(DataType::Utf8),
             _ => f.as_ref().clone(),
         })
         .collect();
@@ -2508,11 +2510,12 @@ impl Decoder {
             .as_ref()
             .and_then(|f| f.decode(&raw.buf, &raw.spans))
         {
-            return self.check_rows(raw, Some(batch), None, Vec::new());
+            // It declines a record with a key twice: its batch has none.
+            return self.check_rows(raw, Some(batch), None, Vec::new(), true);
         }
         let n = raw.spans.len();
         if let Ok(batch) = self.decode_all(&raw.buf, n) {
-            return self.check_rows(raw, Some(batch), None, Vec::new());
+            return self.check_rows(raw, Some(batch), None, Vec::new(), false);
         }
         let input = &raw.display;
         let mut batches = Vec::new();
@@ -2546,18 +2549,20 @@ impl Decoder {
         } else {
             Some(arrow::compute::concat_batches(&self.schema, &batches)?)
         };
-        self.check_rows(raw, batch, Some(&decoded), bad)
+        self.check_rows(raw, batch, Some(&decoded), bad, false)
     }
 
     /// Applies the checks beyond decoding to `batch`, whose row `i` is the record of span
     /// `decoded[i]` (of span `i` when `decoded` is `None`): a rejected record is an error
-    /// naming its line, or goes to `bad`.
+    /// naming its line, or goes to `bad`. JSON records are checked for a key given twice
+    /// unless `keys_checked` (arrow's decoder keeps the last value).
     fn check_rows(
         &self,
         raw: &RawChunk,
         batch: Option<RecordBatch>,
         decoded: Option<&[usize]>,
         mut bad: Vec<BadRecord>,
+        keys_checked: bool,
     ) -> Result<(Option<RecordBatch>, Vec<BadRecord>)> {
         let Some(b) = &batch else {
             return Ok((batch, bad));
@@ -2565,6 +2570,20 @@ impl Decoder {
         let mut rejected = Vec::new();
         if self.format == InputFormat::Csv {
             rejected.extend(non_finite_floats(b));
+        }
+        if self.format == InputFormat::Jsonl && !keys_checked {
+            for row in 0..b.num_rows() {
+                let (_, start, end) = raw.spans[decoded.map_or(row, |d| d[row])];
+                if let Some(key) = json_types::repeated_key(&raw.buf[start..end]) {
+                    rejected.push((
+                        row,
+                        format!(
+                            "key `{key}` appears twice in one object; its first value would be \
+                             dropped"
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(check) = &self.row_check {
             rejected.extend(check(b));
@@ -2626,7 +2645,7 @@ impl Decoder {
         Ok(batch)
     }
 
-    /// `batch`, decoded from CSV with text for the schema's `Null`, `Date32`, `Timestamp` and
+    /// `batch`, decoded from CSV with text for the schema's `Null`, `Date32`, `Timestamp`, `LargeUtf8` and
     /// decimal columns ([`csv_read_schema`]), back in the schema: a value of a `Null` column
     /// is an error (a job's schema has such columns when its runs saw a header and no record
     /// yet), and dates, timestamps and decimals are parsed by the typing rule of JSON input
@@ -2659,6 +2678,7 @@ impl Decoder {
                         ArrowError::CsvError(format!("column `{}`: {e}", field.name()))
                     })?
                 }
+                DataType::LargeUtf8 => arrow::compute::cast(&columns[i], dt)?,
                 _ => continue,
             };
             columns[i] = column;
