@@ -218,3 +218,100 @@ async fn objects_resume_exactly_once_and_a_replaced_object_is_refused() {
     assert_eq!(o.status.code(), Some(EXIT_INPUT_CHANGED), "{}", stderr(&o));
     assert_eq!(visible_parquet_ids(&lake), expected);
 }
+
+/// The cron case on S3, into a local lake and into an `s3://` lake: the same command over a
+/// glob whose objects are added, deleted, grown and replaced between runs. Each run is a new
+/// job (its list changed); the lake's ledger still takes every object once, reads a grown one
+/// on and refuses a replaced one (exit 7, nothing written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glob_that_changes_between_runs_is_ingested_exactly_once() {
+    let Some(bucket) = bucket() else { return };
+    let s = store(&bucket);
+    let p = fresh();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("lake");
+    let remote = format!("s3://{bucket}/{p}/lake");
+    for lake in [s_(&local).to_owned(), remote.clone()] {
+        let raw = format!("{p}/raw-{}", if lake == remote { "s3" } else { "local" });
+        let glob = format!("s3://{bucket}/{raw}/*.jsonl");
+        let run = |code: i32| {
+            run_expect(
+                &[
+                    "ingest",
+                    &glob,
+                    "--to",
+                    &lake,
+                    "--json",
+                    "--checkpoint-every",
+                    "400rows",
+                ],
+                code,
+            )
+        };
+        let records = |o: &std::process::Output| json_of(o)["records"].as_i64().unwrap();
+        put(&s, &format!("{raw}/a.jsonl"), jsonl(0..1000)).await;
+        put(&s, &format!("{raw}/b.jsonl"), jsonl(1000..2000)).await;
+        assert_eq!(records(&run(0)), 2000);
+        // An object added: only it is read.
+        put(&s, &format!("{raw}/c.jsonl"), jsonl(2000..2500)).await;
+        assert_eq!(records(&run(0)), 500, "{lake}");
+        // One deleted: nothing new, nothing read twice.
+        s.delete(&ObjectPath::from(format!("{raw}/a.jsonl")))
+            .await
+            .unwrap();
+        assert_eq!(records(&run(0)), 0, "{lake}");
+        // One replaced by a longer object with the same beginning: read on.
+        put(
+            &s,
+            &format!("{raw}/b.jsonl"),
+            [jsonl(1000..2000), jsonl(2500..2600)].concat(),
+        )
+        .await;
+        assert_eq!(records(&run(0)), 100, "{lake}");
+        // The first object back as it was, and another added: the first is not read again.
+        put(&s, &format!("{raw}/a.jsonl"), jsonl(0..1000)).await;
+        put(&s, &format!("{raw}/d.jsonl"), jsonl(2600..2700)).await;
+        assert_eq!(records(&run(0)), 100, "{lake}");
+        let want: Vec<i64> = (0..2700).collect();
+        let ids = || async {
+            match lake == remote {
+                false => visible_parquet_ids(&local),
+                true => visible_object_ids(&s, &format!("{p}/lake"), dir.path()).await,
+            }
+        };
+        assert_eq!(ids().await, want, "{lake}");
+        // One replaced by other records: refused, whatever the rest of the list, nothing written.
+        put(&s, &format!("{raw}/c.jsonl"), jsonl(9000..9500)).await;
+        put(&s, &format!("{raw}/e.jsonl"), jsonl(2700..2800)).await;
+        let o = run(EXIT_INPUT_CHANGED);
+        assert!(stderr(&o).contains("c.jsonl"), "{}", stderr(&o));
+        assert_eq!(ids().await, want, "{lake}");
+    }
+}
+
+/// The ids of every visible Parquet object of the lake under `prefix` (no component starting
+/// with `.` or `_`), read through a local copy in `scratch`.
+async fn visible_object_ids(s: &Arc<dyn ObjectStore>, prefix: &str, scratch: &Path) -> Vec<i64> {
+    use futures_util::TryStreamExt;
+    let mirror = scratch.join(format!("mirror-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&mirror).unwrap();
+    let objects: Vec<_> = s
+        .list(Some(&ObjectPath::from(prefix)))
+        .try_collect()
+        .await
+        .unwrap();
+    for (n, o) in objects.iter().enumerate() {
+        let key = o.location.as_ref();
+        let rel = &key[prefix.len() + 1..];
+        if rel
+            .split('/')
+            .any(|c| c.starts_with('.') || c.starts_with('_'))
+            || !rel.ends_with(".parquet")
+        {
+            continue;
+        }
+        let bytes = s.get(&o.location).await.unwrap().bytes().await.unwrap();
+        std::fs::write(mirror.join(format!("{n}.parquet")), bytes).unwrap();
+    }
+    visible_parquet_ids(&mirror)
+}
