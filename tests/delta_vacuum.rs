@@ -749,8 +749,14 @@ fn plain_jobs_and_a_table_do_not_mix_and_vacuum_never_deletes_plain_files() {
     assert!(!plain_lake.join("_delta_log").exists());
     ingest(&plain_lake, &plain_in, "plain", false, 0);
 
-    // A lake mixed by an older build: the plain job ran while the log was out of sight.
+    // A lake mixed by an older build: the plain job ran while the log was out of sight (and
+    // the sink's identity did not record what it holds).
     std::fs::rename(lake.join("_delta_log"), dir.path().join("log-aside")).unwrap();
+    let identity = lake.join("_filesink/sink.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&identity).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("kind");
+    std::fs::write(&identity, serde_json::to_vec(&v).unwrap()).unwrap();
     ingest(&lake, &plain_in, "plain", false, 0);
     std::fs::rename(dir.path().join("log-aside"), lake.join("_delta_log")).unwrap();
     let plain_files: BTreeSet<String> = common::visible_files(&lake)

@@ -34,6 +34,20 @@ pub struct SinkIdentity {
     pub sink_id: String,
     /// When, in milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// What the sink holds, fixed when it is created: plain part files, or a Delta table's.
+    /// `None` in a sink created by a build that did not record it (its jobs tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<SinkKind>,
+}
+
+/// What a sink holds ([`SinkIdentity::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkKind {
+    /// Plain part files in directories.
+    Plain,
+    /// A Delta table's files, listed by its log.
+    Delta,
 }
 
 /// One complete checkpoint of one job.
@@ -199,15 +213,23 @@ impl Manifest {
 
 /// Reads the sink's identity, creating it if `create` and it does not exist yet.
 pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option<SinkIdentity>> {
+    sink_identity_of(storage, create.then_some(None)).await
+}
+
+/// [`sink_identity`], creating it (`create` is `Some`) with the kind given.
+pub async fn sink_identity_of(
+    storage: &dyn Storage,
+    create: Option<Option<SinkKind>>,
+) -> Result<Option<SinkIdentity>> {
     loop {
         if let Some(bytes) = storage.get_metadata(SINK_FILE).await? {
             let id: SinkIdentity =
                 decode_versioned(&format!("sink identity `{SINK_FILE}`"), &bytes)?;
             return Ok(Some(id));
         }
-        if !create {
+        let Some(kind) = create else {
             return Ok(None);
-        }
+        };
         refuse_lost_identity(storage).await?;
         // Each sink owns its whole tree: no sink inside another's, none around another.
         let others = storage.other_sinks().await?;
@@ -237,6 +259,7 @@ pub async fn sink_identity(storage: &dyn Storage, create: bool) -> Result<Option
             version: FORMAT_VERSION,
             sink_id: uuid::Uuid::now_v7().to_string(),
             created_at_ms: now_ms(),
+            kind,
         };
         match storage
             .put_metadata(

@@ -202,15 +202,23 @@ impl CoordinatorBuilder {
                 "a job keeps at least its latest manifest: retention must be at least 1".into(),
             ));
         }
+        // A table the job cannot write into is refused before anything is created.
+        if let Some(options) = &self.table {
+            DeltaTable::check_before_writing(self.sink.storage().as_ref(), options).await?;
+        }
         // The sink's identity first: where a sink may not be created (inside another's tree,
         // or around one) nothing of the job may be written either.
-        let identity = manifest::sink_identity(self.sink.storage().as_ref(), true)
+        let kind = match &self.table {
+            None => manifest::SinkKind::Plain,
+            Some(_) => manifest::SinkKind::Delta,
+        };
+        let identity = manifest::sink_identity_of(self.sink.storage().as_ref(), Some(Some(kind)))
             .await?
             .expect("created");
         // So is a job that would mix plain files and a table's in one directory.
         check_one_kind(
             self.sink.storage().as_ref(),
-            &identity.sink_id,
+            &identity,
             &self.job,
             self.table.as_ref(),
         )
@@ -1506,11 +1514,12 @@ fn abandon_round(job: &str, id: u64, outputs: &[Committable]) -> Vec<String> {
 /// ([`check_table_job`]).
 async fn check_one_kind(
     storage: &dyn Storage,
-    sink_id: &str,
+    identity: &manifest::SinkIdentity,
     job: &str,
     table: Option<&DeltaOptions>,
 ) -> Result<()> {
-    use crate::protocol::{job_dir, DELTA_LOG_DIR};
+    use crate::protocol::{job_dir, DELTA_LOG_DIR, SINK_FILE};
+    let sink_id = identity.sink_id.as_str();
     if !manifest::list_checkpoints(storage, job).await?.is_empty() {
         return Ok(());
     }
@@ -1532,7 +1541,7 @@ async fn check_one_kind(
                          table's log would never list (and its vacuum would take for its own): \
                          write into the table (`--table delta`, \
                          CoordinatorBuilder::delta_table) or choose another directory",
-                    storage.name()
+                    storage.place()
                 ),
             ));
         }
@@ -1557,7 +1566,7 @@ async fn check_one_kind(
                         "`{}` holds the files of plain jobs (`{}`), which a Delta table there \
                          would not list; job `{job}` would create the table: choose another \
                          directory for it",
-                        storage.name(),
+                        storage.place(),
                         plain.join("`, `")
                     ),
                 ));
@@ -1565,7 +1574,32 @@ async fn check_one_kind(
         }
         _ => {}
     }
-    Ok(())
+    // The kind the sink was created with decides too, before its first job wrote anything
+    // (a table job waiting for its first records has no log entry yet).
+    match (identity.kind, table) {
+        (Some(manifest::SinkKind::Delta), None) => Err(Error::conflict(
+            SINK_FILE,
+            format!(
+                "`{}` holds a Delta table (the sink was created for one, its first log entry \
+                 is still to come); job `{job}` writes plain files, which the table's log \
+                 would never list: write into the table (`--table delta`, \
+                 CoordinatorBuilder::delta_table) or choose another directory",
+                storage.place()
+            ),
+        )),
+        (Some(manifest::SinkKind::Plain), Some(options)) if !options.table_schema => {
+            Err(Error::conflict(
+                SINK_FILE,
+                format!(
+                    "`{}` holds plain files (the sink was created for them); job `{job}` would \
+                     create a Delta table, whose log would not list them: choose another \
+                     directory for it",
+                    storage.place()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Refuses to restore a job as a table job that was not one, or the other way round, and a

@@ -1054,7 +1054,7 @@ impl Ingest {
                     _,
                 ) => l.clone(),
                 (_, Output::Local(p)) => p.display().to_string(),
-                (_, Output::Storage(s)) => format!("the {} store", s.name()),
+                (_, Output::Storage(s)) => s.place(),
             },
             single_writer: table.as_ref().is_some_and(|t| t.single_writer),
         };
@@ -1075,7 +1075,7 @@ impl Ingest {
                 let location = match (&options.location, &output) {
                     (Some(l), _) => l.clone(),
                     (None, Output::Local(p)) => p.display().to_string(),
-                    (None, Output::Storage(s)) => format!("the {} table", s.name()),
+                    (None, Output::Storage(s)) => format!("the table at `{}`", s.place()),
                 };
                 if let Some((c, _)) = &mut compact {
                     *c = c.clone().location(location.clone());

@@ -247,6 +247,22 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     }
     let job_name = options.job.as_deref().unwrap_or("compact");
     check_compaction_job(storage.as_ref(), job_name).await?;
+    if options.dry_run {
+        // A dry run only looks: it neither takes the job nor finishes an earlier round.
+        let sink_id = crate::checkpoint::manifest::sink_identity(storage.as_ref(), false)
+            .await?
+            .map(|s| s.sink_id)
+            .unwrap_or_default();
+        let table =
+            DeltaTable::open_to_read(storage.clone(), &table_options, &sink_id, job_name).await?;
+        let (bins, too_long) = plan(&table, options, sink.partition_path_bytes_max())?;
+        return Ok(CompactReport {
+            read_version: table.version(),
+            bins: bins.iter().map(|b| b.bin.clone()).collect(),
+            too_long,
+            ..CompactReport::default()
+        });
+    }
     let mut job = Coordinator::builder(&sink, job_name)
         .delta_table(table_options)
         .open()

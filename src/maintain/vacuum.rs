@@ -195,10 +195,7 @@ impl VacuumReport {
 /// latest manifest is never skipped: its files may be in no log entry yet); storage errors
 /// as they come, after which a rerun finishes the work.
 pub async fn vacuum(storage: Arc<dyn Storage>, options: &VacuumOptions) -> Result<VacuumReport> {
-    let location = options
-        .location
-        .clone()
-        .unwrap_or_else(|| storage.name().to_owned());
+    let location = options.location.clone().unwrap_or_else(|| storage.place());
     let storage = storage.as_ref();
     let now = now_ms();
     let retain_ms = i64::try_from(options.retain.as_millis()).unwrap_or(i64::MAX);

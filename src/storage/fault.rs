@@ -291,6 +291,10 @@ impl Storage for FaultyStorage {
         self.inner.name()
     }
 
+    fn place(&self) -> String {
+        self.inner.place()
+    }
+
     fn can_resume(&self) -> bool {
         self.inner.can_resume()
     }

@@ -104,6 +104,12 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// A short name for messages (`local`, `s3`).
     fn name(&self) -> &'static str;
 
+    /// Where the sink is, for messages: the base directory, the `s3://` URL. Defaults to
+    /// [`Storage::name`].
+    fn place(&self) -> String {
+        self.name().to_owned()
+    }
+
     /// Whether [`Storage::persist`] and [`Storage::resume`] work, so row files can stay open
     /// across checkpoints. Where they do not, the writer rolls every file at every checkpoint.
     fn can_resume(&self) -> bool;

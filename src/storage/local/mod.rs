@@ -488,6 +488,10 @@ impl Storage for LocalStorage {
         "local"
     }
 
+    fn place(&self) -> String {
+        self.base().display().to_string()
+    }
+
     fn leaves_metadata_temps(&self) -> bool {
         true
     }

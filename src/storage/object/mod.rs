@@ -283,6 +283,10 @@ impl Storage for ObjectStorage {
         }
     }
 
+    fn place(&self) -> String {
+        self.inner.url.clone()
+    }
+
     fn can_resume(&self) -> bool {
         false
     }

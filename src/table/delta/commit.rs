@@ -150,8 +150,37 @@ impl DeltaTable {
         let location = options
             .location
             .clone()
-            .unwrap_or_else(|| format!("the {} table", storage.name()));
+            .unwrap_or_else(|| format!("the table at `{}`", storage.place()));
         let refuses_replace = storage.refuses_replace().await?;
+        Self::open_checked(storage, options, sink_id, job, location, refuses_replace).await
+    }
+
+    /// The table as [`DeltaTable::open`] reads and checks it, for a caller that only looks
+    /// (a dry run): no claim, no probe of the store, nothing written. Committing through it is
+    /// refused by the store's own guard only.
+    pub(crate) async fn open_to_read(
+        storage: Arc<dyn Storage>,
+        options: &DeltaOptions,
+        sink_id: &str,
+        job: &str,
+    ) -> Result<DeltaTable> {
+        let location = options
+            .location
+            .clone()
+            .unwrap_or_else(|| format!("the table at `{}`", storage.place()));
+        let mut options = options.clone();
+        options.single_writer = true;
+        Self::open_checked(storage, &options, sink_id, job, location, true).await
+    }
+
+    async fn open_checked(
+        storage: Arc<dyn Storage>,
+        options: &DeltaOptions,
+        sink_id: &str,
+        job: &str,
+        location: String,
+        refuses_replace: bool,
+    ) -> Result<DeltaTable> {
         if !options.single_writer && !refuses_replace {
             return Err(Error::NotSupported(format!(
                 "`{location}` ignores conditional writes (If-None-Match: *), so two writers of \
@@ -207,6 +236,33 @@ impl DeltaTable {
         };
         table.check()?;
         Ok(table)
+    }
+
+    /// The checks of [`DeltaTable::open`] that need only the log, run before a job creates
+    /// anything: a table whose protocol, features or schema the job cannot write into (another
+    /// engine's, say) is refused with nothing written, not even the sink's identity. A
+    /// directory without a log, and a job that takes the table's schema (compaction), pass.
+    pub(crate) async fn check_before_writing(
+        storage: &dyn Storage,
+        options: &DeltaOptions,
+    ) -> Result<()> {
+        let Some(job_schema) = &options.schema else {
+            return Ok(());
+        };
+        let snapshot = Snapshot::load(storage).await?;
+        let (Some(protocol), Some(metadata)) = (&snapshot.protocol, &snapshot.metadata) else {
+            return Ok(());
+        };
+        let location = options
+            .location
+            .clone()
+            .unwrap_or_else(|| format!("the table at `{}`", storage.place()));
+        let ours =
+            schema::from_arrow(job_schema, &options.partition_by, &options.time_directories)?;
+        let what = format!("metaData.schemaString of table `{location}`");
+        let table_schema = StructType::parse(&metadata.schema_string, &what)?;
+        features::check_table(&location, protocol, metadata, &table_schema)?;
+        schema::check_compatible(&location, &table_schema, &metadata.partition_columns, &ours)
     }
 
     /// The appId of the job's `txn`s.
