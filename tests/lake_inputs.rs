@@ -314,3 +314,149 @@ impl WaitRef for std::process::Child {
         (self.wait().unwrap(), err)
     }
 }
+
+/// A holder stopped with records in files it keeps open (row files kept open up to a delay,
+/// small Parquet files a pre-commit merge carries) is finished by the job that takes its input
+/// over, so those records become visible once and the input is read on after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stopped_with_open_files_is_finished_by_the_next_job() {
+    use common::visible_id_counts;
+    use filesink::sink::MergePolicy;
+    use filesink::FileFormat;
+    for (format, kind) in [
+        (FileFormat::json_lines(), "row files kept open"),
+        (FileFormat::parquet(), "small files carried"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (a, b) = (d.join("a.jsonl"), d.join("b.jsonl"));
+        fs::write(&a, recs(0..1000)).unwrap();
+        fs::write(&b, recs(1000..1200)).unwrap();
+        let lake = d.join("lake");
+        let job = |inputs: &[&std::path::PathBuf], name: &str| -> Ingest {
+            let ingest = Ingest::new(inputs.iter().map(|p| Input::file(p).unwrap()))
+                .to_local(&lake)
+                .format(format.clone())
+                .partition_by(["day"])
+                .checkpoint_every(CheckpointEvery::Rows(100))
+                .job(name);
+            match format {
+                FileFormat::Parquet(_) => {
+                    ingest.merge_small_files(MergePolicy::new(16 * 1024 * 1024))
+                }
+                _ => ingest.max_visibility_delay(Duration::from_secs(3600)),
+            }
+        };
+        let s = job(&[&a], "first")
+            .stop_after_records(450)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(s.status, IngestStatus::Stopped, "{kind}");
+        assert!(
+            visible_id_counts(&lake, &format).len() < 400,
+            "{kind}: the first job's records are held back"
+        );
+        let s = job(&[&a, &b], "second").run().await.unwrap();
+        assert_eq!(s.status, IngestStatus::Finished, "{kind}");
+        let counts = visible_id_counts(&lake, &format);
+        let ids: Vec<i64> = counts
+            .iter()
+            .flat_map(|(id, n)| std::iter::repeat_n(*id, *n))
+            .collect();
+        assert_exactly_once(&ids, 0..1200);
+    }
+}
+
+/// A Delta table job that stopped after a checkpoint whose log entry it never wrote (here:
+/// the table's first, so there is no table yet) is restored by the job that takes its input
+/// over: the entry is written, the table created, and every record is in it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_holder_whose_log_entry_is_missing_is_restored_by_the_next_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (a, b) = (d.join("a.jsonl"), d.join("b.jsonl"));
+    fs::write(&a, recs(0..1000)).unwrap();
+    fs::write(&b, recs(1000..1100)).unwrap();
+    let lake = d.join("lake");
+    let job = |inputs: &[&std::path::PathBuf], name: &str| -> Ingest {
+        Ingest::new(inputs.iter().map(|p| Input::file(p).unwrap()))
+            .to_local(&lake)
+            .partition_by(["day"])
+            .checkpoint_every(CheckpointEvery::Rows(100))
+            .delta_table(filesink::table::delta::DeltaOptions::new())
+            .job(name)
+    };
+    // One checkpoint with records, then stopped; its log entry (the table's first) is lost.
+    let s = job(&[&a], "first")
+        .stop_after_records(150)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(s.status, IngestStatus::Stopped);
+    fs::remove_dir_all(lake.join("_delta_log")).unwrap();
+    let s = job(&[&a, &b], "second").run().await.unwrap();
+    assert_eq!(s.status, IngestStatus::Finished);
+    assert!(lake.join("_delta_log/00000000000000000000.json").exists());
+    assert_exactly_once(&visible_parquet_ids(&lake), 0..1100);
+    let o = run_ok(&["ls", s_(&lake), "--json"]);
+    let v = json_of(&o);
+    assert!(v["hidden"].as_array().is_none_or(|h| h.is_empty()), "{v}");
+}
+
+fn s_(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A lake whose jobs ran before it had a ledger (an older filesink): the first job with a new
+/// input list imports what they took from their checkpoints, and reads none of it again.
+#[test]
+fn a_lake_from_before_the_ledger_is_imported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("a.jsonl"), recs(0..1000)).unwrap();
+    fs::write(d.join("b.jsonl"), recs(1000..2000)).unwrap();
+    ok(ingest_in(d, &["a.jsonl"], "lake", &[]));
+    ok(ingest_in(d, &["b.jsonl"], "lake", &["--job", "bee"]));
+    append(&d.join("b.jsonl"), &recs(2000..2100));
+    // As an older build left it: no ledger.
+    fs::remove_dir_all(d.join("lake/_filesink/inputs")).unwrap();
+    fs::remove_file(d.join("lake/_filesink/ledger.json")).unwrap();
+    fs::write(d.join("c.jsonl"), recs(2100..2200)).unwrap();
+    let o = ok(ingest_in(
+        d,
+        &["a.jsonl", "b.jsonl", "c.jsonl"],
+        "lake",
+        &["--json"],
+    ));
+    assert_eq!(json_of(&o)["records"], 200, "{}", stdout(&o));
+    assert_exactly_once(&visible_parquet_ids(&d.join("lake")), 0..2200);
+}
+
+/// A CSV file handed on past its header is read on only by a job whose columns its header
+/// names, in its order: another job's values would land in other columns.
+#[test]
+fn a_csv_input_handed_on_past_its_header_is_checked_against_the_new_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let csv = |ids: std::ops::Range<i64>| -> String {
+        ids.map(|i| format!("{i},2026-12-0{},n{i}\n", 1 + i % 3))
+            .collect()
+    };
+    fs::write(d.join("x.csv"), format!("id,day,note\n{}", csv(0..100))).unwrap();
+    ok(ingest_in(d, &["x.csv"], "lake", &[]));
+    append(&d.join("x.csv"), &csv(100..150));
+    // Another job whose columns come from a file with another order.
+    let y: String = (200..210)
+        .map(|i| format!("2026-12-0{},{i},n{i}\n", 1 + i % 3))
+        .collect();
+    fs::write(d.join("y.csv"), format!("day,id,note\n{y}")).unwrap();
+    let before = visible_parquet_ids(&d.join("lake"));
+    let o = ingest_in(d, &["y.csv", "x.csv"], "lake", &[]);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("header of"), "{}", stderr(&o));
+    assert_eq!(visible_parquet_ids(&d.join("lake")), before);
+    // A job with the same columns reads on.
+    ok(ingest_in(d, &["x.csv"], "lake", &["--job", "again"]));
+    assert_exactly_once(&visible_parquet_ids(&d.join("lake")), 0..150);
+}

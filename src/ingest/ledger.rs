@@ -33,12 +33,19 @@
 //!    meanwhile: start again), *settle* `J`, and write the next entry naming this job, with
 //!    base `J`'s prefix of the input. `J` is released once every input is taken.
 //!
-//! Settling `J` makes every record before its latest checkpoint's position visible, as its own
-//! restore would: that checkpoint's files are committed (idempotently, with the same proof),
-//! and for a Delta table job its log entry written. A latest checkpoint that keeps records in
-//! files still open (row formats kept open with `--max-visibility-delay`, small files a
-//! pre-commit merge carries) of a job that did not finish cannot be settled here: the input
-//! is refused ([`Error::JobBusy`]) until `J` runs again and finishes.
+//! Settling `J` makes every record before its latest checkpoint's position visible: `J` is
+//! restored as its own next run would restore it, under the lease this run holds for it (that
+//! checkpoint's files committed, idempotently, with the same proof; for a Delta table job its
+//! log entry written, the table created if that entry is its first); a checkpoint that keeps
+//! records in files still open (row files kept open with `--max-visibility-delay`, small files
+//! a pre-commit merge carries) is then finished at the same position, so that they commit too.
+//! A log entry that cannot be written now (other writers took every version tried) fails the
+//! run, nothing changed, as it fails the holder's own restore: nothing is handed on that
+//! readers cannot see.
+//!
+//! A lake whose jobs ran before it had a ledger is imported once, before its first entry: each
+//! input a job took records of gets entry 1 naming the job that read furthest in it
+//! ([`IMPORTED_FILE`] marks the lake).
 //!
 //! # Where a crash lands
 //!
@@ -69,10 +76,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::source::{Input, Prefix, SourcePosition};
+use crate::bucket::TimePartitioning;
 use crate::checkpoint::manifest::{self, Manifest};
+use crate::checkpoint::{Coordinator, Ownership};
+use crate::format::FileFormat;
 pub use crate::protocol::INPUTS_DIR;
 use crate::sink::Sink;
 use crate::storage::{JobLease, LeaseOptions, Storage};
+use crate::table::delta::DeltaOptions;
 use crate::{Error, Result};
 
 /// Layout version of an entry.
@@ -174,6 +185,72 @@ pub async fn head(storage: &dyn Storage, identity: &str) -> Result<Option<Entry>
     Ok(Some(entry))
 }
 
+/// Where a lake records that its ledger holds what its jobs took before it had a ledger.
+pub const IMPORTED_FILE: &str = "_filesink/ledger.json";
+
+/// A lake whose jobs ran before it had a ledger: what they took is in their checkpoints only.
+/// Once per lake, before any entry is written, every job's latest position is read, and each
+/// input that a job took records of gets entry 1 naming the job that read furthest in it (so
+/// the first job with a new input list does not read them all again); then the lake is
+/// marked ([`IMPORTED_FILE`]). A position an older layout wrote without read prefixes, and a
+/// job that is not an ingest's, give nothing. Racing runs write the same entries, and an entry
+/// that exists is left as it is.
+async fn import_once(storage: &dyn Storage) -> Result<()> {
+    if storage.get_metadata(IMPORTED_FILE).await?.is_some() {
+        return Ok(());
+    }
+    let sink_id = manifest::sink_identity(storage, false)
+        .await?
+        .map(|s| s.sink_id);
+    let mut furthest: BTreeMap<String, (String, Prefix)> = BTreeMap::new();
+    for job in manifest::list_jobs(storage).await? {
+        let Some(m) = manifest::latest_manifest(storage, &job, sink_id.as_deref()).await? else {
+            continue;
+        };
+        let Ok(p) = SourcePosition::from_json(&job, &m.source_position) else {
+            continue;
+        };
+        if p.records == 0 && p.bad_records == 0 {
+            continue;
+        }
+        for (input, read) in p.inputs.iter().zip(&p.read) {
+            if input == "-" || input.starts_with("reader:") || read.crc32c.is_none() {
+                continue;
+            }
+            if read.offset == 0 {
+                continue;
+            }
+            let further = furthest
+                .get(input)
+                .is_none_or(|(_, r)| r.offset < read.offset);
+            if further {
+                furthest.insert(input.clone(), (job.clone(), *read));
+            }
+        }
+    }
+    for (input, (job, read)) in furthest {
+        let first = Entry {
+            version: ENTRY_VERSION,
+            input,
+            seq: 1,
+            job,
+            from: None,
+            read,
+            at_ms: manifest::now_ms(),
+        };
+        put(storage, &first).await?;
+    }
+    let marker =
+        serde_json::json!({ "version": ENTRY_VERSION, "imported_at_ms": manifest::now_ms() });
+    match storage
+        .put_metadata(IMPORTED_FILE, marker.to_string().as_bytes())
+        .await
+    {
+        Ok(()) | Err(Error::Conflict { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `entry` as the next one of its input; `Ok(false)` if another run wrote that
 /// sequence number first.
 async fn put(storage: &dyn Storage, entry: &Entry) -> Result<bool> {
@@ -215,6 +292,9 @@ pub async fn take(
     inputs: &[Input],
     settle: &Settle,
 ) -> Result<Vec<Option<Taken>>> {
+    if inputs.iter().any(is_ledgered) {
+        import_once(storage.as_ref()).await?;
+    }
     let mut held: BTreeMap<String, Held> = BTreeMap::new();
     let result = take_held(storage, job, inputs, settle, &mut held).await;
     let mut release = Ok(());
@@ -271,8 +351,11 @@ async fn take_held(
                 // The head may have moved while the holder was being taken.
                 continue;
             }
-            let position = held[&holder].position.as_ref();
-            let read = holder_prefix(position, identity, head.read);
+            let h = &held[&holder];
+            // A lease that expired while this run settled the holder may have let the
+            // holder's own run in, reading on from where this run found it.
+            h.lease.check().await?;
+            let read = holder_prefix(h.position.as_ref(), identity, head.read);
             let next = Entry {
                 version: ENTRY_VERSION,
                 input: identity.to_owned(),
@@ -329,7 +412,7 @@ async fn hold(
         }
         Err(e) => return Err(e),
     };
-    match settle_job(storage, holder, input, settle).await {
+    match settle_job(storage, holder, settle).await {
         Ok(position) => Ok(Held { lease, position }),
         Err(e) => {
             let _ = lease.release().await;
@@ -339,11 +422,14 @@ async fn hold(
 }
 
 /// Makes every record before the latest checkpoint of `job` visible, and returns that
-/// checkpoint's position if it binds what the job read.
+/// checkpoint's position if it binds what the job read. The job is restored as its own next
+/// run would restore it (its files committed, its Delta log entry written, its leftovers after
+/// that checkpoint removed), under the lease this run holds for it; a checkpoint that keeps
+/// records in files still open (row files kept open, small files a merge carries) is then
+/// finished at the same position, so that they roll and commit too.
 async fn settle_job(
     storage: &Arc<dyn Storage>,
     job: &str,
-    input: &Input,
     settle: &Settle,
 ) -> Result<Option<SourcePosition>> {
     let sink_id = manifest::sink_identity(storage.as_ref(), false)
@@ -353,37 +439,46 @@ async fn settle_job(
     else {
         return Ok(None);
     };
-    if !m.finished && keeps_open(&m) {
-        return Err(Error::job_busy(
-            job,
-            format!(
-                "input `{}` was last read by job `{job}`, whose run stopped at checkpoint {} \
-                 with records in files it keeps open; nothing was changed: run that job again \
-                 to finish it, then this one",
-                input.display, m.checkpoint_id
-            ),
-        ));
+    let position = match m.source_position.is_null() {
+        true => None,
+        false => Some(SourcePosition::from_json(job, &m.source_position)?),
+    };
+    let open_files = !m.finished && keeps_open(&m);
+    if m.committables.is_empty() && !open_files {
+        // Nothing before its position waits to be made visible.
+        return Ok(position.filter(|p| p.records > 0 || p.bad_records > 0));
     }
-    if !m.committables.is_empty() {
-        let committer = Sink::builder_shared(storage.clone()).build()?.committer();
-        for r in committer.commit(&m.committables).await {
-            r?;
-        }
-        if m.table.is_some() {
-            crate::checkpoint::commit_table_entry(
-                storage.clone(),
-                &settle.location,
-                &m,
-                settle.single_writer,
-            )
-            .await?;
-        }
+    let format = match m.writers.first().map(|w| w.format.as_str()) {
+        Some("jsonl") => FileFormat::json_lines(),
+        Some("csv") => FileFormat::csv(),
+        _ => FileFormat::parquet(),
+    };
+    let sink = Sink::builder_shared(storage.clone())
+        .format(format)
+        .build()?;
+    let mut builder = Coordinator::builder(&sink, job)
+        .parallelism_of_new_job(m.writers.len().max(1))
+        .ownership(Ownership::External);
+    if let (Some(_), Some(p)) = (&m.table, &position) {
+        let time = match &p.partition_by_time {
+            Some(t) => Some(TimePartitioning::new(t.column.clone(), &t.pattern)?),
+            None => None,
+        };
+        builder = builder.delta_table(
+            DeltaOptions::new()
+                .schema(Arc::new(p.schema.clone()))
+                .partition_by(p.partition_by.clone())
+                .time_directories(time.iter().flat_map(|t| t.names().map(str::to_owned)))
+                .single_writer(settle.single_writer)
+                .location(settle.location.clone()),
+        );
     }
-    if m.source_position.is_null() {
-        return Ok(None);
+    let mut holder = builder.open().await?;
+    if open_files {
+        holder.finish(&m.source_position).await?;
     }
-    let p = SourcePosition::from_json(job, &m.source_position)?;
-    Ok((p.records > 0 || p.bad_records > 0).then_some(p))
+    holder.close().await?;
+    Ok(position.filter(|p| p.records > 0 || p.bad_records > 0))
 }
 
 /// Whether checkpoint `m` keeps records in files that are not pending: row files that stay

@@ -1223,6 +1223,7 @@ impl Ingest {
                 }
             } else if !finished_before {
                 p.read = legacy_read(&job, p, &inputs, observer);
+                take_over(p, &inherited);
             }
             if took_none && !p.read.is_empty() {
                 read_from_start(p);

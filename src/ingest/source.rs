@@ -2400,6 +2400,22 @@ impl Source {
             p = rr.prefix();
             self.set_read(i, p);
             reader = rr.reader;
+        } else if csv && !input.is_stdin() && input.stream.is_none() {
+            // Past the header, which another job may have read (the lake's ledger hands a
+            // file on where the last job stopped): read it again from the start, and check
+            // it against this job's columns, or its values would land in other columns.
+            let (start, _) = open_file(input).map_err(open_err)?;
+            let mut header = Vec::new();
+            let mut rr = RecordReader {
+                reader: start,
+                offset: 0,
+                line: 1,
+                crc: 0,
+                csv,
+            };
+            if rr.next_record(&mut header).map_err(open_err)?.is_some() {
+                self.check_header(&header)?;
+            }
         }
         self.cursor.offset = p.offset;
         self.cursor.line = p.line;
