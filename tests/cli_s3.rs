@@ -840,3 +840,61 @@ fn a_partition_path_longer_than_a_key_takes_is_a_bad_record() {
         "{bad:?}"
     );
 }
+
+/// A run killed with SIGKILL leaves an unexpired claim on S3. Its process is provably gone
+/// (this machine, this boot, this PID namespace, its pid free): `ls` says nobody holds the
+/// job, and a rerun, `commit` and `abort` take the job over at once instead of waiting for
+/// the lease to expire. A claim whose process lives is not taken, and the refusal says what
+/// is known: whose claim, when it expires.
+#[test]
+fn a_killed_runs_claim_is_taken_over_at_once_and_a_live_ones_is_not() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let args = [
+        "ingest",
+        "-",
+        "--job",
+        "held",
+        "--to",
+        &url,
+        "--checkpoint-every",
+        "1s",
+        "--lease-ttl",
+        "300s",
+    ];
+    // A live run: its claim refuses a second run, which names it and its expiry.
+    let mut live = spawn_with_piped_stdin(&args);
+    let mut stdin = live.stdin.take().unwrap();
+    use std::io::Write as _;
+    writeln!(stdin, "{{\"id\":1}}").unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while latest_checkpoint(&url).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "no checkpoint within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = run_expect(&args, EXIT_REFUSED);
+    let pid = live.id().to_string();
+    assert!(
+        stderr(&o).contains("unexpired claim")
+            && stderr(&o).contains(&format!("pid {pid} "))
+            && stderr(&o).contains("expires in"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(ls_json(&url)["jobs"][0]["live"], true);
+
+    // Killed: its claim stays for 300 s, but nobody holds the job.
+    live.kill().unwrap();
+    live.wait().unwrap();
+    drop(stdin);
+    assert_eq!(ls_json(&url)["jobs"][0]["live"], false);
+    run_ok(&["commit", &url, "--job", "held"]);
+    run_ok(&["abort", &url]);
+    let same = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(same.path(), "{\"id\":1}\n").unwrap();
+    let o = filesink_with_stdin(&args, same.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(visible_ids(&bucket, &prefix), vec![1]);
+}

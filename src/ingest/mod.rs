@@ -897,7 +897,7 @@ impl Ingest {
             if let Some(holder) = storage.job_holder(&job).await? {
                 return Err(Error::job_busy(
                     &job,
-                    format!("a live run holds it ({holder}); nothing was changed"),
+                    format!("{holder}; nothing was changed"),
                 ));
             }
         }

@@ -18,7 +18,12 @@
 //! | object store without conditional puts (Garage) | claims (below) | refused at once | its next check fails; a run paused for longer than half the lease between its check and its manifest write can still write one manifest |
 //!
 //! After a crash the kernel lock is free at once; a claim blocks the job until it expires (the
-//! lease's time to live, [`LeaseOptions::ttl`]).
+//! lease's time to live, [`LeaseOptions::ttl`]), unless its process is provably gone: a claim
+//! records the identity of its process (boot id, PID namespace, pid, start time), and a run on
+//! the same machine, under the same boot and in the same PID namespace, that finds that pid
+//! free or taken by a process started at another time takes the claim over at once. Anything
+//! it cannot see (another machine, a container's own PID namespace) waits for the expiry; the
+//! refusal then says whose claim it is and when it expires.
 //!
 //! # Claims on object stores
 //!
@@ -131,6 +136,83 @@ fn self_prefix() -> String {
         std::process::id(),
         if host.is_empty() { "?" } else { &host }
     )
+}
+
+/// What tells one process apart from every other on one machine: the kernel's boot, the PID
+/// namespace, the pid, and the process's start time (in clock ticks since boot, so a pid used
+/// again by a later process has another). Written on a second line of a claim's body.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct ProcessIdentity {
+    boot_id: String,
+    pid_ns: String,
+    pid: u32,
+    start_ticks: u64,
+}
+
+impl ProcessIdentity {
+    /// This process's, where `/proc` tells it (Linux).
+    fn of_self() -> Option<ProcessIdentity> {
+        let pid = std::process::id();
+        Some(ProcessIdentity {
+            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .ok()?
+                .trim()
+                .to_owned(),
+            pid_ns: std::fs::read_link("/proc/self/ns/pid")
+                .ok()?
+                .to_string_lossy()
+                .into_owned(),
+            pid,
+            start_ticks: start_ticks(pid)?,
+        })
+    }
+
+    /// Whether the process is certainly gone: it ran under this kernel's boot and in this PID
+    /// namespace (so its pid means here what it meant there), and that pid is free now or
+    /// names a process started at another time. Anything this process cannot see (another
+    /// machine, another boot, a container's own PID namespace) is not proof.
+    fn is_gone(&self) -> bool {
+        let Some(me) = ProcessIdentity::of_self() else {
+            return false;
+        };
+        if self.boot_id.is_empty() || self.boot_id != me.boot_id || self.pid_ns != me.pid_ns {
+            return false;
+        }
+        if self.pid == me.pid {
+            return self.start_ticks != me.start_ticks;
+        }
+        start_ticks(self.pid) != Some(self.start_ticks)
+    }
+}
+
+/// The start time of process `pid` in clock ticks since boot (field 22 of its `stat`); `None`
+/// if there is no such process.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The body of this process's claim: [`describe_self`], and on a second line its
+/// [`ProcessIdentity`] as JSON, for runs on this machine to tell whether it is gone.
+fn claim_body() -> String {
+    match ProcessIdentity::of_self() {
+        Some(id) => format!(
+            "{}\n{}",
+            describe_self(),
+            serde_json::to_string(&id).expect("encodes")
+        ),
+        None => describe_self(),
+    }
+}
+
+/// A claim's body, split into its description and the identity of its process, if it has one.
+fn parse_body(body: &str) -> (&str, Option<ProcessIdentity>) {
+    match body.split_once('\n') {
+        Some((text, id)) => (text, serde_json::from_str(id).ok()),
+        None => (body, None),
+    }
 }
 
 /// Whether a holder's description ([`describe_self`]) names this process.
@@ -289,7 +371,7 @@ impl Claim {
             dir,
             key,
             ttl: options.ttl,
-            body: describe_self(),
+            body: claim_body(),
             renewed: Mutex::new(None),
             lost: Mutex::new(None),
             renewing: tokio::sync::Mutex::new(()),
@@ -328,9 +410,16 @@ impl Claim {
         for c in claims {
             if c.expires(CLOCK_SLACK) >= now {
                 let body = read_body(store, &c.key).await;
+                let (text, id) = parse_body(&body);
+                if id.is_some_and(|id| id.is_gone()) {
+                    // Its process is gone: the next run takes the claim over at once.
+                    continue;
+                }
                 return Ok(Some(format!(
-                    "{body} (claim renewed {} s ago)",
-                    (now - c.modified).num_seconds().max(0)
+                    "an unexpired claim of {text}: renewed {} s ago, expires in {} s unless \
+                     renewed",
+                    (now - c.modified).num_seconds().max(0),
+                    (c.expires(Duration::ZERO) - now).num_seconds().max(0)
                 )));
             }
         }
@@ -438,23 +527,35 @@ impl ClaimShared {
         let mut rival = None;
         for other in claims.iter().filter(|c| c.key != self.key) {
             if other.expires(CLOCK_SLACK) >= mine.modified {
-                rival.get_or_insert(other);
+                let body = read_body(self.store.as_ref(), &other.key).await;
+                if parse_body(&body).1.is_some_and(|id| id.is_gone()) {
+                    // Unexpired, but its process is provably gone (this machine, this boot,
+                    // this PID namespace, and the pid free or another process's): taken over
+                    // at once, as an expired claim is.
+                    tracing::info!(file = %other.key, holder = %parse_body(&body).0, "claim of a dead process taken over");
+                    let _ = self.store.delete(&other.key).await;
+                    continue;
+                }
+                rival.get_or_insert((other, body));
             } else {
                 // Expired: its run is dead (or lost the job, and will find out at its check).
                 let _ = self.store.delete(&other.key).await;
             }
         }
-        if let Some(other) = rival {
-            let body = read_body(self.store.as_ref(), &other.key).await;
+        if let Some((other, body)) = rival {
             let _ = self.store.delete(&self.key).await;
+            let expires = (other.expires(Duration::ZERO) - mine.modified)
+                .num_seconds()
+                .max(0);
             return Err(Error::job_busy(
                 &self.job,
                 format!(
-                    "a live run holds it ({body}; its claim `{}` is renewed at least every {} s \
-                     and expires {} s after the last renewal); nothing was changed",
+                    "an unexpired claim holds it ({}; its claim `{}` is renewed at least every \
+                     {} s while its run lives, and expires in {expires} s unless renewed); \
+                     nothing was changed",
+                    parse_body(&body).0,
                     other.key,
                     (other.ttl / 3).as_secs().max(1),
-                    other.ttl.as_secs()
                 ),
             ));
         }
