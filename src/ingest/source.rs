@@ -1467,6 +1467,7 @@ pub fn infer_schema(
         InputFormat::Jsonl => {
             let mut values = Vec::new();
             let mut key_order: Vec<String> = Vec::new();
+            let mut seen_keys = std::collections::HashSet::new();
             // Integer literals serde_json reads as floats (`-0`, beyond 64 bits), by column.
             let mut float_read = std::collections::HashMap::new();
             let mut read = 0;
@@ -1484,7 +1485,7 @@ pub fn infer_schema(
                         json_types::float_read_integers(&buf, None, &mut float_read);
                         if let Ok(keys) = serde_json::from_slice::<KeyOrder>(&buf) {
                             for k in keys.0 {
-                                if !key_order.contains(&k) {
+                                if seen_keys.insert(k.clone()) {
                                     key_order.push(k);
                                 }
                             }
@@ -1712,13 +1713,13 @@ impl<'de> Deserialize<'de> for KeyOrder {
 
 /// `schema` with its top-level fields in the order their keys first appeared in the input.
 fn in_key_order(schema: Schema, order: &[String]) -> Schema {
+    let at: std::collections::HashMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i))
+        .collect();
     let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-    fields.sort_by_key(|f| {
-        order
-            .iter()
-            .position(|k| k == f.name())
-            .unwrap_or(usize::MAX)
-    });
+    fields.sort_by_key(|f| at.get(f.name().as_str()).copied().unwrap_or(usize::MAX));
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
