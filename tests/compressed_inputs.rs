@@ -447,3 +447,44 @@ async fn a_compressed_stream_resumes_after_what_the_job_read_of_it() {
         assert_eq!(ids(&lake), (0..1000).collect::<Vec<_>>(), "{codec:?}");
     }
 }
+
+/// Zero bytes after the last gzip member (padding that `gzip -t` accepts) end the stream, after
+/// one member or several, in a file and on standard input; anything else after a member that
+/// is not a member is a corrupt input, named.
+#[test]
+fn a_gzip_input_padded_with_zeros_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (members, pad) in [(1usize, 1usize), (2, 512), (3, 70_000)] {
+        let mut bytes = Vec::new();
+        for m in 0..members as i64 {
+            bytes.extend(gz(jsonl(m * 100..m * 100 + 100).as_bytes()));
+        }
+        bytes.extend(vec![0u8; pad]);
+        let input = d.join(format!("padded-{members}-{pad}.jsonl.gz"));
+        fs::write(&input, &bytes).unwrap();
+        let lake = d.join(format!("lake-{members}-{pad}"));
+        run_ok(&["ingest", s(&input), "--to", s(&lake)]);
+        assert_eq!(ids(&lake), (0..members as i64 * 100).collect::<Vec<_>>());
+        let piped = d.join(format!("piped-{members}-{pad}"));
+        let o = filesink_with_stdin(&["ingest", "-", "--job", "p", "--to", s(&piped)], &input);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(ids(&piped), (0..members as i64 * 100).collect::<Vec<_>>());
+    }
+    let mut bytes = gz(jsonl(0..10).as_bytes());
+    bytes.extend([0, 0, 0, b'x']);
+    let input = d.join("garbage.jsonl.gz");
+    fs::write(&input, &bytes).unwrap();
+    let o = run_expect(&["ingest", s(&input), "--to", s(&d.join("g"))], 1);
+    assert!(
+        stderr(&o).contains("garbage.jsonl.gz") && stderr(&o).contains("corrupt"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+fn gz(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}

@@ -129,13 +129,67 @@ impl InputCompression {
     /// The decompressed bytes of `r`.
     fn decoder(self, r: impl Read + Send + 'static) -> io::Result<Box<dyn Read + Send>> {
         let inner: Box<dyn Read + Send> = match self {
-            InputCompression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(r)),
+            InputCompression::Gzip => Box::new(GzipMembers::new(BufReader::new(r))),
             InputCompression::Zstd => Box::new(zstd::stream::read::Decoder::new(r)?),
         };
         Ok(Box::new(Decompressed {
             inner,
             compression: self,
         }))
+    }
+}
+
+/// Every member of a gzip stream, one after the other, as `gzip -d` reads them: zero bytes
+/// after the last member (the padding some writers and tape tools add) end the stream, as
+/// `gzip -t` accepts them; anything else after a member must be another member.
+struct GzipMembers<R: BufRead> {
+    member: Option<flate2::bufread::GzDecoder<R>>,
+}
+
+impl<R: BufRead> GzipMembers<R> {
+    fn new(r: R) -> Self {
+        GzipMembers {
+            member: Some(flate2::bufread::GzDecoder::new(r)),
+        }
+    }
+}
+
+impl<R: BufRead> Read for GzipMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(member) = self.member.as_mut() else {
+                return Ok(0);
+            };
+            if buf.is_empty() {
+                return Ok(0);
+            }
+            let n = member.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            // The member ended: another member, zero padding to the end, or the end.
+            let mut r = self.member.take().expect("a member").into_inner();
+            let mut zeros = 0u64;
+            loop {
+                let avail = r.fill_buf()?;
+                if avail.is_empty() {
+                    return Ok(0);
+                }
+                let z = avail.iter().take_while(|b| **b == 0).count();
+                if z == 0 {
+                    break;
+                }
+                zeros += z as u64;
+                r.consume(z);
+            }
+            if zeros > 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{zeros} zero bytes after a member, then more data"),
+                ));
+            }
+            self.member = Some(flate2::bufread::GzDecoder::new(r));
+        }
     }
 }
 
