@@ -898,3 +898,70 @@ fn a_killed_runs_claim_is_taken_over_at_once_and_a_live_ones_is_not() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(visible_ids(&bucket, &prefix), vec![1]);
 }
+
+/// `--lease-ttl` reaches the Delta table's single-writer claim (on Garage, which ignores
+/// conditional writes), and a second writer's refusal names the table and its own job.
+#[test]
+fn the_single_writer_claim_takes_the_lease_ttl_and_names_the_table() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let schema = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        schema.path(),
+        r#"{"fields":[{"name":"id","data_type":"Int64","nullable":true,"dict_id":0,"dict_is_ordered":false,"metadata":{}}],"metadata":{}}"#,
+    )
+    .unwrap();
+    let args = |job: &'static str| {
+        vec![
+            "ingest".to_owned(),
+            "-".into(),
+            "--job".into(),
+            job.into(),
+            "--to".into(),
+            url.clone(),
+            "--table".into(),
+            "delta".into(),
+            "--single-writer".into(),
+            "--schema".into(),
+            schema.path().to_str().unwrap().into(),
+            "--checkpoint-every".into(),
+            "1s".into(),
+            "--lease-ttl".into(),
+            "300s".into(),
+        ]
+    };
+    let first = args("first");
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let mut live = spawn_with_piped_stdin(&first);
+    let mut stdin = live.stdin.take().unwrap();
+    use std::io::Write as _;
+    writeln!(stdin, "{{\"id\":1}}").unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while latest_checkpoint(&url).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "no checkpoint within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = args("second");
+    let second: Vec<&str> = second.iter().map(String::as_str).collect();
+    let same = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(same.path(), "{\"id\":2}\n").unwrap();
+    let o = filesink_with_stdin(&second, same.path());
+    assert_eq!(o.status.code(), Some(EXIT_REFUSED), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("job `second`") && e.contains(&url), "{e}");
+    assert!(!e.contains("(the Delta table's single writer)"), "{e}");
+    let expires: u64 = e
+        .split("expires in ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no expiry in: {e}"));
+    assert!(
+        expires > 60,
+        "the claim took the default lease, not --lease-ttl: {e}"
+    );
+    drop(stdin);
+    assert!(live.wait().unwrap().success());
+}

@@ -470,6 +470,7 @@ async fn settle_job(
                 .partition_by(p.partition_by.clone())
                 .time_directories(time.iter().flat_map(|t| t.names().map(str::to_owned)))
                 .single_writer(settle.single_writer)
+                .single_writer_lease(settle.lease)
                 .location(settle.location.clone()),
         );
     }

@@ -1085,6 +1085,7 @@ impl Ingest {
                         .schema(Arc::new(schema))
                         .partition_by(partition_by.clone())
                         .time_directories(time.iter().flat_map(|t| t.names().map(str::to_owned)))
+                        .single_writer_lease(LeaseOptions { ttl: lease_ttl })
                         .location(location),
                 )
             }

@@ -110,15 +110,31 @@ static CLAIMS: std::sync::LazyLock<
 
 impl SharedClaim {
     /// The claim of `sink_id`'s table: this process's, or a new one taken from `storage`.
-    async fn of(storage: &dyn Storage, sink_id: &str) -> Result<Arc<SharedClaim>> {
+    async fn of(
+        storage: &dyn Storage,
+        sink_id: &str,
+        lease: &crate::storage::LeaseOptions,
+        job: &str,
+        location: &str,
+    ) -> Result<Arc<SharedClaim>> {
         let mut claims = CLAIMS.lock().await;
         claims.retain(|_, c| c.strong_count() > 0);
         if let Some(claim) = claims.get(sink_id).and_then(std::sync::Weak::upgrade) {
             return Ok(claim);
         }
         let lease = storage
-            .acquire_table_writer(&crate::storage::LeaseOptions::default())
-            .await?;
+            .acquire_table_writer(lease)
+            .await
+            .map_err(|e| match e {
+                Error::JobBusy { reason, .. } => Error::job_busy(
+                    job,
+                    format!(
+                        "`{location}` takes one writer at a time (--single-writer), and another \
+                     run is that writer: {reason}"
+                    ),
+                ),
+                other => other,
+            })?;
         let claim = Arc::new(SharedClaim {
             lease,
             turn: tokio::sync::Mutex::new(()),
@@ -193,7 +209,7 @@ impl DeltaTable {
         let claim = if refuses_replace {
             None
         } else {
-            Some(SharedClaim::of(storage.as_ref(), sink_id).await?)
+            Some(SharedClaim::of(storage.as_ref(), sink_id, &options.lease, job, &location).await?)
         };
         let snapshot = Snapshot::load(storage.as_ref()).await?;
         let ours = match (&options.schema, &snapshot.metadata) {

@@ -58,6 +58,9 @@ pub struct DeltaOptions {
     pub(crate) log_checkpoints: bool,
     /// Take the schema of the existing table instead of a job schema (compaction).
     pub(crate) table_schema: bool,
+    /// How long the single writer's claim outlives a run that died
+    /// ([`DeltaOptions::single_writer_lease`]).
+    pub(crate) lease: crate::storage::LeaseOptions,
 }
 
 impl DeltaOptions {
@@ -72,7 +75,17 @@ impl DeltaOptions {
             location: None,
             log_checkpoints: true,
             table_schema: false,
+            lease: crate::storage::LeaseOptions::default(),
         }
+    }
+
+    /// The lease of the single writer's claim on a store without conditional writes
+    /// ([`DeltaOptions::single_writer`]): how long a run that died keeps the table from the
+    /// next one (unless its process is provably gone, `crate::storage::ownership`). An ingest
+    /// gives its job's `--lease-ttl`. Default [`crate::storage::LeaseOptions::default`].
+    pub fn single_writer_lease(mut self, lease: crate::storage::LeaseOptions) -> Self {
+        self.lease = lease;
+        self
     }
 
     /// Whether this job writes a log checkpoint every `delta.checkpointInterval` (10)
