@@ -925,8 +925,8 @@ impl Ingest {
         };
         // So does a job that has not decided its schema yet ([`undecided_schema`]): it takes
         // the one inferred at its first run that sees records.
-        let undecided = match (&early, &table) {
-            (Some(s), None) if !new_job => peek_position(s.as_ref(), &job)
+        let undecided = match &early {
+            Some(s) if !new_job => peek_position(s.as_ref(), &job)
                 .await?
                 .is_some_and(|p| undecided_schema(&p)),
             _ => false,
@@ -1064,9 +1064,13 @@ impl Ingest {
         let table = match table {
             Some(options) => {
                 let schema = match peek_schema(storage.as_ref(), &job).await? {
-                    Some(s) => s,
-                    None => {
-                        let s = fresh_schema?;
+                    Some(s) if !crate::table::delta::is_undecided(&s) => s,
+                    // A new job, or one that has seen no record yet: this run's columns, a
+                    // column null in all of them typed as the table has it.
+                    _ => {
+                        let s =
+                            crate::table::delta::fill_null_columns(storage.as_ref(), fresh_schema?)
+                                .await?;
                         fresh_schema = Ok(s.clone());
                         s
                     }
@@ -1325,7 +1329,7 @@ impl Ingest {
         // The schema: the job's own when resuming, else the given one, else inferred.
         let schema = match (&restored, explicit) {
             // The job wrote nothing its schema could hold: the one given or inferred now.
-            (Some(p), _) if table_schema.is_none() && undecided_schema(p) => {
+            (Some(p), _) if undecided_schema(p) => {
                 if !undecided {
                     return Err(Error::InvalidInput(format!(
                         "job `{job}` changed while this run opened it; run it again"
@@ -1352,7 +1356,11 @@ impl Ingest {
             (None, Some(_)) => fresh_schema?,
             (None, None) => {
                 let s = fresh_schema?;
-                if !s.fields().is_empty() {
+                if !s
+                    .fields()
+                    .iter()
+                    .all(|f| f.data_type() == &arrow::datatypes::DataType::Null)
+                {
                     observer.note(&format!(
                         "columns inferred from the first records of the inputs (up to {}): \
                          {}; later values that do not fit them are bad records (pass --schema \

@@ -213,6 +213,23 @@ impl DeltaTable {
         };
         let snapshot = Snapshot::load(storage.as_ref()).await?;
         let ours = match (&options.schema, &snapshot.metadata) {
+            // A job that has seen no record has no column types yet: it writes nothing, and
+            // takes the table as it is (or leaves it uncreated) until it does.
+            (Some(job_schema), m) if schema::is_undecided(job_schema) => match m {
+                Some(m) => TableSchema {
+                    schema: StructType::parse(
+                        &m.schema_string,
+                        &format!("metaData.schemaString of table `{location}`"),
+                    )?,
+                    partition_columns: m.partition_columns.clone(),
+                    needs_timestamp_ntz: false,
+                },
+                None => TableSchema {
+                    schema: StructType::default(),
+                    partition_columns: Vec::new(),
+                    needs_timestamp_ntz: false,
+                },
+            },
             (Some(job_schema), _) => {
                 schema::from_arrow(job_schema, &options.partition_by, &options.time_directories)?
             }
@@ -265,6 +282,9 @@ impl DeltaTable {
         let Some(job_schema) = &options.schema else {
             return Ok(());
         };
+        if schema::is_undecided(job_schema) {
+            return Ok(());
+        }
         let snapshot = Snapshot::load(storage).await?;
         let (Some(protocol), Some(metadata)) = (&snapshot.protocol, &snapshot.metadata) else {
             return Ok(());
@@ -279,6 +299,28 @@ impl DeltaTable {
         let table_schema = StructType::parse(&metadata.schema_string, &what)?;
         features::check_table(&location, protocol, metadata, &table_schema)?;
         schema::check_compatible(&location, &table_schema, &metadata.partition_columns, &ours)
+    }
+
+    /// `schema` (a job's, about to open the table) with each nullable column that was null in
+    /// every record typed as the table's nullable column of that name
+    /// ([`schema::fill_null_columns`]); as it is where there is no table.
+    pub(crate) async fn fill_null_columns(
+        storage: &dyn Storage,
+        schema: arrow::datatypes::Schema,
+    ) -> Result<arrow::datatypes::Schema> {
+        if !schema
+            .fields()
+            .iter()
+            .any(|f| f.data_type() == &arrow::datatypes::DataType::Null)
+        {
+            return Ok(schema);
+        }
+        let snapshot = Snapshot::load(storage).await?;
+        let Some(m) = &snapshot.metadata else {
+            return Ok(schema);
+        };
+        let table = StructType::parse(&m.schema_string, "metaData.schemaString of the table")?;
+        Ok(schema::fill_null_columns(schema, &table))
     }
 
     /// The appId of the job's `txn`s.

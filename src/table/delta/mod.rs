@@ -33,6 +33,15 @@ use arrow::datatypes::SchemaRef;
 pub(crate) use commit::DeltaTable;
 pub use commit::{TableOutcome, TableRemove, COMMIT_ATTEMPTS_MAX};
 pub(crate) use log::LOG_DIR;
+pub(crate) use schema::is_undecided;
+
+/// [`DeltaTable::fill_null_columns`].
+pub(crate) async fn fill_null_columns(
+    storage: &dyn crate::storage::Storage,
+    schema: arrow::datatypes::Schema,
+) -> crate::Result<arrow::datatypes::Schema> {
+    DeltaTable::fill_null_columns(storage, schema).await
+}
 
 impl Default for DeltaOptions {
     fn default() -> Self {

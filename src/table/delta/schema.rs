@@ -73,6 +73,16 @@ pub(crate) struct StructType {
     pub(crate) fields: Vec<StructField>,
 }
 
+impl Default for StructType {
+    /// A struct without fields.
+    fn default() -> Self {
+        StructType {
+            tag: StructTag::Struct,
+            fields: Vec::new(),
+        }
+    }
+}
+
 /// One (possibly nested) column.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct StructField {
@@ -497,6 +507,70 @@ fn check_names_in(data_type: &DeltaType, path: &str) -> Result<()> {
 /// nullable, and may allow nulls where the job has none, never the other way round.
 ///
 /// Errors with [`Error::Conflict`] at `location` naming the first difference.
+/// Whether a job's record schema has no column types yet: no columns, or only `Null` ones (a
+/// job that has seen no record, or a CSV header alone).
+pub(crate) fn is_undecided(schema: &Schema) -> bool {
+    schema
+        .fields()
+        .iter()
+        .all(|f| f.data_type() == &DataType::Null)
+}
+
+/// `schema` with each nullable `Null` column (a field that was `null` in every record the job
+/// inferred from) given the type of the table's nullable column of that name, where that is a
+/// primitive type with an Arrow type of its own: the job then writes what the table holds
+/// instead of being refused for a column it has no values of. Other columns are left as they
+/// are.
+pub(crate) fn fill_null_columns(schema: Schema, table: &StructType) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let typed = (f.data_type() == &DataType::Null && f.is_nullable())
+                .then(|| {
+                    table
+                        .fields
+                        .iter()
+                        .find(|t| &t.name == f.name() && t.nullable)
+                })
+                .flatten()
+                .and_then(|t| match &t.data_type {
+                    DeltaType::Primitive(p) => arrow_of_primitive(p),
+                    _ => None,
+                });
+            match typed {
+                Some(dt) => f.as_ref().clone().with_data_type(dt),
+                None => f.as_ref().clone(),
+            }
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// The Arrow type filesink writes for a Delta primitive type, where it writes one.
+fn arrow_of_primitive(name: &str) -> Option<DataType> {
+    Some(match normalize_primitive(name).as_str() {
+        "boolean" => DataType::Boolean,
+        "byte" => DataType::Int8,
+        "short" => DataType::Int16,
+        "integer" => DataType::Int32,
+        "long" => DataType::Int64,
+        "float" => DataType::Float32,
+        "double" => DataType::Float64,
+        "string" => DataType::Utf8,
+        "date" => DataType::Date32,
+        "timestamp" => DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+        "timestamp_ntz" => DataType::Timestamp(TimeUnit::Microsecond, None),
+        other => {
+            let (p, s) = other
+                .strip_prefix("decimal(")?
+                .strip_suffix(')')?
+                .split_once(',')?;
+            DataType::Decimal128(p.trim().parse().ok()?, s.trim().parse().ok()?)
+        }
+    })
+}
+
 pub(crate) fn check_compatible(
     location: &str,
     table: &StructType,
