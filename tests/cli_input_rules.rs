@@ -882,8 +882,8 @@ fn a_csv_column_empty_in_the_first_records_keeps_its_later_values() {
 fn a_csv_value_that_does_not_fit_its_column_is_a_bad_record() {
     let dir = tempfile::tempdir().unwrap();
     let mut lines = vec!["id,ts,ms,day".to_string()];
-    // The first 1000 records type the columns: Int64, Timestamp(Second),
-    // Timestamp(Millisecond), Date32.
+    // The first 1000 records type the columns: Int64, Timestamp(Second) (written as
+    // milliseconds: Parquet has no seconds), Timestamp(Millisecond), Date32.
     for i in 0..1000 {
         lines.push(format!(
             "{i},2024-01-01 10:00:{:02},2024-01-01T10:00:00.123,2024-01-02",
@@ -891,7 +891,7 @@ fn a_csv_value_that_does_not_fit_its_column_is_a_bad_record() {
         ));
     }
     let later = [
-        "1000,2024-01-01 10:00:00.750,2024-01-01T10:00:00.123,2024-01-02",
+        "1000,2024-01-01 10:00:00.7505,2024-01-01T10:00:00.123,2024-01-02",
         "1001,2024-01-01 10:00:00,2024-01-01T10:00:00.1234,2024-01-02",
         "1002,2024-01-01 10:00:00,2024-01-01T10:00:00.123,2024-01-01T23:30:00-05:00",
         "1003,2024-01-01 10:00:00,2024-01-01T10:00:00.123,2024-01-01 10:00",
