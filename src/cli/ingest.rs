@@ -52,6 +52,13 @@ pub enum TableArg {
     Delta,
 }
 
+/// How a table job may change the table's schema (`--schema-evolution`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SchemaEvolutionArg {
+    /// Add the job's columns the table lacks, nullable.
+    AddColumns,
+}
+
 /// Which statistics Parquet files carry (`--statistics`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StatisticsArg {
@@ -269,6 +276,12 @@ pub struct IngestArgs {
     #[arg(long)]
     pub single_writer: bool,
 
+    /// With --table delta: `add-columns` lets a job whose records have top-level columns the
+    /// table lacks add them, nullable, in the log entry of its first files (rows written
+    /// before read them as null). Without it such a job is refused, nothing written.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub schema_evolution: Option<SchemaEvolutionArg>,
+
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -399,12 +412,18 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
             ingest = ingest.delta_table(
                 DeltaOptions::new()
                     .single_writer(args.single_writer)
+                    .add_columns(args.schema_evolution == Some(SchemaEvolutionArg::AddColumns))
                     .location(location.to_string()),
             );
         }
         (Some(TableArg::Delta), _) => return Err(CliError::usage(
             "--table delta holds Parquet files; it cannot be combined with --format jsonl or csv",
         )),
+        (None, _) if args.schema_evolution.is_some() => {
+            return Err(CliError::usage(
+                "--schema-evolution changes a table's schema; it needs --table delta",
+            ))
+        }
         (None, _) if args.single_writer => {
             return Err(CliError::usage(
                 "--single-writer is about a table's writers; it needs --table delta",
@@ -773,13 +792,15 @@ fn read_schema_file(path: &Path) -> CliResult<arrow::datatypes::Schema> {
     let bytes = std::fs::read(path).map_err(|e| {
         CliError::usage(format!("cannot read schema file `{}`", path.display())).caused_by(e)
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::usage(format!(
-            "`{}` is not an arrow schema in JSON",
-            path.display()
-        ))
-        .caused_by(e)
-    })
+    serde_json::from_slice(&bytes)
+        .map(filesink::ingest::json_types::exact_in_every_format)
+        .map_err(|e| {
+            CliError::usage(format!(
+                "`{}` is not an arrow schema in JSON",
+                path.display()
+            ))
+            .caused_by(e)
+        })
 }
 
 /// A message on standard error (errors writing it are ignored).

@@ -178,13 +178,27 @@ pub fn repeated_key(rec: &[u8]) -> Option<String> {
 /// `schema` with every `Timestamp(Second, tz)` column (also inside lists and structs) made
 /// `Timestamp(Millisecond, tz)`: the same instants, exactly, in a unit every output format can
 /// name. Parquet has no logical type for seconds, so a column of seconds would be written as a
-/// bare INT64 that pyarrow, DuckDB and Delta readers read as integers.
+/// bare INT64 that pyarrow, DuckDB and Delta readers read as integers. The names of UTC (`UTC`,
+/// `Etc/UTC`, `Z`, as delta-rs and pyarrow spell it) become the offset `+00:00`: the same zone,
+/// which arrow takes without a time zone database.
 pub fn exact_in_every_format(schema: Schema) -> Schema {
+    fn zone(tz: &Option<Arc<str>>) -> Option<Arc<str>> {
+        match tz.as_deref() {
+            Some(z)
+                if ["utc", "etc/utc", "z", "etc/uct", "uct", "zulu", "etc/zulu"]
+                    .contains(&z.to_ascii_lowercase().as_str()) =>
+            {
+                Some("+00:00".into())
+            }
+            _ => tz.clone(),
+        }
+    }
     fn widen(dt: &DataType) -> DataType {
         match dt {
             DataType::Timestamp(TimeUnit::Second, tz) => {
-                DataType::Timestamp(TimeUnit::Millisecond, tz.clone())
+                DataType::Timestamp(TimeUnit::Millisecond, zone(tz))
             }
+            DataType::Timestamp(unit, tz) => DataType::Timestamp(*unit, zone(tz)),
             DataType::List(f) => DataType::List(Arc::new(field(f))),
             DataType::LargeList(f) => DataType::LargeList(Arc::new(field(f))),
             DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| field(f)).collect()),

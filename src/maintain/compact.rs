@@ -281,6 +281,7 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     let read_version = table.version();
     report.read_version = read_version;
     let (bins, too_long) = plan(table, options, sink.partition_path_bytes_max())?;
+    let columns = table.data_columns();
     report.too_long = too_long;
     report.bins = bins.iter().map(|b| b.bin.clone()).collect();
     if options.dry_run || bins.is_empty() {
@@ -289,7 +290,7 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     }
     let mut removes = Vec::new();
     for bin in &bins {
-        let inputs = read_bin(storage.as_ref(), bin).await?;
+        let inputs = read_bin(storage.as_ref(), bin, &columns).await?;
         *assigner.0.lock().expect("not poisoned") = bin.bucket.clone();
         for (_, batches) in &inputs {
             for batch in batches {
@@ -502,14 +503,18 @@ fn num_records(stats: Option<&str>) -> Option<u64> {
     value.get("numRecords")?.as_u64()
 }
 
-/// Step 2 of a round for one bin: its inputs read and decoded, one schema for all, record
-/// counts checked against the log.
+/// Step 2 of a round for one bin: its inputs read and decoded, record counts checked against
+/// the log, and every batch brought to one schema by the rule appends follow: columns matched
+/// by name, in the table's order; a nullable column a file lacks (an append that did not
+/// write it, a column added to the table later) is null; another spelling of the same type
+/// (a time zone `UTC` or `+00:00`) is cast to the first file's. Files whose columns cannot be
+/// brought to one schema that way are refused, as before.
 async fn read_bin(
     storage: &dyn Storage,
     bin: &PlannedBin,
+    columns: &[(String, bool, Option<arrow::datatypes::DataType>)],
 ) -> Result<Vec<(String, Vec<RecordBatch>)>> {
-    let mut out = Vec::with_capacity(bin.paths.len());
-    let mut schema: Option<SchemaRef> = None;
+    let mut read = Vec::with_capacity(bin.paths.len());
     for (path, remove) in bin.paths.iter().zip(&bin.removes) {
         let bytes: Bytes = storage.read_data_file(path).await?;
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?
@@ -525,20 +530,102 @@ async fn read_bin(
                 ));
             }
         }
-        if let Some(first) = batches.first() {
-            match &schema {
-                None => schema = Some(first.schema()),
-                Some(s) if s.fields() != first.schema().fields() => {
-                    return Err(Error::NotSupported(format!(
-                        "the files of partition `{}` have different schemas (`{}` and `{}`); \
-                         compaction merges files of one schema only",
-                        bin.bin.partition, bin.paths[0], path
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        out.push((path.clone(), batches));
+        read.push((path.clone(), batches));
+    }
+    let Some(target) = one_schema(&read, columns) else {
+        return Err(Error::NotSupported(format!(
+            "the files of partition `{}` have schemas that cannot be brought to one (`{}` and \
+             the others); compaction merges files of one schema only",
+            bin.bin.partition, bin.paths[0]
+        )));
+    };
+    let mut out = Vec::with_capacity(read.len());
+    for (path, batches) in read {
+        let conformed = batches
+            .iter()
+            .map(|b| conform(b, &target))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| {
+                Error::NotSupported(format!(
+                    "the file `{path}` of partition `{}` does not fit the schema of the others \
+                     ({e}); compaction merges files of one schema only",
+                    bin.bin.partition
+                ))
+            })?;
+        out.push((path, conformed));
     }
     Ok(out)
+}
+
+/// The schema a bin's files are brought to: the table's data columns in its order, each of
+/// the first file's type that has it (else the type the table names), nullable if the table
+/// or any file says so; then any column of the files the table does not list, in their order.
+/// `None` if a column's type cannot be told.
+fn one_schema(
+    read: &[(String, Vec<RecordBatch>)],
+    columns: &[(String, bool, Option<arrow::datatypes::DataType>)],
+) -> Option<SchemaRef> {
+    use arrow::datatypes::{Field, Schema};
+    let schemas: Vec<SchemaRef> = read
+        .iter()
+        .filter_map(|(_, b)| b.first().map(|b| b.schema()))
+        .collect();
+    let first = schemas.first()?;
+    if schemas.iter().all(|s| s.fields() == first.fields()) {
+        return Some(first.clone());
+    }
+    let of = |name: &str| {
+        schemas
+            .iter()
+            .find_map(|s| s.field_with_name(name).ok().cloned())
+    };
+    let mut fields = Vec::new();
+    for (name, nullable, table_type) in columns {
+        let found = of(name);
+        let data_type = match &found {
+            Some(f) => f.data_type().clone(),
+            None => table_type.clone()?,
+        };
+        let nullable = *nullable
+            || schemas
+                .iter()
+                .any(|s| s.field_with_name(name).map_or(true, |f| f.is_nullable()));
+        fields.push(Field::new(name, data_type, nullable));
+    }
+    for s in &schemas {
+        for f in s.fields() {
+            if !fields.iter().any(|t| t.name() == f.name()) {
+                fields.push(f.as_ref().clone().with_nullable(true));
+            }
+        }
+    }
+    Some(Arc::new(Schema::new(fields)))
+}
+
+/// `batch` in `target`: its columns by name, cast where only the spelling of the type differs,
+/// null where it has none (the column must be nullable).
+fn conform(
+    batch: &RecordBatch,
+    target: &SchemaRef,
+) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
+    if batch.schema().fields() == target.fields() {
+        return Ok(batch.clone());
+    }
+    let columns = target
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
+            Some(c) => arrow::compute::cast(c, f.data_type()),
+            None if f.is_nullable() => Ok(arrow::array::new_null_array(
+                f.data_type(),
+                batch.num_rows(),
+            )),
+            None => Err(arrow::error::ArrowError::SchemaError(format!(
+                "it has no column `{}`",
+                f.name()
+            ))),
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(target.clone(), columns)
 }

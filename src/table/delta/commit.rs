@@ -90,6 +90,11 @@ pub(crate) struct DeltaTable {
     checkpointing: Option<tokio::task::JoinHandle<()>>,
     /// The single-writer claim, on a store that cannot refuse to replace a log entry.
     claim: Option<Arc<SharedClaim>>,
+    /// Schema evolution allowed ([`DeltaOptions::add_columns`]).
+    add_columns: bool,
+    /// The table's schema with the job's new columns, for the `metaData` of the next entry
+    /// (schema evolution); recomputed against every snapshot the job checks.
+    evolved: Option<StructType>,
 }
 
 /// The single-writer claim of a table, shared by the writers of one process (an ingest and
@@ -129,7 +134,7 @@ impl SharedClaim {
                 Error::JobBusy { reason, .. } => Error::job_busy(
                     job,
                     format!(
-                        "`{location}` takes one writer at a time (--single-writer), and another \
+                        "`{location}` takes a single writer at a time (--single-writer), and another \
                      run is that writer: {reason}"
                     ),
                 ),
@@ -266,6 +271,8 @@ impl DeltaTable {
             log_checkpoints: options.log_checkpoints,
             checkpointing: None,
             claim,
+            add_columns: options.add_columns,
+            evolved: None,
         };
         table.check()?;
         Ok(table)
@@ -296,8 +303,15 @@ impl DeltaTable {
         let ours =
             schema::from_arrow(job_schema, &options.partition_by, &options.time_directories)?;
         let what = format!("metaData.schemaString of table `{location}`");
-        let table_schema = StructType::parse(&metadata.schema_string, &what)?;
+        let mut table_schema = StructType::parse(&metadata.schema_string, &what)?;
         features::check_table(&location, protocol, metadata, &table_schema)?;
+        if options.add_columns {
+            if let Some(evolved) =
+                schema::with_added_columns(&table_schema, &metadata.partition_columns, &ours)
+            {
+                table_schema = evolved;
+            }
+        }
         schema::check_compatible(&location, &table_schema, &metadata.partition_columns, &ours)
     }
 
@@ -358,8 +372,17 @@ impl DeltaTable {
             return Ok(());
         };
         let what = format!("metaData.schemaString of table `{}`", self.location);
-        let table_schema = StructType::parse(&metadata.schema_string, &what)?;
+        let mut table_schema = StructType::parse(&metadata.schema_string, &what)?;
         let accepted = features::check_table(&self.location, protocol, metadata, &table_schema)?;
+        self.evolved = None;
+        if self.add_columns {
+            if let Some(evolved) =
+                schema::with_added_columns(&table_schema, &metadata.partition_columns, &self.ours)
+            {
+                self.evolved = Some(evolved.clone());
+                table_schema = evolved;
+            }
+        }
         schema::check_compatible(
             &self.location,
             &table_schema,
@@ -481,6 +504,24 @@ impl DeltaTable {
         self.snapshot.adds.values()
     }
 
+    /// The table's data columns (its schema less its partition columns), in its order: name,
+    /// nullability, and the Arrow type filesink writes for it where that is a primitive type.
+    pub(crate) fn data_columns(&self) -> Vec<(String, bool, Option<arrow::datatypes::DataType>)> {
+        let partitions = self.partition_columns();
+        self.table_schema
+            .fields
+            .iter()
+            .filter(|f| !partitions.contains(&f.name))
+            .map(|f| {
+                (
+                    f.name.clone(),
+                    f.nullable,
+                    schema::arrow_type_of(&f.data_type),
+                )
+            })
+            .collect()
+    }
+
     /// The table's partition columns.
     pub(crate) fn partition_columns(&self) -> &[String] {
         self.snapshot
@@ -600,6 +641,7 @@ impl DeltaTable {
     /// version it goes to.
     fn entry(&self, n: i64, adds: Vec<Add>, removes: &[TableRemove]) -> Result<(i64, Entry)> {
         let now = chrono::Utc::now().timestamp_millis();
+        let adds_none = adds.is_empty();
         let v = self.snapshot.version.map_or(0, |c| c + 1);
         let in_commit_timestamp = self
             .accepted
@@ -665,6 +707,13 @@ impl DeltaTable {
             adds,
             ..Entry::default()
         };
+        if let (Some(evolved), Some(m), false) = (&self.evolved, &self.snapshot.metadata, adds_none)
+        {
+            // Schema evolution: the columns go in with the first files that hold them.
+            let mut m = m.clone();
+            m.schema_string = evolved.to_schema_string();
+            entry.metadata = Some(m);
+        }
         if !self.snapshot.exists() {
             entry.protocol = Some(features::new_table_protocol(self.ours.needs_timestamp_ntz));
             entry.metadata = Some(Metadata {

@@ -70,6 +70,9 @@ pub struct DeltaOptions {
     /// How long the single writer's claim outlives a run that died
     /// ([`DeltaOptions::single_writer_lease`]).
     pub(crate) lease: crate::storage::LeaseOptions,
+    /// Schema evolution: the job may add nullable columns to the table
+    /// ([`DeltaOptions::add_columns`]).
+    pub(crate) add_columns: bool,
 }
 
 impl DeltaOptions {
@@ -85,7 +88,18 @@ impl DeltaOptions {
             log_checkpoints: true,
             table_schema: false,
             lease: crate::storage::LeaseOptions::default(),
+            add_columns: false,
         }
+    }
+
+    /// Schema evolution: a job whose records have top-level columns the table lacks adds them
+    /// to the table, nullable (rows written before read them as null), in the `metaData` of
+    /// its next log entry, the one that adds its first files. Every other difference is still
+    /// refused (another type, a column the job lacks that the table holds non-nullable,
+    /// another partitioning). Default off: a job that does not fit the table is refused.
+    pub fn add_columns(mut self, on: bool) -> Self {
+        self.add_columns = on;
+        self
     }
 
     /// The lease of the single writer's claim on a store without conditional writes

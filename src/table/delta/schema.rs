@@ -547,6 +547,14 @@ pub(crate) fn fill_null_columns(schema: Schema, table: &StructType) -> Schema {
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
+/// The Arrow type filesink writes for a Delta type, where it is a primitive type it writes.
+pub(crate) fn arrow_type_of(data_type: &DeltaType) -> Option<DataType> {
+    match data_type {
+        DeltaType::Primitive(p) => arrow_of_primitive(p),
+        _ => None,
+    }
+}
+
 /// The Arrow type filesink writes for a Delta primitive type, where it writes one.
 fn arrow_of_primitive(name: &str) -> Option<DataType> {
     Some(match normalize_primitive(name).as_str() {
@@ -569,6 +577,45 @@ fn arrow_of_primitive(name: &str) -> Option<DataType> {
             DataType::Decimal128(p.trim().parse().ok()?, s.trim().parse().ok()?)
         }
     })
+}
+
+/// With schema evolution (`DeltaOptions::add_columns`): the table's schema with the job's
+/// top-level data columns that it lacks added, nullable, after its data columns and before its
+/// partition columns; `None` if it lacks none. A column the job has that the table lacks and
+/// that is not nullable in the job is added nullable (old rows have no value for it).
+pub(crate) fn with_added_columns(
+    table: &StructType,
+    table_partitions: &[String],
+    ours: &TableSchema,
+) -> Option<StructType> {
+    let added: Vec<StructField> = ours
+        .schema
+        .fields
+        .iter()
+        .filter(|f| !ours.partition_columns.contains(&f.name))
+        .filter(|f| {
+            !table
+                .fields
+                .iter()
+                .any(|t| t.name.eq_ignore_ascii_case(&f.name))
+        })
+        .map(|f| {
+            let mut f = f.clone();
+            f.nullable = true;
+            f
+        })
+        .collect();
+    if added.is_empty() {
+        return None;
+    }
+    let (data, partitions): (Vec<StructField>, Vec<StructField>) = table
+        .fields
+        .iter()
+        .cloned()
+        .partition(|f| !table_partitions.contains(&f.name));
+    let mut evolved = table.clone();
+    evolved.fields = data.into_iter().chain(added).chain(partitions).collect();
+    Some(evolved)
 }
 
 pub(crate) fn check_compatible(
