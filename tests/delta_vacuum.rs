@@ -385,9 +385,10 @@ async fn vacuum_never_touches_foreign_files() {
     let mut want = foreign.to_vec();
     want.sort();
     assert_eq!(report.foreign, want);
-    // The own files go, except the latest checkpoint's: its manifest still lists them.
-    assert_eq!(report.deleted.len(), 5, "{report:?}");
-    assert_eq!(report.kept_for_manifests.len(), 5, "{report:?}");
+    // The own files go, the latest checkpoint's too: its manifest lists them, but the log
+    // holds that checkpoint, so they are the log's to keep or let go.
+    assert_eq!(report.deleted.len(), 10, "{report:?}");
+    assert!(report.kept_for_manifests.is_empty(), "{report:?}");
     for f in &foreign {
         assert_eq!(
             std::fs::read(dir.path().join(f)).unwrap(),
@@ -481,7 +482,9 @@ async fn vacuum_refuses_short_retention() {
     )
     .await
     .unwrap();
-    assert!(report.deleted.is_empty(), "tombstoned at 1 ms: {report:?}");
+    // Tombstoned at 1 ms since the epoch: expired under any retention, and the manifest that
+    // lists it protects nothing the log holds.
+    assert_eq!(report.deleted.len(), 1, "tombstoned at 1 ms: {report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -800,5 +803,68 @@ fn plain_jobs_and_a_table_do_not_mix_and_vacuum_never_deletes_plain_files() {
     assert!(
         text.contains("files of jobs that do not write into the table"),
         "{text}"
+    );
+}
+
+/// A lake of daily jobs: each finished job's latest manifest names its last files. Once
+/// compaction moved past them and their tombstones expired, vacuum deletes them (the log holds
+/// that checkpoint, so the manifest protects nothing more), and a rerun of the finished job
+/// does not miss them: its restore commits no file of a checkpoint the log holds.
+#[test]
+fn vacuum_reclaims_the_last_files_of_finished_jobs_once_compacted_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lake = d.join("table");
+    let mut days = Vec::new();
+    for day in 0..3i64 {
+        let input = d.join(format!("day{day}.jsonl"));
+        let text: String = (day * 100..day * 100 + 100)
+            .map(|i| format!("{{\"id\":{i}}}\n"))
+            .collect();
+        std::fs::write(&input, text).unwrap();
+        run_ok(&["ingest", s(&input), "--to", s(&lake), "--table", "delta"]);
+        days.push(input);
+    }
+    let before: BTreeSet<String> = common::visible_files(&lake)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(before.len(), 3);
+    run_ok(&["compact", s(&lake), "--target-size", "1MiB"]);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let o = run_ok(&[
+        "vacuum",
+        s(&lake),
+        "--retain",
+        "0s",
+        "--allow-short-retention",
+        "--json",
+    ]);
+    let after: BTreeSet<String> = common::visible_files(&lake)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        after.is_disjoint(&before),
+        "every compacted file is reclaimed: {after:?}\n{}",
+        stdout(&o)
+    );
+    assert_eq!(after.len(), 1);
+    // The finished jobs rerun: nothing to do, nothing missing.
+    for input in &days {
+        let o = run_ok(&[
+            "ingest",
+            s(input),
+            "--to",
+            s(&lake),
+            "--table",
+            "delta",
+            "--json",
+        ]);
+        assert_eq!(json_of(&o)["status"], "already_finished", "{}", stdout(&o));
+    }
+    assert_eq!(
+        common::visible_parquet_ids(&lake),
+        (0..300).collect::<Vec<_>>()
     );
 }

@@ -506,6 +506,13 @@ impl Coordinator {
                 )));
             }
         }
+        // A table job's checkpoint that the log holds already had every file committed before
+        // its entry was written (invariant 3): its files are not committed again (nor proved:
+        // compaction may have removed them from the table since, and vacuum deleted them).
+        let in_log = match (&table, &latest) {
+            (Some(t), Some(m)) => t.txn_version().is_some_and(|v| v >= m.checkpoint_id),
+            _ => false,
+        };
         let mut writers = Vec::with_capacity(parallelism);
         let mut restored_outcomes = Vec::new();
         for i in 0..parallelism {
@@ -516,7 +523,7 @@ impl Coordinator {
                     m.writers.iter().find(|w| w.writer_id == writer_id),
                     m.committables
                         .iter()
-                        .filter(|c| c.writer_id == writer_id)
+                        .filter(|c| c.writer_id == writer_id && !in_log)
                         .cloned()
                         .collect(),
                 ),

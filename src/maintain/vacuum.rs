@@ -18,7 +18,10 @@
 //! 3. no live `add` at L references it (paths compared percent-decoded; an absolute `add`
 //!    path that ends with the file's path protects it too);
 //! 4. no job's latest manifest lists it (a file committed whose log entry is not written yet,
-//!    section 4 of the design);
+//!    section 4 of the design), unless the log at L holds that manifest's checkpoint (the
+//!    job's `txn` version is at least its id): then its files are in the log, and rules 3 and 5
+//!    decide (a finished job's last files, compacted away, go once their tombstones expire; the
+//!    job's restore does not commit the files of a checkpoint the log holds);
 //! 5. either it has a tombstone at L with `deletionTimestamp < now − retain`, or it has no
 //!    tombstone (or one without a timestamp) and its modification time is older than
 //!    `now − retain` (a file with an unknown modification time is kept).
@@ -224,8 +227,25 @@ pub async fn vacuum(storage: Arc<dyn Storage>, options: &VacuumOptions) -> Resul
     // (a) the visible files, (b) every job's latest manifest, (c) the latest version: in this
     // order (module doc).
     let visible = storage.list_visible().await?;
-    let manifests = read_manifests(storage).await?;
+    let mut manifests = read_manifests(storage).await?;
     snapshot.refresh(storage).await?;
+    // A latest manifest whose checkpoint the log holds protects nothing more than the log does
+    // (rule 4): its files are in the log, and live or tombstoned there.
+    let sink_id = manifest::sink_identity(storage, false)
+        .await?
+        .map(|i| i.sink_id)
+        .unwrap_or_default();
+    for (job, checkpoint, paths) in std::mem::take(&mut manifests.table_checkpoints) {
+        let app_id = crate::table::delta::commit::app_id(&sink_id, &job);
+        let in_log = snapshot
+            .txn_version(&app_id)
+            .is_some_and(|v| u64::try_from(v).is_ok_and(|v| v >= checkpoint));
+        if in_log {
+            for p in paths {
+                manifests.listed.remove(&p);
+            }
+        }
+    }
     // A version written meanwhile may have changed the protocol or the retention.
     check_protocol(&location, &snapshot)?;
     check_retention(&location, &snapshot, retain_ms, options)?;
@@ -390,6 +410,9 @@ struct Manifests {
     own_in_table: OwnNames,
     /// The final paths the latest manifests list.
     listed: HashSet<String>,
+    /// Of each table job: its name, its latest checkpoint, and the final paths that manifest
+    /// lists (rule 4 lets them go once the log holds that checkpoint).
+    table_checkpoints: Vec<(String, u64, Vec<String>)>,
 }
 
 /// Reads every job's latest manifest ([`Manifests`]). A latest manifest that cannot be read
@@ -402,12 +425,18 @@ async fn read_manifests(storage: &dyn Storage) -> Result<Manifests> {
     let mut table_jobs = Vec::new();
     let mut learnt = Vec::new();
     let mut listed = HashSet::new();
+    let mut table_checkpoints = Vec::new();
     for job in &jobs {
         let Some(m) = manifest::latest_manifest(storage, job, sink_id.as_deref()).await? else {
             continue;
         };
         if m.table.is_some() {
             table_jobs.push(job.clone());
+            table_checkpoints.push((
+                job.clone(),
+                m.checkpoint_id,
+                m.final_paths().map(str::to_owned).collect(),
+            ));
         }
         for f in m.final_paths() {
             listed.insert(f.to_owned());
@@ -424,6 +453,7 @@ async fn read_manifests(storage: &dyn Storage) -> Result<Manifests> {
         own,
         own_in_table,
         listed,
+        table_checkpoints,
     })
 }
 
@@ -841,6 +871,7 @@ mod tests {
             own: own_all,
             own_in_table: own(),
             listed: [name("day=1/", 5)].into(),
+            table_checkpoints: Vec::new(),
         };
         let v =
             |path: String, modified| verdict(&file(&path, modified), &manifests, &table, cutoff);
