@@ -974,3 +974,85 @@ fn the_single_writer_claim_takes_the_lease_ttl_and_names_the_table() {
     drop(stdin);
     assert!(live.wait().unwrap().success());
 }
+
+/// A zombie: a run paused (SIGSTOP) past its lease while another run takes its job over, then
+/// resumed. It must not leave uploads behind nor claim data was lost: it removes what it had
+/// open and says it lost the job (exit 5); the lake holds every record of the run that took
+/// over, once.
+#[test]
+fn a_run_paused_past_its_lease_cleans_up_and_says_it_lost_the_job() {
+    use std::io::Write as _;
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let url = url(&bucket, &prefix);
+    let args = [
+        "ingest",
+        "-",
+        "--job",
+        "z",
+        "--to",
+        &url,
+        "--checkpoint-every",
+        "1s",
+        "--lease-ttl",
+        "1s",
+    ];
+    let line = |i: i64| format!("{{\"id\":{i}}}\n");
+    let mut zombie = spawn_with_piped_stdin(&args);
+    let mut zin = zombie.stdin.take().unwrap();
+    for i in 0..5 {
+        zin.write_all(line(i).as_bytes()).unwrap();
+    }
+    zin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while latest_checkpoint(&url).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "no checkpoint within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let signal = |sig: &str, pid: u32| {
+        assert!(Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+    };
+    signal("-STOP", zombie.id());
+    // Past its lease (1 s, and the stores' second of slack): another run takes the job.
+    std::thread::sleep(Duration::from_secs(4));
+    let mut taker = spawn_with_piped_stdin(&args);
+    let mut tin = taker.stdin.take().unwrap();
+    for i in 0..10 {
+        tin.write_all(line(i).as_bytes()).unwrap();
+    }
+    tin.flush().unwrap();
+    let taken_at = latest_checkpoint(&url).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while latest_checkpoint(&url).unwrap_or(0) <= taken_at {
+        assert!(Instant::now() < deadline, "the new run took no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The zombie wakes up, writes on, and stops.
+    signal("-CONT", zombie.id());
+    for i in 5..8 {
+        zin.write_all(line(i).as_bytes()).unwrap();
+    }
+    zin.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    drop(zin);
+    let out = zombie.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(EXIT_REFUSED), "{e}");
+    assert!(e.contains("lost the job"), "{e}");
+    // The new run finishes; nothing of the zombie is left, every record is visible once.
+    drop(tin);
+    let out = taker.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ls = ls_json(&url);
+    assert!(ls["orphan_uploads"].as_array().unwrap().is_empty(), "{ls}");
+    assert!(ls["leftovers"].as_array().unwrap().is_empty(), "{ls}");
+    assert_eq!(visible_ids(&bucket, &prefix), (0..10).collect::<Vec<_>>());
+}

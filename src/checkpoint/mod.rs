@@ -290,6 +290,9 @@ pub struct Coordinator {
     /// Committed output files of an abandoned compaction round, to be recorded by the next
     /// manifest (`ManifestTable::abandoned`) and deleted after it.
     abandoned: Vec<String>,
+    /// The incarnations of this run's writers: every part file and upload it opens is named
+    /// by one ([`Coordinator::failed`]).
+    incarnations: Vec<String>,
 }
 
 /// What committing one complete checkpoint did.
@@ -565,6 +568,7 @@ impl Coordinator {
                 )));
             }
         }
+        let incarnations = writers.iter().map(|w| w.incarnation().to_owned()).collect();
         Ok(Coordinator {
             lease: Some(lease),
             storage,
@@ -572,6 +576,7 @@ impl Coordinator {
             job: job.to_string(),
             sink: sink.clone(),
             writers,
+            incarnations,
             last_checkpoint: latest.as_ref().map_or(0, |m| m.checkpoint_id),
             uncommitted: Vec::new(),
             source_position: latest.as_ref().map(|m| m.source_position.clone()),
@@ -967,6 +972,95 @@ impl Coordinator {
         let _ = self.join_queues(true).await;
     }
 
+    /// Ends a run whose work failed with `e`: its writes stop, and the hidden files and
+    /// multipart uploads this run opened that no manifest of the job needs are removed now
+    /// (the next run's restore would remove them; a run that lost its job to another may never
+    /// have one). Returns the error to report: if this run's lease says the job was lost to
+    /// another run (this process was paused or cut off from the store past its lease), an
+    /// [`Error::JobBusy`] that says so, whatever step then failed; else `e`.
+    ///
+    /// Safe whoever owns the job now: the files removed carry this run's incarnations, which
+    /// no other run writes, and none that any manifest of the job (read now) references.
+    pub async fn failed(&mut self, e: Error) -> Error {
+        self.stop_writes().await;
+        let lost = match &self.lease {
+            Some(lease) => match lease.check().await {
+                Err(Error::JobBusy { reason, .. }) => Some(reason),
+                _ => None,
+            },
+            None => None,
+        };
+        let removed = remove_own_leftovers(
+            self.storage.clone(),
+            self.job.clone(),
+            self.sink_id.clone(),
+            self.incarnations.clone(),
+        )
+        .await;
+        let Some(reason) = lost else {
+            return e;
+        };
+        Error::job_busy(
+            &self.job,
+            format!(
+                "this run lost the job to another run while it was paused or cut off from the \
+                 store ({reason}); nothing it wrote after its checkpoint {} is visible, {}; \
+                 the lake is as the other run leaves it",
+                self.last_checkpoint,
+                match removed {
+                    Ok(0) => "and it had nothing open".to_owned(),
+                    Ok(n) => format!("and the {n} file(s) and upload(s) it had open were removed"),
+                    Err(e) => format!(
+                        "and removing what it had open failed ({e}): `filesink abort` removes it"
+                    ),
+                }
+            ),
+        )
+    }
+}
+
+/// Removes the leftovers of `incarnations` (one run's writers) that no manifest of `job`
+/// references ([`Coordinator::failed`]).
+async fn remove_own_leftovers(
+    storage: Arc<dyn Storage>,
+    job: String,
+    sink_id: String,
+    incarnations: Vec<String>,
+) -> Result<usize> {
+    {
+        let mut referenced = std::collections::BTreeSet::new();
+        for (id, _) in manifest::list_checkpoints(storage.as_ref(), &job).await? {
+            let m = manifest::read_manifest(storage.as_ref(), &job, id, Some(&sink_id)).await?;
+            for w in &m.writers {
+                for f in &w.in_progress {
+                    referenced.insert(f.in_progress_path.clone());
+                    referenced.extend(f.supersedes.iter().cloned());
+                }
+                for f in &w.carried {
+                    referenced.insert(f.in_progress_path.clone());
+                }
+            }
+            for c in &m.committables {
+                referenced.insert(c.pending.leftover_id(&c.final_path));
+                referenced.extend(c.supersedes.iter().cloned());
+            }
+        }
+        let mut removed = 0;
+        for l in storage.list_leftovers().await? {
+            let ours = l
+                .name
+                .as_ref()
+                .is_some_and(|n| incarnations.contains(&n.incarnation));
+            if ours && !referenced.contains(&l.path) {
+                storage.remove_leftover(&l.path).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+impl Coordinator {
     /// In-progress files open across the job's writers (as of their last write, while they
     /// write from queues).
     pub(crate) fn open_files(&self) -> usize {

@@ -1789,7 +1789,7 @@ impl Ingest {
                 if let Some(c) = compacting {
                     c.abort();
                 }
-                return Err(e);
+                return Err(coordinator.failed(e).await);
             }
         };
         if stopped {
