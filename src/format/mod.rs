@@ -140,6 +140,10 @@ pub(crate) trait Encoder: Send + std::fmt::Debug {
     /// Bytes held in memory that are not yet in `out`.
     fn buffered_bytes(&self) -> usize;
 
+    /// Reserves at most about `bytes` of memory ahead for rows to come (the file's share of
+    /// the writer's budget); what rows bring beyond it grows as they come.
+    fn reserve_at_most(&mut self, _bytes: usize) {}
+
     /// Copies what `write` kept by reference (rows of the batches it was given, which keep
     /// those whole batches alive) into buffers of its own. The writer calls it every few
     /// batches, so that an encoder never keeps more than those batches alive.

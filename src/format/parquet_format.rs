@@ -361,6 +361,12 @@ impl Encoder for ParquetEncoder {
     fn buffered_bytes(&self) -> usize {
         self.writer.as_ref().map_or(0, |w| w.memory_size()) + self.gathered_bytes
     }
+
+    fn reserve_at_most(&mut self, bytes: usize) {
+        if let Some(g) = self.growing.as_mut() {
+            g.reserve_at_most(bytes);
+        }
+    }
 }
 
 #[cfg(test)]

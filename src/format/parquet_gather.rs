@@ -44,6 +44,10 @@ const ROUND_ROWS_MAX: usize = super::parquet_format::ENCODE_ROWS;
 /// The most value bytes a string column reserves at the start of a round from an estimate.
 const ESTIMATE_BYTES_MAX: usize = 1 << 20;
 
+/// The fewest rows a round reserves room for, however small its file's share of the memory
+/// budget.
+const ROUND_ROWS_MIN: usize = 16;
+
 /// The gathered rows of one file: a growing column per field of the schema.
 pub(crate) struct Gathered {
     schema: SchemaRef,
@@ -51,6 +55,8 @@ pub(crate) struct Gathered {
     rows: usize,
     /// Rows of the last round taken; `FIRST_ROUND_ROWS` before the first.
     last_rows: usize,
+    /// The most bytes a round reserves ahead ([`Gathered::reserve_at_most`]).
+    reserve_max: usize,
 }
 
 impl Gathered {
@@ -69,7 +75,16 @@ impl Gathered {
             columns,
             rows: 0,
             last_rows: FIRST_ROUND_ROWS,
+            reserve_max: usize::MAX,
         })
+    }
+
+    /// Reserves at most `bytes` ahead at the start of a round (at least [`ROUND_ROWS_MIN`]
+    /// rows): the file's share of the writer's memory budget. Ten thousand open files that
+    /// each reserved a thousand rows ahead held hundreds of megabytes that no budget counted;
+    /// beyond the reservation the columns grow by doubling, as ever.
+    pub(crate) fn reserve_at_most(&mut self, bytes: usize) {
+        self.reserve_max = bytes;
     }
 
     /// Rows gathered and not taken yet.
@@ -95,9 +110,23 @@ impl Gathered {
         // Sized only for a round of small slices: a batch of a round's size on its own (an
         // unpartitioned input's chunks) reserves what it brings, as the builders always did.
         let start = self.rows == 0 && batch.num_rows() < FIRST_ROUND_ROWS;
+        let rows = match (start, self.reserve_max) {
+            (false, _) | (true, usize::MAX) => self.last_rows,
+            (true, max) => {
+                let row_bytes: usize = self
+                    .columns
+                    .iter()
+                    .zip(batch.columns())
+                    .map(|(c, a)| c.row_bytes(a.as_ref()))
+                    .sum();
+                self.last_rows
+                    .min(max / row_bytes.max(1))
+                    .max(ROUND_ROWS_MIN)
+            }
+        };
         for (column, array) in self.columns.iter_mut().zip(batch.columns()) {
             if start {
-                column.start_round(self.last_rows, array.as_ref());
+                column.start_round(rows, array.as_ref(), self.reserve_max);
             }
             column.append(array.as_ref())?;
         }
@@ -121,8 +150,10 @@ impl Gathered {
 /// A column being gathered.
 trait Column: Send {
     /// Readies the empty column for a round of about `rows` rows, of which `first` (of the
-    /// column's type, checked) are the first.
-    fn start_round(&mut self, rows: usize, first: &dyn Array);
+    /// column's type, checked) are the first, reserving at most about `bytes_max`.
+    fn start_round(&mut self, rows: usize, first: &dyn Array, bytes_max: usize);
+    /// About how many bytes a row of `first` takes in this column.
+    fn row_bytes(&self, first: &dyn Array) -> usize;
     fn append(&mut self, array: &dyn Array) -> Result<(), ArrowError>;
     fn finish(&mut self) -> ArrayRef;
 }
@@ -134,10 +165,14 @@ fn mismatch(want: &DataType, got: &DataType) -> ArrowError {
 struct Primitive<T: ArrowPrimitiveType>(PrimitiveBuilder<T>, DataType);
 
 impl<T: ArrowPrimitiveType> Column for Primitive<T> {
-    fn start_round(&mut self, rows: usize, _first: &dyn Array) {
+    fn start_round(&mut self, rows: usize, _first: &dyn Array, _bytes_max: usize) {
         if self.0.capacity() < rows {
             self.0 = PrimitiveBuilder::<T>::with_capacity(rows).with_data_type(self.1.clone());
         }
+    }
+
+    fn row_bytes(&self, _first: &dyn Array) -> usize {
+        std::mem::size_of::<T::Native>()
     }
 
     fn append(&mut self, array: &dyn Array) -> Result<(), ArrowError> {
@@ -158,15 +193,20 @@ impl<T: ArrowPrimitiveType> Column for Primitive<T> {
 struct Bytes<T: ByteArrayType>(GenericByteBuilder<T>, DataType, Option<usize>);
 
 impl<T: ByteArrayType> Column for Bytes<T> {
-    fn start_round(&mut self, rows: usize, first: &dyn Array) {
-        let bytes = self.2.unwrap_or_else(|| {
-            first.as_bytes_opt::<T>().map_or(0, |a| {
-                let offsets = a.value_offsets();
-                let span = offsets[a.len()].as_usize() - offsets[0].as_usize();
-                (span / a.len().max(1)).saturating_mul(rows)
-            })
-        });
-        self.0 = GenericByteBuilder::<T>::with_capacity(rows, bytes.min(ESTIMATE_BYTES_MAX));
+    fn start_round(&mut self, rows: usize, first: &dyn Array, bytes_max: usize) {
+        let bytes = self
+            .2
+            .unwrap_or_else(|| (self.row_bytes(first)).saturating_mul(rows));
+        let bytes = bytes.min(ESTIMATE_BYTES_MAX).min(bytes_max);
+        self.0 = GenericByteBuilder::<T>::with_capacity(rows, bytes);
+    }
+
+    fn row_bytes(&self, first: &dyn Array) -> usize {
+        first.as_bytes_opt::<T>().map_or(0, |a| {
+            let offsets = a.value_offsets();
+            let span = offsets[a.len()].as_usize() - offsets[0].as_usize();
+            span / a.len().max(1)
+        }) + std::mem::size_of::<T::Offset>()
     }
 
     fn append(&mut self, array: &dyn Array) -> Result<(), ArrowError> {
@@ -187,10 +227,14 @@ impl<T: ByteArrayType> Column for Bytes<T> {
 struct Boolean(BooleanBuilder);
 
 impl Column for Boolean {
-    fn start_round(&mut self, rows: usize, _first: &dyn Array) {
+    fn start_round(&mut self, rows: usize, _first: &dyn Array, _bytes_max: usize) {
         if self.0.capacity() < rows {
             self.0 = BooleanBuilder::with_capacity(rows);
         }
+    }
+
+    fn row_bytes(&self, _first: &dyn Array) -> usize {
+        1
     }
 
     fn append(&mut self, array: &dyn Array) -> Result<(), ArrowError> {

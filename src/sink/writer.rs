@@ -655,10 +655,16 @@ impl SinkWriter {
         for (bucket, batch) in buckets {
             // Rolled since by the memory bound (a file it had written to in an earlier call).
             self.open_files_of(std::iter::once(&bucket), now).await?;
+            let share =
+                usize::try_from(self.config.buffer_bytes_max / (2 * self.open.len().max(1) as u64))
+                    .unwrap_or(usize::MAX);
             let part = self.open.get_mut(&bucket).expect("opened above");
             if part.encoder.is_none() {
                 let resumed = part.file.len_bytes() > 0;
-                part.encoder = Some(self.config.format.encoder(batch.schema(), resumed)?);
+                let mut encoder = self.config.format.encoder(batch.schema(), resumed)?;
+                // What a file reserves ahead stays within its share of the budget.
+                encoder.reserve_at_most(share);
+                part.encoder = Some(encoder);
                 part.schema = Some(batch.schema());
             }
             self.scratch.clear();
