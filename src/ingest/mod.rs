@@ -1079,7 +1079,7 @@ impl Ingest {
                 let location = match (&options.location, &output) {
                     (Some(l), _) => l.clone(),
                     (None, Output::Local(p)) => p.display().to_string(),
-                    (None, Output::Storage(s)) => format!("the table at `{}`", s.place()),
+                    (None, Output::Storage(s)) => s.place(),
                 };
                 if let Some((c, _)) = &mut compact {
                     *c = c.clone().location(location.clone());

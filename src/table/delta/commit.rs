@@ -157,6 +157,11 @@ impl Drop for DeltaTable {
     }
 }
 
+/// How messages name the table: [`DeltaOptions::location`], else where the storage is.
+fn location_of(storage: &dyn Storage, options: &DeltaOptions) -> String {
+    options.location.clone().unwrap_or_else(|| storage.place())
+}
+
 impl DeltaTable {
     /// Opens the table of job `job` of sink `sink_id` for writing: refuses a store that
     /// cannot keep concurrent writers apart (unless `options` say this is the only writer),
@@ -168,10 +173,7 @@ impl DeltaTable {
         sink_id: &str,
         job: &str,
     ) -> Result<DeltaTable> {
-        let location = options
-            .location
-            .clone()
-            .unwrap_or_else(|| format!("the table at `{}`", storage.place()));
+        let location = location_of(storage.as_ref(), options);
         let refuses_replace = storage.refuses_replace().await?;
         Self::open_checked(storage, options, sink_id, job, location, refuses_replace).await
     }
@@ -185,10 +187,7 @@ impl DeltaTable {
         sink_id: &str,
         job: &str,
     ) -> Result<DeltaTable> {
-        let location = options
-            .location
-            .clone()
-            .unwrap_or_else(|| format!("the table at `{}`", storage.place()));
+        let location = location_of(storage.as_ref(), options);
         let mut options = options.clone();
         options.single_writer = true;
         Self::open_checked(storage, &options, sink_id, job, location, true).await
@@ -296,10 +295,7 @@ impl DeltaTable {
         let (Some(protocol), Some(metadata)) = (&snapshot.protocol, &snapshot.metadata) else {
             return Ok(());
         };
-        let location = options
-            .location
-            .clone()
-            .unwrap_or_else(|| format!("the table at `{}`", storage.place()));
+        let location = location_of(storage, options);
         let ours =
             schema::from_arrow(job_schema, &options.partition_by, &options.time_directories)?;
         let what = format!("metaData.schemaString of table `{location}`");
