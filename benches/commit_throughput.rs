@@ -1,4 +1,4 @@
-//! Issue 5, measurement 3: roll and commit throughput of many small part files, against the
+//! Roll and commit throughput of many small part files, against the
 //! syscall floor measured in the same run.
 //!
 //! One iteration is one checkpoint of N files of one size (4 KiB, 64 KiB, 1 MiB) in one

@@ -1,4 +1,4 @@
-//! Issue 12: what one thread frames of a file of JSON lines, the serial stage of the ingest
+//! What one thread frames of a file of JSON lines, the serial stage of the ingest
 //! pipeline when a reader thread frames for every decoding thread.
 //!
 //! - `reader_thread`: `Source::next_raw` over the whole file, as the reader thread runs it

@@ -1,4 +1,4 @@
-//! Issue 5, measurement 2: JSON lines through the sink vs a plain buffered writer.
+//! JSON lines through the sink vs a plain buffered writer.
 //!
 //! The same batches are encoded by the same encoder (arrow-json's `LineDelimitedWriter`), so
 //! both sides produce the same bytes. A checkpoint every K batches:

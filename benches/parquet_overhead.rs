@@ -1,4 +1,4 @@
-//! Issue 5, measurement 1: Parquet through the sink vs raw `parquet::arrow::ArrowWriter`.
+//! Parquet through the sink vs raw `parquet::arrow::ArrowWriter`.
 //!
 //! The same batches (id int64, day string with 24 values, user string, amount double), the
 //! same `WriterProperties` (Snappy, parquet's defaults otherwise), one partition. Each

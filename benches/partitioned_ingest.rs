@@ -1,4 +1,4 @@
-//! Issue 5, measurement 4: partitioned Parquet ingest with 1, 24 and 1,000 partitions.
+//! Partitioned Parquet ingest with 1, 24 and 1,000 partitions.
 //!
 //! The same 1 Mi rows (id int64, day string with 24 values, user string with 1,000 values,
 //! amount double) go through the sink with Snappy Parquet, in 128 batches of 8,192 rows, and

@@ -1,4 +1,4 @@
-//! Issue 5, measurement 5: S3 through the sink against object_store's own multipart upload,
+//! S3 through the sink against object_store's own multipart upload,
 //! and committing 100 pending uploads in parallel against one by one.
 //!
 //! Needs an S3 server: `FILESINK_S3_BUCKET` and the usual `AWS_*` variables (`AWS_ENDPOINT`,

@@ -1,4 +1,4 @@
-# The freshness benchmark of issue #13, driven by scripts/bench-delta-freshness (read its
+# The Delta freshness benchmark, driven by scripts/bench-delta-freshness (read its
 # header first). Two subcommands:
 #
 #   python scripts/bench-delta-freshness.py gen --rate R --duration D --stats FILE

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
 /// everything above 128 KiB back to the kernel at once. An ingest frees and allocates a
 /// round's columns on the runtime's threads all the time, each in its thread's arena; given
 /// back and taken again, every page was a fault and every trim a TLB shootdown across the
-/// cores (docs/BENCHMARKS.md, "6 in session 14"). The fixed mmap threshold (32 MiB, the top of
+/// cores (measured by `scripts/bench-parallel`). The fixed mmap threshold (32 MiB, the top of
 /// glibc's own moving one) keeps chunk buffers out of `mmap`, which a fixed trim threshold
 /// would otherwise send there. A user's own `GLIBC_TUNABLES` or `MALLOC_*_` settings win.
 fn keep_freed_memory() {

@@ -54,7 +54,7 @@ const DICTIONARY_SAMPLE_ROWS_MIN: usize = 256;
 /// limit (1 MiB) and only then falls back to plain: a file of 40,000 distinct 20-byte
 /// values is dictionary-encoded whole, for a dictionary as large as the plain values plus an
 /// index per value; at 24 partitions the interning was 26% of an ingest's CPU samples and
-/// half its heap (`docs/BENCHMARKS.md`, 4c in session 8). This makes the same fallback early, from a sample, per file.
+/// half its heap. This makes the same fallback early, from a sample, per file.
 /// Columns with dictionaries turned off stay off; nested columns keep the properties.
 fn plain_where_mostly_distinct(props: &WriterProperties, batch: &RecordBatch) -> WriterProperties {
     let plain: Vec<ColumnPath> = batch

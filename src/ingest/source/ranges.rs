@@ -3,7 +3,7 @@
 //! The reader thread of [`Source`] reads every byte of the inputs on one thread and hands the
 //! chunks to the decoding threads; on two cores it is the stage the others wait for, not by
 //! its CPU but by its place: both decoders wait on it while it waits for a core
-//! (`docs/BENCHMARKS.md`, "6 in session 17"). Here each decoding thread reads its own ranges
+//! (measured by `scripts/bench-parallel`). Here each decoding thread reads its own ranges
 //! of the files (`pread`), frames their records, and decodes them.
 //!
 //! # Who owns a record
