@@ -56,23 +56,23 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(missing_docs)]
 
-pub mod admin;
 pub mod bucket;
-pub mod checkpoint;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 mod error;
 pub mod format;
 pub mod ingest;
+pub mod job;
+pub mod lake;
 pub mod maintain;
 pub mod protocol;
 pub mod sink;
 pub mod storage;
 pub mod table;
 
-pub use checkpoint::{CheckpointReport, Coordinator, CoordinatorBuilder, JobWriter, Ownership};
 pub use error::{Error, Result};
 pub use format::FileFormat;
+pub use job::{CheckpointReport, Coordinator, CoordinatorBuilder, JobWriter, Ownership};
 pub use protocol::{CommitOutcome, Committable, PendingHandle, PreparedCheckpoint, WriterState};
 pub use sink::{
     CommitSummary, Committer, MergePolicy, OutputFileConfig, Restored, RollingPolicy, Sink,

@@ -5,7 +5,7 @@ mod common;
 
 use common::job::run_two_writers;
 use common::*;
-use filesink::checkpoint::manifest::{checkpoints_dir, list_checkpoints, manifest_path};
+use filesink::job::manifest::{checkpoints_dir, list_checkpoints, manifest_path};
 use filesink::{Coordinator, Error, FileFormat, RollingPolicy, Sink};
 
 fn sink(dir: &std::path::Path, format: FileFormat) -> Sink {

@@ -209,14 +209,14 @@ async fn crash_during_compaction_at_every_point_leaves_rows_exactly_once_in_memo
 
 /// A round of the `compact` job that dies after its manifest and file commit, before its log
 /// entry; returns its manifest.
-async fn round_crashed_before_its_entry(b: &Backend) -> filesink::checkpoint::manifest::Manifest {
+async fn round_crashed_before_its_entry(b: &Backend) -> filesink::job::manifest::Manifest {
     let plan = FaultPlan {
         point: FaultPoint::PutLogEntry,
         occurrence: 1,
         mode: FaultMode::Before,
     };
     compact_crashing(b, plan, &options(b), "a round dead before its entry").await;
-    filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+    filesink::job::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
         .await
         .unwrap()
         .expect("the round's manifest")
@@ -349,7 +349,7 @@ async fn crash_while_abandoning_a_round(make: fn() -> Backend) {
             assert!(b.storage.read_data_file(path).await.is_err(), "{path}");
         }
         let recorded =
-            filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+            filesink::job::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
                 .await
                 .unwrap()
                 .unwrap();
@@ -586,11 +586,10 @@ async fn an_abandoned_round_stays_abandoned_when_another_engine_restores_its_inp
         .await
         .unwrap();
     assert!(report.restored && report.bins.is_empty(), "{report:?}");
-    let recorded =
-        filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
-            .await
-            .unwrap()
-            .unwrap();
+    let recorded = filesink::job::manifest::latest_manifest(b.storage.as_ref(), "compact", None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(recorded.checkpoint_id, round.checkpoint_id + 1);
     let section = recorded.table.as_ref().unwrap();
     assert!(section.removes.is_empty() && recorded.committables.is_empty());

@@ -213,7 +213,7 @@ async fn killed_and_rerun(b: Backend, records: usize, slower: u64, compact: bool
         .iter()
         .find(|(app, _)| app.ends_with("-events"))
         .expect("a txn of the ingest");
-    let last = filesink::checkpoint::manifest::latest_manifest(b.storage.as_ref(), "events", None)
+    let last = filesink::job::manifest::latest_manifest(b.storage.as_ref(), "events", None)
         .await
         .unwrap()
         .unwrap();

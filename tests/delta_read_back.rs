@@ -14,7 +14,7 @@ use arrow::record_batch::RecordBatch;
 use common::backend::{ceph_or_explain, s3_or_explain, Backend};
 use common::delta::{assert_table_exactly_once, read_log};
 use common::delta_py::{reader_or_explain, table_location};
-use filesink::checkpoint::manifest::sink_identity;
+use filesink::job::manifest::sink_identity;
 use filesink::storage::Storage;
 use filesink::table::delta::{DeltaOptions, TableOutcome};
 use filesink::{Coordinator, Error, FileFormat};
@@ -257,11 +257,11 @@ async fn garage_refuses_a_table_writer_that_is_not_the_only_one() {
 async fn a_job_whose_manifests_are_gone_is_refused_by_the_reset_guard() {
     let b = Backend::local();
     write_checkpoints(&b, "orders", 0, 2).await;
-    for (id, _) in filesink::checkpoint::manifest::list_checkpoints(b.storage.as_ref(), "orders")
+    for (id, _) in filesink::job::manifest::list_checkpoints(b.storage.as_ref(), "orders")
         .await
         .unwrap()
     {
-        let path = filesink::checkpoint::manifest::manifest_path("orders", id);
+        let path = filesink::job::manifest::manifest_path("orders", id);
         b.storage.delete_metadata(&path).await.unwrap();
     }
     let err = open(&b, "orders").await.unwrap_err();

@@ -18,7 +18,7 @@ use common::backend::{ceph_or_explain, Backend, Kind};
 use common::cli::{json_of, run_expect, run_ok, s, stderr, stdout};
 use common::delta::{assert_table_exactly_once, decode, read_log, table_id_counts};
 use common::delta_py::{reader_or_explain, table_location};
-use filesink::checkpoint::manifest;
+use filesink::job::manifest;
 use filesink::maintain::{vacuum, VacuumOptions, VacuumReport};
 use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
 use filesink::storage::Storage;

@@ -77,11 +77,10 @@ async fn a_full_disk_is_a_clear_error_and_a_resumed_run_loses_nothing() {
     // Nothing visible beyond complete checkpoints, nothing twice.
     let visible = visible_id_counts(dir.path(), &format);
     assert!(visible.values().all(|c| *c == 1));
-    let covered =
-        filesink::checkpoint::manifest::latest_manifest(sink.storage().as_ref(), "fill", None)
-            .await
-            .unwrap()
-            .map_or(0, |m| m.source_position.as_i64().unwrap());
+    let covered = filesink::job::manifest::latest_manifest(sink.storage().as_ref(), "fill", None)
+        .await
+        .unwrap()
+        .map_or(0, |m| m.source_position.as_i64().unwrap());
     assert!(
         visible.keys().all(|id| *id < covered),
         "an id beyond the last checkpoint ({covered}) is visible"

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use common::backend::Backend;
 use common::delta::{assert_table_exactly_once, read_log, run_table, table_id_counts};
 use common::job::{format_of, run, run_merge, Rng, JOB, RECORDS};
-use filesink::checkpoint::manifest::latest_manifest;
+use filesink::job::manifest::latest_manifest;
 use filesink::storage::fault::{FaultMode, FaultPlan, FaultPoint, FaultyStorage};
 use filesink::storage::Storage;
 use filesink::FileFormat;

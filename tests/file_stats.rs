@@ -9,7 +9,7 @@ use std::path::Path;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use common::*;
-use filesink::checkpoint::manifest::manifest_path;
+use filesink::job::manifest::manifest_path;
 use filesink::{Committable, Coordinator, Error, Sink};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{json, Value};

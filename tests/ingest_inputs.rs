@@ -804,7 +804,7 @@ fn latest_manifest(lake: &Path) -> PathBuf {
 fn rewrite_as_version_1(lake: &Path) {
     let latest = latest_manifest(lake);
     let bytes = fs::read(&latest).unwrap();
-    let mut m = filesink::checkpoint::Manifest::decode(s(&latest), &bytes, None).unwrap();
+    let mut m = filesink::job::Manifest::decode(s(&latest), &bytes, None).unwrap();
     let p = m.source_position.as_object_mut().unwrap();
     assert!(p.remove("read").is_some(), "{p:?}");
     p.insert("version".into(), 1.into());
@@ -815,7 +815,7 @@ fn rewrite_as_version_1(lake: &Path) {
 fn latest_position(lake: &Path) -> Value {
     let latest = latest_manifest(lake);
     let bytes = fs::read(&latest).unwrap();
-    filesink::checkpoint::Manifest::decode(s(&latest), &bytes, None)
+    filesink::job::Manifest::decode(s(&latest), &bytes, None)
         .unwrap()
         .source_position
 }

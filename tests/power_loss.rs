@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use common::delta::{read_log, run_table, table_id_counts};
 use common::job::{commits_in_background, format_of, run, run_merge, Rng, JOB, RECORDS};
-use filesink::checkpoint::manifest::{latest_manifest, list_temps};
+use filesink::job::manifest::{latest_manifest, list_temps};
 use filesink::protocol::checkpoints_dir;
 use filesink::storage::local::Fs;
 use filesink::storage::power_loss::{PowerLoss, PowerLossDisk};

@@ -375,7 +375,7 @@ fn latest_position(lake: &Path) -> Value {
     manifests.sort();
     let latest = manifests.pop().unwrap();
     let bytes = fs::read(&latest).unwrap();
-    filesink::checkpoint::Manifest::decode(s(&latest), &bytes, None)
+    filesink::job::Manifest::decode(s(&latest), &bytes, None)
         .unwrap()
         .source_position
 }

@@ -3,11 +3,11 @@
 //! First it commits the pending files that each job's latest manifest names (a complete
 //! checkpoint's files are never deleted), then it removes the hidden leftovers that no job's
 //! latest manifest references. It touches nothing else: only names of the exact shape filesink
-//! writes, by writers of this sink's jobs, are its own ([`filesink::checkpoint::OwnNames`]);
+//! writes, by writers of this sink's jobs, are its own ([`filesink::job::OwnNames`]);
 //! other names are reported as foreign and left alone, and
 //! [`filesink::storage::Storage::remove_leftover`] refuses any name that is not a part name.
 //! It refuses to run on a location that is not a filesink output. The rule of what may be
-//! removed is the library's ([`filesink::admin`], [`filesink::admin::may_remove`]).
+//! removed is the library's ([`filesink::lake`], [`filesink::lake::may_remove`]).
 //!
 //! What it reads: the lake's listings (visible files, hidden leftovers) once, and each job's
 //! latest manifest once, after the job is held. A file the latest manifest names whose final
@@ -27,7 +27,7 @@
 //! On local disk it also removes the temporary files of metadata writes that died before their
 //! rename (`.<name>.tmp.<UUIDv7>` in `_filesink/` and `_delta_log/`): in a held job's
 //! checkpoint directory at once, elsewhere only an hour after their last change
-//! ([`filesink::admin::may_remove_temp`]).
+//! ([`filesink::lake::may_remove_temp`]).
 //!
 //! On S3 the leftovers are incomplete multipart uploads under the prefix (listed as
 //! `<final path>#<upload id>`; their age is the upload's initiation time): removing one aborts
@@ -37,7 +37,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::Duration;
 
-use filesink::admin::{may_remove, may_remove_temp, MetadataTemp};
+use filesink::lake::{may_remove, may_remove_temp, MetadataTemp};
 use filesink::storage::Leftover;
 use filesink::Committable;
 use serde_json::json;

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use filesink::checkpoint::Manifest;
+use filesink::job::Manifest;
 use filesink::{CommitOutcome, Committable};
 use serde_json::json;
 
@@ -247,7 +247,7 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
         // job's restore would, once every file is committed.
         let outcome = match (&m.table, &err, args.dry_run) {
             (Some(_), None, false) => Some(
-                filesink::checkpoint::commit_table_entry(
+                filesink::job::commit_table_entry(
                     lake.sink()?.storage().clone(),
                     &lake.location.to_string(),
                     m,

@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use filesink::checkpoint::manifest::{manifest_path, Manifest};
 use filesink::ingest::SourcePosition;
+use filesink::job::manifest::{manifest_path, Manifest};
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};

@@ -1,16 +1,16 @@
 //! A lake as the commands see it: a parsed [`Location`], its storage, and the library's read
-//! model ([`filesink::admin`]) with the messages and exit codes of the CLI. Shared by `ls`,
+//! model ([`filesink::lake`]) with the messages and exit codes of the CLI. Shared by `ls`,
 //! `commit`, `abort` and `inspect`; nothing here changes anything.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use filesink::admin;
-use filesink::checkpoint::manifest::{self, Manifest, SinkIdentity};
+use filesink::job::manifest::{self, Manifest, SinkIdentity};
+use filesink::lake;
 use filesink::storage::{Leftover, LocalStorage, ObjectStorage, Storage};
 use filesink::{Committable, Sink};
 
-pub use filesink::admin::{
+pub use filesink::lake::{
     committed, own_names, own_visible, references, FileState, HeldJobs, JobInfo,
 };
 
@@ -50,7 +50,7 @@ pub struct Lake {
     /// The same storage as an S3 backend, for S3 locations.
     pub s3: Option<ObjectStorage>,
     /// The read model.
-    model: admin::Lake,
+    model: lake::Lake,
     /// The local base directory (canonical), or the URL.
     base: String,
 }
@@ -107,7 +107,7 @@ impl Lake {
                 .to_string(),
             (other, None) => other.to_string(),
         };
-        let model = admin::Lake::open(storage.clone()).await.map_err(|e| {
+        let model = lake::Lake::open(storage.clone()).await.map_err(|e| {
             CliError::context(format!("cannot read the identity of `{location}`"), e)
         })?;
         Ok(Lake {
@@ -135,7 +135,7 @@ impl Lake {
         self.model.identity()
     }
 
-    /// Removes a leftover ([`admin::Lake::remove_leftover`]).
+    /// Removes a leftover ([`lake::Lake::remove_leftover`]).
     pub async fn remove_leftover(
         &self,
         leftover: &filesink::storage::Leftover,
@@ -143,8 +143,8 @@ impl Lake {
         self.model.remove_leftover(leftover).await
     }
 
-    /// The temporary files of unfinished metadata writes ([`admin::Lake::metadata_temps`]).
-    pub async fn metadata_temps(&self, jobs: &[JobInfo]) -> CliResult<Vec<admin::MetadataTemp>> {
+    /// The temporary files of unfinished metadata writes ([`lake::Lake::metadata_temps`]).
+    pub async fn metadata_temps(&self, jobs: &[JobInfo]) -> CliResult<Vec<lake::MetadataTemp>> {
         self.model.metadata_temps(jobs).await.map_err(|e| {
             CliError::context(
                 format!(
@@ -156,8 +156,8 @@ impl Lake {
         })
     }
 
-    /// Removes a temporary metadata file ([`admin::Lake::remove_metadata_temp`]).
-    pub async fn remove_metadata_temp(&self, temp: &admin::MetadataTemp) -> filesink::Result<()> {
+    /// Removes a temporary metadata file ([`lake::Lake::remove_metadata_temp`]).
+    pub async fn remove_metadata_temp(&self, temp: &lake::MetadataTemp) -> filesink::Result<()> {
         self.model.remove_metadata_temp(temp).await
     }
 
@@ -216,7 +216,7 @@ impl Lake {
         })
     }
 
-    /// Who runs each of `jobs` right now ([`admin::Lake::holders`]); never takes a job.
+    /// Who runs each of `jobs` right now ([`lake::Lake::holders`]); never takes a job.
     pub async fn holders(&self, jobs: &[String]) -> CliResult<Vec<Option<String>>> {
         self.model.holders(jobs).await.map_err(|e| {
             CliError::context(
@@ -227,7 +227,7 @@ impl Lake {
     }
 
     /// Takes the ownership of each of `jobs` for as long as the command acts on them
-    /// ([`admin::Lake::hold_jobs`]).
+    /// ([`lake::Lake::hold_jobs`]).
     pub async fn hold_jobs(&self, jobs: &[String], dry_run: bool) -> CliResult<HeldJobs> {
         self.model.hold_jobs(jobs, dry_run).await.map_err(|e| {
             CliError::context(format!("cannot take the jobs of `{}`", self.location), e)
@@ -248,7 +248,7 @@ impl Lake {
     }
 
     /// The hidden part files under the base, split into this sink's own and foreign ones
-    /// ([`admin::Lake::leftovers`]).
+    /// ([`lake::Lake::leftovers`]).
     pub async fn leftovers(&self, jobs: &[JobInfo]) -> CliResult<(Vec<Leftover>, Vec<Leftover>)> {
         self.model.leftovers(jobs).await.map_err(|e| {
             CliError::context(
@@ -265,7 +265,7 @@ impl Lake {
         })
     }
 
-    /// Where `c`'s file is now ([`admin::Lake::file_state`]).
+    /// Where `c`'s file is now ([`lake::Lake::file_state`]).
     pub async fn file_state(&self, c: &Committable) -> filesink::Result<FileState> {
         self.model.file_state(c).await
     }

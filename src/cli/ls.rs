@@ -443,7 +443,7 @@ pub const NO_LIFECYCLE_RULE: &str = "bucket has no lifecycle rule that aborts in
      multipart uploads; see README \"Lifecycle rule\"";
 
 /// Records written by an `ingest` job up to manifest `m`, if it is one.
-pub fn records_of(m: &filesink::checkpoint::Manifest) -> Option<u64> {
+pub fn records_of(m: &filesink::job::Manifest) -> Option<u64> {
     SourcePosition::from_json(&m.job, &m.source_position)
         .ok()
         .map(|p| p.records)
@@ -465,7 +465,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 mod tests {
     use super::*;
 
-    fn manifest(position: serde_json::Value) -> filesink::checkpoint::Manifest {
+    fn manifest(position: serde_json::Value) -> filesink::job::Manifest {
         serde_json::from_value(serde_json::json!({
             "version": 2, "sink_id": "s", "job": "j_compact", "checkpoint_id": 3,
             "created_at_ms": 0, "finished": false, "source_position": position,

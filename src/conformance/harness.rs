@@ -12,8 +12,8 @@ use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::Location;
-use crate::checkpoint::Coordinator;
 use crate::format::FileFormat;
+use crate::job::Coordinator;
 use crate::protocol::{Committable, WriterState};
 use crate::sink::{Restored, Sink, SinkWriter};
 

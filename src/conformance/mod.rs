@@ -33,8 +33,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::bucket::HivePartitioner;
-use crate::checkpoint::{Coordinator, Ownership};
 use crate::format::FileFormat;
+use crate::job::{Coordinator, Ownership};
 use crate::protocol::{CommitOutcome, Committable, PendingHandle};
 use crate::sink::{RollingPolicy, Sink};
 use crate::storage::Storage;

@@ -2,7 +2,7 @@
 //! parallel), writing into memory that the sink drains into the part file after every call.
 //!
 //! Small batches are gathered first, as Arrow, and handed to the writer together once they
-//! reach [`ENCODE_ROWS`] rows or [`ENCODE_BYTES`] bytes (or the file flushes or ends). With
+//! reach [`ENCODE_ROWS`](super::parquet_gather::ENCODE_ROWS) rows or [`ENCODE_BYTES`] bytes (or the file flushes or ends). With
 //! many partitions every batch brings each bucket a few rows: encoding them one call at a
 //! time costs a column-writer pass per call, and an open row group holds column encoders
 //! (pages, dictionaries: about 150 KiB per file at eight columns) for every file that has
@@ -30,12 +30,10 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::parquet_columns::ColumnsWriter;
-use super::parquet_gather::Gathered;
+use super::parquet_gather::{Gathered, ENCODE_ROWS};
 use super::Encoder;
 use crate::Result;
 
-/// Gathered rows are encoded once there are this many.
-pub(crate) const ENCODE_ROWS: usize = 8192;
 /// Gathered rows are encoded once they take this many bytes.
 pub(crate) const ENCODE_BYTES: usize = 1 << 20;
 /// Gathered batches are concatenated into one once there are this many.

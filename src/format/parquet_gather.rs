@@ -40,7 +40,10 @@ use arrow::record_batch::RecordBatch;
 pub(crate) const FIRST_ROUND_ROWS: usize = 1024;
 /// The most rows a round reserves room for: what the Parquet encoder gathers before it
 /// encodes them.
-const ROUND_ROWS_MAX: usize = super::parquet_format::ENCODE_ROWS;
+const ROUND_ROWS_MAX: usize = ENCODE_ROWS;
+
+/// Gathered rows are encoded once there are this many.
+pub(crate) const ENCODE_ROWS: usize = 8192;
 /// The most value bytes a string column reserves at the start of a round from an estimate.
 const ESTIMATE_BYTES_MAX: usize = 1 << 20;
 

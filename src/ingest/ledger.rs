@@ -77,9 +77,9 @@ use serde::{Deserialize, Serialize};
 
 use super::source::{Input, Prefix, SourcePosition};
 use crate::bucket::TimePartitioning;
-use crate::checkpoint::manifest::{self, Manifest};
-use crate::checkpoint::{Coordinator, Ownership};
 use crate::format::FileFormat;
+use crate::job::manifest::{self, Manifest};
+use crate::job::{Coordinator, Ownership};
 pub use crate::protocol::INPUTS_DIR;
 use crate::sink::Sink;
 use crate::storage::{JobLease, LeaseOptions, Storage};

@@ -121,7 +121,6 @@ mod compaction;
 mod flat_json;
 pub mod json_types;
 pub mod ledger;
-mod object_input;
 mod rules;
 pub mod source;
 
@@ -134,10 +133,10 @@ use arrow::datatypes::Schema;
 use tracing::Instrument;
 
 use crate::bucket::{time_zone_name, HivePartitioner, TimePartitioning};
-use crate::checkpoint::manifest;
-use crate::checkpoint::{CheckpointReport, Coordinator, Ownership};
 use crate::error::{Error, Result};
 use crate::format::FileFormat;
+use crate::job::manifest;
+use crate::job::{CheckpointReport, Coordinator, Ownership};
 use crate::sink::{RollingPolicy, Sink};
 use crate::storage::{LeaseOptions, LocalStorage, Storage};
 use crate::table::delta::DeltaOptions;
@@ -1001,7 +1000,7 @@ impl Ingest {
         // (see `CHUNKS_QUEUED`).
         let queued = match writers {
             1 => 0,
-            n => n as u64 * (crate::checkpoint::SHARES_QUEUED as u64 + 1),
+            n => n as u64 * (crate::job::SHARES_QUEUED as u64 + 1),
         };
         let per_scale = ((3 * decoders as u64 + 2) * 2 + queued) * source::CHUNK_BYTES_MAX as u64;
         let scale_max = (memory_bytes_max / 2 / per_scale).clamp(1, CHUNK_SCALE_MAX as u64);

@@ -56,8 +56,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::BucketAssigner;
-use crate::checkpoint::{manifest, Coordinator, Manifest};
 use crate::format::FileFormat;
+use crate::job::{manifest, Coordinator, Manifest};
 use crate::protocol::BucketId;
 use crate::sink::{RollingPolicy, Sink};
 use crate::storage::Storage;
@@ -249,7 +249,7 @@ pub async fn compact(storage: Arc<dyn Storage>, options: &CompactOptions) -> Res
     check_compaction_job(storage.as_ref(), job_name).await?;
     if options.dry_run {
         // A dry run only looks: it neither takes the job nor finishes an earlier round.
-        let sink_id = crate::checkpoint::manifest::sink_identity(storage.as_ref(), false)
+        let sink_id = crate::job::manifest::sink_identity(storage.as_ref(), false)
             .await?
             .map(|s| s.sink_id)
             .unwrap_or_default();

@@ -7,12 +7,12 @@
 //!   log entries no reader needs any more (`filesink vacuum`).
 //!
 //! Maintenance reads the table through its log (`crate::table`) and the jobs through their
-//! manifests ([`crate::checkpoint`]), and changes the store only through the [`Storage`]
+//! manifests ([`crate::job`]), and changes the store only through the [`Storage`]
 //! methods that refuse anything but the sink's own part names
 //! ([`Storage::remove_data_file`]) or the log's files ([`Storage::delete_metadata`]), and, for
 //! compaction, through a coordinator job.
 //!
-//! `maintain` sits above [`crate::checkpoint`]: a compaction round *is* a coordinator job
+//! `maintain` sits above [`crate::job`]: a compaction round *is* a coordinator job
 //! (lease, manifest, restore), and `table` stays below the coordinator. It may use `error`,
 //! `protocol`, `bucket`, `format`, `storage`, `sink`, `table` and `checkpoint`, and `ingest`
 //! may use it (`scripts/check-layers`).

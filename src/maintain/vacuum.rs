@@ -64,7 +64,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::checkpoint::{manifest, OwnNames};
+use crate::job::{manifest, OwnNames};
 use crate::protocol::{split_rel, validate_final_part_path, PartName};
 use crate::storage::{Leftover, MetadataEntry, Storage, VisibleFile};
 use crate::table::delta::checkpoint::{parse_log_file_name, LastCheckpoint, LogFile};

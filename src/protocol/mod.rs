@@ -2,7 +2,7 @@
 //! format versions this build reads.
 //!
 //! This module is the leaf of the crate: it uses nothing of it but [`crate::Error`]. Backends
-//! ([`crate::storage`]), the sink ([`crate::sink`]) and the coordinator ([`crate::checkpoint`])
+//! ([`crate::storage`]), the sink ([`crate::sink`]) and the coordinator ([`crate::job`])
 //! all speak in its types, so none of them needs to import another to agree on a committable, a
 //! name or a path. The layering, and how to check it, is in `docs/ARCHITECTURE.md`.
 //!

@@ -19,7 +19,7 @@ const METADATA_TEMP_MARKER: &str = ".tmp.";
 /// The temporary file that a durable metadata write on local disk fills, fsyncs and renames to
 /// `name`: `.<name>.tmp.<UUIDv7, 32 hex digits>`. One the write did not rename (its process
 /// died between the two) stays behind; [`is_metadata_temp_name`] tells such names from any
-/// other, so that cleanup (`crate::admin::may_remove_temp`) touches no other file.
+/// other, so that cleanup (`crate::lake::may_remove_temp`) touches no other file.
 pub fn metadata_temp_name(name: &str) -> String {
     format!(
         ".{name}{METADATA_TEMP_MARKER}{}",
@@ -127,7 +127,7 @@ pub fn validate_visible_path(path: &str) -> Result<(), String> {
 /// Checks the path of a committed part file of the exact shape filesink writes: a visible
 /// path ([`validate_visible_path`]) whose file name parses as a final [`PartName`]. Whose
 /// part it is (which sink's jobs, prefixes and suffixes) is decided above the storage layer
-/// (`checkpoint::OwnNames`).
+/// (`job::OwnNames`).
 pub fn validate_final_part_path(path: &str) -> Result<(), String> {
     validate_visible_path(path)?;
     if PartName::parse_final(split_rel(path).1).is_none() {

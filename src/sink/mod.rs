@@ -65,7 +65,7 @@
 //!    their records are visible exactly once, in the merged file.
 //!
 //! Operators' cleanup (`filesink abort`, `filesink ls`) sees carried files through
-//! `admin::references` (kind `carried`) and never removes them.
+//! `lake::references` (kind `carried`) and never removes them.
 //!
 //! **On an object store** a multipart upload in progress cannot be read back, so a carried
 //! file is a hidden object of its own, with the lifecycle:

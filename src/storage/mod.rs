@@ -52,7 +52,7 @@ pub struct PartLocation {
 /// or a name there that only looks like one.
 ///
 /// Only a leftover whose [`Leftover::name`] parses is filesink's; which of those belong to
-/// this sink is decided by writer id ([`crate::checkpoint::OwnNames`]). The others are
+/// this sink is decided by writer id ([`crate::job::OwnNames`]). The others are
 /// foreign: listed so they can be reported, never removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leftover {
@@ -270,7 +270,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// Whether a metadata write can leave a temporary file behind when its process dies
     /// ([`crate::protocol::metadata_temp_name`]): on local disk a write fills a temporary file
     /// and renames it; an object store's PUT leaves nothing. Cleanup lists the metadata
-    /// directories for such files only where this is `true` ([`crate::admin::Lake::metadata_temps`]).
+    /// directories for such files only where this is `true` ([`crate::lake::Lake::metadata_temps`]).
     fn leaves_metadata_temps(&self) -> bool {
         false
     }
@@ -292,7 +292,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// with `.` or `_` (never a hidden part file, never anything in `_filesink/` or
     /// `_delta_log/`; [`crate::protocol::validate_final_part_path`]). Which part names are
     /// this sink's own (its jobs, prefixes and suffixes) is the caller's rule
-    /// (`checkpoint::OwnNames`), as for [`Storage::remove_leftover`]. Removing a file that is
+    /// (`job::OwnNames`), as for [`Storage::remove_leftover`]. Removing a file that is
     /// already gone succeeds.
     async fn remove_data_file(&self, path: &str) -> Result<()>;
 
@@ -335,7 +335,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
 
     /// The bases of other sinks that this base is inside of (a directory above holding
     /// `_filesink/`, a prefix above holding `_filesink/sink.json`) or that are inside it. A
-    /// sink is not created where there is one ([`crate::checkpoint::manifest::sink_identity`]):
+    /// sink is not created where there is one ([`crate::job::manifest::sink_identity`]):
     /// each sink owns its whole tree. The default finds none (a backend that cannot look
     /// above its base).
     async fn other_sinks(&self) -> Result<OtherSinks> {

@@ -52,7 +52,7 @@ pub const COMMIT_ATTEMPTS_MAX: usize = 100;
 /// retries before it returns the error (the coordinator then defers the entry).
 const PUT_RETRIES_MAX: usize = 3;
 
-/// What the log step of a checkpoint did ([`crate::checkpoint::CheckpointReport::table_outcome`]).
+/// What the log step of a checkpoint did ([`crate::job::CheckpointReport::table_outcome`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TableOutcome {

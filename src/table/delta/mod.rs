@@ -1,7 +1,7 @@
 //! Delta Lake tables (`_delta_log/` beside `_filesink/`), written by filesink's own minimal log
 //! writer against the Delta protocol (`PROTOCOL.md` of delta-io/delta).
 //!
-//! A job writing into a table ([`crate::checkpoint::CoordinatorBuilder::delta_table`]) commits
+//! A job writing into a table ([`crate::job::CoordinatorBuilder::delta_table`]) commits
 //! each checkpoint as before (manifest, then files) and then appends one log entry: `add`s for
 //! the checkpoint's files and a `txn` with appId `filesink-<sink id>-<job>` and the checkpoint
 //! id as version. The manifest stays the completion point; the entry is a redo step of the
@@ -50,7 +50,7 @@ impl Default for DeltaOptions {
 }
 
 /// How a job writes into a Delta table
-/// ([`crate::checkpoint::CoordinatorBuilder::delta_table`], [`crate::ingest::Ingest::delta_table`]).
+/// ([`crate::job::CoordinatorBuilder::delta_table`], [`crate::ingest::Ingest::delta_table`]).
 ///
 /// The table's schema is the job's record schema ([`DeltaOptions::schema`], partition columns
 /// included as the records carry them); the partition columns move to the end of the table

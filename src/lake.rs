@@ -29,7 +29,7 @@
 //! as the caller asks; anywhere else (`_delta_log/`, the sink's identity), where any run may
 //! be writing, it must also be at least [`METADATA_TEMP_AGE_MS_MIN`] old. A job's own run
 //! removes those of its checkpoint directory when it starts
-//! ([`crate::checkpoint::manifest::remove_temps`]).
+//! ([`crate::job::manifest::remove_temps`]).
 //!
 //! Everything goes through the [`Storage`] trait, so the same code serves every backend.
 
@@ -38,9 +38,9 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::checkpoint::manifest::{self, Manifest, SinkIdentity};
-use crate::checkpoint::OwnNames;
 use crate::error::{Error, Result};
+use crate::job::manifest::{self, Manifest, SinkIdentity};
+use crate::job::OwnNames;
 use crate::protocol::Committable;
 use crate::sink::Sink;
 use crate::storage::bounded::try_map;

@@ -23,7 +23,8 @@ use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 
-use super::source::{Input, InputCompression};
+use super::compression::InputCompression;
+use super::input::{Input, OffsetRead};
 use crate::error::{Error, Result};
 
 /// An object of an object store, as an input.
@@ -46,10 +47,9 @@ impl std::fmt::Debug for ObjectInput {
     }
 }
 
-impl ObjectInput {
-    /// A blocking reader of the object from byte `from` on. Call it from a thread that is not
-    /// a runtime worker (the source's reader thread, a blocking task).
-    pub(crate) fn open(&self, from: u64) -> io::Result<Box<dyn Read + Send>> {
+impl OffsetRead for ObjectInput {
+    /// A blocking reader of the object from byte `from` on, each request pinned to the ETag.
+    fn open(&self, from: u64) -> io::Result<Box<dyn Read + Send>> {
         let options = GetOptions {
             if_match: self.etag.clone(),
             range: (from > 0).then_some(GetRange::Offset(from)),
@@ -165,7 +165,7 @@ impl Input {
             url.to_string(),
             meta.size,
             compression,
-            object,
+            Arc::new(object),
         ))
     }
 

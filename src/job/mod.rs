@@ -1,4 +1,4 @@
-//! A standalone checkpoint coordinator, for jobs without a stream engine.
+//! The job coordinator: a job's checkpoints, for jobs without a stream engine.
 //!
 //! It plays the role Flink's checkpoint coordinator plays for `FileSink`: it drives the vote
 //! ([`crate::SinkWriter::prepare_commit`]) on every writer of a job, makes the checkpoint
@@ -643,7 +643,7 @@ impl Coordinator {
     /// version of this one with another position type.
     ///
     /// ```
-    /// # async fn f(job: &filesink::checkpoint::Coordinator) -> filesink::Result<()> {
+    /// # async fn f(job: &filesink::job::Coordinator) -> filesink::Result<()> {
     /// let next_line: u64 = job.source_position()?.unwrap_or(0);
     /// # Ok(()) }
     /// ```

@@ -1,0 +1,82 @@
+//! What the reading and decoding stages hand on: a [`RawChunk`] of framed records with the
+//! position after them, the [`Chunk`] of Arrow records decoded from it, and the
+//! [`BadRecord`]s that did not decode.
+
+use super::position::{Cursor, Prefix};
+use crate::bucket::BucketId;
+use arrow::record_batch::RecordBatch;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// A record that could not be decoded, as written to `--bad-records`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BadRecord {
+    /// `file:line`.
+    pub source: String,
+    /// The record's text (lossy UTF-8, without its line end).
+    pub line: String,
+    /// Why it was rejected.
+    pub error: String,
+}
+
+/// Whole records framed by [`Source::next_raw`](super::Source::next_raw), not decoded yet, and the position right
+/// after them: the unit decoders work on in parallel.
+#[derive(Debug)]
+pub struct RawChunk {
+    /// The input's name, for errors and bad records.
+    pub(super) display: Arc<str>,
+    /// The records, each ending with `\n`.
+    pub(super) buf: Vec<u8>,
+    /// (first line, start, end) of each record in `buf`.
+    pub(super) spans: Vec<(u64, usize, usize)>,
+    /// The next unread record after this chunk.
+    pub(super) cursor: Cursor,
+    /// As [`Chunk::read`].
+    pub(super) read: Vec<(usize, Prefix)>,
+    /// Records too long to read, set aside by a run that sets bad records aside: after the
+    /// records of `spans`, in the input.
+    pub(super) too_long: Vec<BadRecord>,
+}
+
+impl RawChunk {
+    /// How many records it holds (good and bad).
+    pub fn records(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// How many bytes its records take.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// Decoded records and the position right after them.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Chunk {
+    /// The good records; `None` if there were none, or if they are in [`Chunk::buckets`].
+    pub batch: Option<RecordBatch>,
+    /// The good records split by the bucket assigner the source was given
+    /// ([`Source::with_assigner`](super::Source::with_assigner)): each bucket's records in input order. Empty without an
+    /// assigner (and if the assigner refused the batch, which then stays whole in `batch`).
+    pub buckets: Vec<(BucketId, RecordBatch)>,
+    /// Records set aside (only when bad records are collected).
+    pub bad: Vec<BadRecord>,
+    /// The next unread record after this chunk.
+    pub cursor: Cursor,
+    /// What is read of each input whose [`Prefix`] moved since the previous chunk (this
+    /// chunk's input, and inputs passed over without records).
+    pub read: Vec<(usize, Prefix)>,
+}
+
+impl Chunk {
+    /// How many good records the chunk holds, whole or in buckets.
+    pub fn records(&self) -> usize {
+        self.batch.as_ref().map_or(0, RecordBatch::num_rows)
+            + self
+                .buckets
+                .iter()
+                .map(|(_, b)| b.num_rows())
+                .sum::<usize>()
+    }
+}
