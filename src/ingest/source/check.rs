@@ -4,12 +4,13 @@
 //! stream cannot be checked beforehand: its skipped bytes are compared as they are skipped
 //! ([`skip_prefix`]).
 
+use std::fs::File;
+use std::io::{self, BufRead, Read};
+
 use super::input::{open_file, Input};
 use super::position::Prefix;
 use super::{BYTE_ORDER_MARK, READ_BUFFER_BYTES};
 use crate::error::{Error, Result};
-use std::fs::File;
-use std::io::{self, BufRead, Read};
 
 /// CRC-32C and number of line ends of the first `len` bytes of `r`, how many bytes there
 /// were (fewer than `len` if it ends sooner), and the last of them.

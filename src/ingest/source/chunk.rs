@@ -2,11 +2,13 @@
 //! position after them, the [`Chunk`] of Arrow records decoded from it, and the
 //! [`BadRecord`]s that did not decode.
 
-use super::position::{Cursor, Prefix};
-use crate::bucket::BucketId;
+use std::sync::Arc;
+
 use arrow::record_batch::RecordBatch;
 use serde::Serialize;
-use std::sync::Arc;
+
+use super::position::{Cursor, Prefix};
+use crate::bucket::BucketId;
 
 /// A record that could not be decoded, as written to `--bad-records`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

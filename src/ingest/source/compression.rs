@@ -1,9 +1,10 @@
 //! Compressed inputs: gzip (one member or several) and zstd, told by extension or by the
 //! first bytes ([`InputCompression`]). Positions count decompressed bytes.
 
-use super::{GZIP_MAGIC, ZSTD_MAGIC};
 use std::io::{self, BufRead, BufReader, Cursor as IoCursor, Read};
 use std::path::Path;
+
+use super::{GZIP_MAGIC, ZSTD_MAGIC};
 
 /// How an input is compressed. Positions in a compressed input count decompressed bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,13 @@
 //! record that does not decode, and splits the batch by partition when the source has an
 //! assigner. Any number of threads run it on successive chunks.
 
+use std::sync::Arc;
+
+use arrow::array::{AsArray, BooleanArray};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+
 use super::chunk::{BadRecord, Chunk, RawChunk};
 use super::framing::{record_text, tidy_csv_error, tidy_json_error};
 use super::infer::{csv_read_schema, malformed};
@@ -11,11 +18,6 @@ use crate::bucket::BucketAssigner;
 use crate::error::Result;
 use crate::ingest::flat_json::FlatJson;
 use crate::ingest::json_types::{self, StrictJson};
-use arrow::array::{AsArray, BooleanArray};
-use arrow::datatypes::{DataType, SchemaRef};
-use arrow::error::ArrowError;
-use arrow::record_batch::RecordBatch;
-use std::sync::Arc;
 
 /// A check of decoded records for what would fail later, in the writer (a partition value
 /// too long for a directory name): the row index and the reason of each record it rejects.

@@ -3,10 +3,11 @@
 //! [`RECORD_BYTES_MAX`](super::RECORD_BYTES_MAX) are cut short into bad records. Also the
 //! tidy messages of CSV and JSON decoding errors.
 
+use std::io::{self, BufRead};
+
 use super::chunk::BadRecord;
 use super::position::Prefix;
 use super::{BYTE_ORDER_MARK, READ_BUFFER_BYTES, RECORD_BYTES_MAX};
-use std::io::{self, BufRead};
 
 /// Appends to `buf` the bytes of `reader` up to and including the next `\n`, at most `limit`
 /// of them, and folds them into `crc`; returns how many. Like [`BufRead::read_until`], but the

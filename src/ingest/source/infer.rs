@@ -2,18 +2,20 @@
 //! ([`INFER_RECORDS`](super::INFER_RECORDS), more for fields null so far), by the JSON typing
 //! rule that CSV follows too; in the records' key order.
 
+use std::collections::VecDeque;
+use std::io::{self, Cursor as IoCursor};
+use std::time::Instant;
+
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::error::ArrowError;
+use serde::Deserialize;
+
 use super::framing::{csv_fields, json_error, too_long, RecordReader};
 use super::input::{open_file, Input, InputFormat};
 use super::stdin::StdinRecords;
 use super::{INFER_NULL_RECORDS, INFER_NULL_STDIN_BYTES, INFER_RECORDS};
 use crate::error::{Error, Result};
 use crate::ingest::json_types::{self, refine_inferred};
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::error::ArrowError;
-use serde::Deserialize;
-use std::collections::VecDeque;
-use std::io::{self, Cursor as IoCursor};
-use std::time::Instant;
 
 /// Where schema inference reads records: a file, or records standard input already sent.
 pub(super) enum InferReader {

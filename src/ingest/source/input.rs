@@ -1,15 +1,17 @@
 //! What an ingest reads: an [`Input`] (a file, an object, standard input or any reader), its
 //! [`InputFormat`], and opening a file or object at its start.
 
-use super::compression::InputCompression;
-use super::{READ_BUFFER_BYTES, ZSTD_MAGIC};
-use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::compression::InputCompression;
+use super::{READ_BUFFER_BYTES, ZSTD_MAGIC};
+use crate::error::{Error, Result};
 
 /// A file's device and inode.
 pub(super) type FileId = (u64, u64);

@@ -1,10 +1,11 @@
 //! Positions: the [`Cursor`] of the next unread record, the [`Prefix`] of each input a job
 //! read (bytes and CRC-32C), and the [`SourcePosition`] every manifest stores.
 
-use super::input::InputFormat;
-use crate::error::{Error, Result};
 use arrow::datatypes::Schema;
 use serde::{Deserialize, Serialize};
+
+use super::input::InputFormat;
+use crate::error::{Error, Result};
 
 /// Where the source stands: the next unread record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,11 @@
 //! Standard input (and any reader): read by a thread of its own ([`StdinRecords`]), so that
 //! a chunk can close on a deadline as well as on its size.
 
+use std::collections::VecDeque;
+use std::io::{self, BufReader, Read};
+use std::sync::mpsc;
+use std::time::Instant;
+
 use super::check::{skip_prefix, Skipped};
 use super::compression::sniffed;
 use super::framing::{too_long, RecordReader, TOO_LONG_KEPT};
@@ -8,10 +13,6 @@ use super::input::Input;
 use super::position::Prefix;
 use super::{READ_BUFFER_BYTES, STDIN_BATCHES_AHEAD, STDIN_BATCH_RECORDS};
 use crate::error::{Error, Result};
-use std::collections::VecDeque;
-use std::io::{self, BufReader, Read};
-use std::sync::mpsc;
-use std::time::Instant;
 
 /// One record read by standard input's reader thread.
 #[derive(Debug, Clone, Copy)]

@@ -1,3 +1,11 @@
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Cursor as IoCursor, Read};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+
 use super::check::check_read;
 use super::chunk::RawChunk;
 use super::decode::{Decoder, Reused, REUSED_BATCH_ROWS};
@@ -10,12 +18,6 @@ use crate::bucket::{BucketAssigner, BucketId};
 use crate::error::{Error, Result};
 use crate::ingest::flat_json::FlatJson;
 use crate::ingest::json_types;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
-use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Cursor as IoCursor, Read};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// A job read `first` (whose last line has no line end) of a file, then `added` came: a
 /// reader resuming there refuses a continued line, and reads on after a line end. Both
