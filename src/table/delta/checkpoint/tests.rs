@@ -252,87 +252,87 @@ fn written_schema_is_the_designs() {
 
 const GOLDEN_SCHEMA: &str = r#"message arrow_schema {
   OPTIONAL group txn {
-REQUIRED BYTE_ARRAY appId (STRING);
-REQUIRED INT64 version;
-OPTIONAL INT64 lastUpdated;
+    REQUIRED BYTE_ARRAY appId (STRING);
+    REQUIRED INT64 version;
+    OPTIONAL INT64 lastUpdated;
   }
   OPTIONAL group add {
-REQUIRED BYTE_ARRAY path (STRING);
-REQUIRED group partitionValues (MAP) {
-  REPEATED group key_value {
-    REQUIRED BYTE_ARRAY key (STRING);
-    OPTIONAL BYTE_ARRAY value (STRING);
-  }
-}
-REQUIRED INT64 size;
-REQUIRED INT64 modificationTime;
-REQUIRED BOOLEAN dataChange;
-OPTIONAL BYTE_ARRAY stats (STRING);
-OPTIONAL group tags (MAP) {
-  REPEATED group key_value {
-    REQUIRED BYTE_ARRAY key (STRING);
-    OPTIONAL BYTE_ARRAY value (STRING);
-  }
-}
-  }
-  OPTIONAL group remove {
-REQUIRED BYTE_ARRAY path (STRING);
-OPTIONAL INT64 deletionTimestamp;
-REQUIRED BOOLEAN dataChange;
-OPTIONAL BOOLEAN extendedFileMetadata;
-OPTIONAL group partitionValues (MAP) {
-  REPEATED group key_value {
-    REQUIRED BYTE_ARRAY key (STRING);
-    OPTIONAL BYTE_ARRAY value (STRING);
-  }
-}
-OPTIONAL INT64 size;
-  }
-  OPTIONAL group metaData {
-REQUIRED BYTE_ARRAY id (STRING);
-OPTIONAL BYTE_ARRAY name (STRING);
-OPTIONAL BYTE_ARRAY description (STRING);
-REQUIRED group format {
-  REQUIRED BYTE_ARRAY provider (STRING);
-  REQUIRED group options (MAP) {
-    REPEATED group key_value {
-      REQUIRED BYTE_ARRAY key (STRING);
-      OPTIONAL BYTE_ARRAY value (STRING);
+    REQUIRED BYTE_ARRAY path (STRING);
+    REQUIRED group partitionValues (MAP) {
+      REPEATED group key_value {
+        REQUIRED BYTE_ARRAY key (STRING);
+        OPTIONAL BYTE_ARRAY value (STRING);
+      }
+    }
+    REQUIRED INT64 size;
+    REQUIRED INT64 modificationTime;
+    REQUIRED BOOLEAN dataChange;
+    OPTIONAL BYTE_ARRAY stats (STRING);
+    OPTIONAL group tags (MAP) {
+      REPEATED group key_value {
+        REQUIRED BYTE_ARRAY key (STRING);
+        OPTIONAL BYTE_ARRAY value (STRING);
+      }
     }
   }
-}
-REQUIRED BYTE_ARRAY schemaString (STRING);
-REQUIRED group partitionColumns (LIST) {
-  REPEATED group list {
-    REQUIRED BYTE_ARRAY element (STRING);
+  OPTIONAL group remove {
+    REQUIRED BYTE_ARRAY path (STRING);
+    OPTIONAL INT64 deletionTimestamp;
+    REQUIRED BOOLEAN dataChange;
+    OPTIONAL BOOLEAN extendedFileMetadata;
+    OPTIONAL group partitionValues (MAP) {
+      REPEATED group key_value {
+        REQUIRED BYTE_ARRAY key (STRING);
+        OPTIONAL BYTE_ARRAY value (STRING);
+      }
+    }
+    OPTIONAL INT64 size;
   }
-}
-REQUIRED group configuration (MAP) {
-  REPEATED group key_value {
-    REQUIRED BYTE_ARRAY key (STRING);
-    OPTIONAL BYTE_ARRAY value (STRING);
-  }
-}
-OPTIONAL INT64 createdTime;
+  OPTIONAL group metaData {
+    REQUIRED BYTE_ARRAY id (STRING);
+    OPTIONAL BYTE_ARRAY name (STRING);
+    OPTIONAL BYTE_ARRAY description (STRING);
+    REQUIRED group format {
+      REQUIRED BYTE_ARRAY provider (STRING);
+      REQUIRED group options (MAP) {
+        REPEATED group key_value {
+          REQUIRED BYTE_ARRAY key (STRING);
+          OPTIONAL BYTE_ARRAY value (STRING);
+        }
+      }
+    }
+    REQUIRED BYTE_ARRAY schemaString (STRING);
+    REQUIRED group partitionColumns (LIST) {
+      REPEATED group list {
+        REQUIRED BYTE_ARRAY element (STRING);
+      }
+    }
+    REQUIRED group configuration (MAP) {
+      REPEATED group key_value {
+        REQUIRED BYTE_ARRAY key (STRING);
+        OPTIONAL BYTE_ARRAY value (STRING);
+      }
+    }
+    OPTIONAL INT64 createdTime;
   }
   OPTIONAL group protocol {
-REQUIRED INT32 minReaderVersion;
-REQUIRED INT32 minWriterVersion;
-OPTIONAL group readerFeatures (LIST) {
-  REPEATED group list {
-    REQUIRED BYTE_ARRAY element (STRING);
-  }
-}
-OPTIONAL group writerFeatures (LIST) {
-  REPEATED group list {
-    REQUIRED BYTE_ARRAY element (STRING);
-  }
-}
+    REQUIRED INT32 minReaderVersion;
+    REQUIRED INT32 minWriterVersion;
+    OPTIONAL group readerFeatures (LIST) {
+      REPEATED group list {
+        REQUIRED BYTE_ARRAY element (STRING);
+      }
+    }
+    OPTIONAL group writerFeatures (LIST) {
+      REPEATED group list {
+        REQUIRED BYTE_ARRAY element (STRING);
+      }
+    }
   }
   OPTIONAL group domainMetadata {
-REQUIRED BYTE_ARRAY domain (STRING);
-REQUIRED BYTE_ARRAY configuration (STRING);
-REQUIRED BOOLEAN removed;
+    REQUIRED BYTE_ARRAY domain (STRING);
+    REQUIRED BYTE_ARRAY configuration (STRING);
+    REQUIRED BOOLEAN removed;
   }
 }
 "#;

@@ -1,0 +1,331 @@
+//! The plan of a run: an [`Ingest`]'s options checked once, in one place, and everything
+//! derived from them that does not need the lake (the job's name, the input format, the time
+//! partitioning and the partitioner, the memory split, the rolling policy). Nothing here
+//! reads an input or touches the lake, so a refused run has written nothing.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use arrow::datatypes::Schema;
+
+use super::json_types::{self, check_schema};
+use super::rules::{check_bad_records_path, check_inputs_outside_lake, default_job_name};
+use super::schedule::Schedule;
+use super::source::{self, check_csv_schema, Input, InputFormat, TimePartitionBy};
+use super::{compaction, Ingest, Output, CHUNK_SCALE_MAX};
+use crate::bucket::{time_zone_name, HivePartitioner, TimePartitioning};
+use crate::error::{Error, Result};
+use crate::format::FileFormat;
+use crate::job::manifest;
+use crate::maintain::CompactOptions;
+use crate::sink::{MergePolicy, RollingPolicy};
+use crate::storage::LeaseOptions;
+use crate::table::delta::DeltaOptions;
+
+/// An [`Ingest`] whose options hold together.
+#[derive(Debug)]
+pub(super) struct IngestPlan {
+    pub(super) inputs: Vec<Input>,
+    pub(super) input_format: InputFormat,
+    pub(super) output: Output,
+    pub(super) format: FileFormat,
+    pub(super) partition_by: Vec<String>,
+    /// The time directories, parsed once: the partitioner, the position and the table take
+    /// them from here.
+    pub(super) time: Option<TimePartitioning>,
+    /// The same, as the position records it.
+    pub(super) time_by: Option<TimePartitionBy>,
+    pub(super) partitioner: Option<HivePartitioner>,
+    /// The schema given, with seconds written as milliseconds.
+    pub(super) explicit: Option<Schema>,
+    pub(super) schedule: Schedule,
+    /// Whether a bad record fails the run (no bad-records file).
+    pub(super) strict: bool,
+    pub(super) bad_records_path: Option<PathBuf>,
+    pub(super) job: String,
+    pub(super) lease: LeaseOptions,
+    pub(super) stop_after_records: Option<u64>,
+    /// The writers asked for; `None`: a new job takes [`IngestPlan::writers`], a resumed one
+    /// keeps its own.
+    pub(super) parallelism: Option<usize>,
+    /// Writers (and decoding threads) of this run.
+    pub(super) writers: usize,
+    /// How many times the smallest chunk a chunk may grow to ([`super::chunk_scale`]).
+    pub(super) scale_max: u64,
+    /// The encoders' memory budget per writer.
+    pub(super) writer_bytes_max: u64,
+    pub(super) rolling: RollingPolicy,
+    pub(super) table: Option<DeltaOptions>,
+    pub(super) merge: Option<MergePolicy>,
+    /// Background compaction: its options (named after the job) and interval.
+    pub(super) compact: Option<(CompactOptions, Duration)>,
+    /// Row files may stay open across checkpoints up to this long.
+    pub(super) row_visibility_delay: Option<Duration>,
+}
+
+impl IngestPlan {
+    /// Checks `ingest`'s options, in the order a user meets them.
+    pub(super) fn new(ingest: Ingest) -> Result<IngestPlan> {
+        let Ingest {
+            inputs,
+            input_format,
+            output,
+            format,
+            partition_by,
+            partition_by_time,
+            time_zone,
+            schema,
+            checkpoint_every,
+            part_size_bytes_max,
+            bad_records,
+            job,
+            lease_ttl,
+            stop_after_records,
+            parallelism,
+            memory_bytes_max,
+            table,
+            merge,
+            compact,
+            row_visibility_delay,
+        } = ingest;
+        // Seconds are written as milliseconds: a Parquet file cannot say "seconds".
+        let explicit = schema.map(json_types::exact_in_every_format);
+        let output = output.ok_or_else(|| {
+            Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
+        })?;
+        if inputs.is_empty() {
+            return Err(Error::Config(
+                "an ingestion needs at least one input".into(),
+            ));
+        }
+        let input_format = match input_format {
+            Some(f) => f,
+            None => InputFormat::of_inputs(&inputs)?,
+        };
+        let job = job_name(job, &inputs)?;
+        let compact = compaction_options(compact, table.as_ref(), &job)?;
+        let schedule = Schedule::new(checkpoint_every)?;
+        if lease_ttl < LeaseOptions::MIN_TTL {
+            return Err(Error::Config(format!(
+                "a lease must live at least {} s",
+                LeaseOptions::MIN_TTL.as_secs()
+            )));
+        }
+        let (time, time_by, partitioner) =
+            partitioning(&partition_by, partition_by_time, time_zone)?;
+        let bad_records_path = match &bad_records {
+            Some(p) => {
+                let lake_dir = match &output {
+                    Output::Local(dir) => Some(dir.as_path()),
+                    Output::Storage(_) => None,
+                };
+                Some(check_bad_records_path(p, lake_dir, &inputs)?)
+            }
+            None => None,
+        };
+        if let Output::Local(dir) = &output {
+            if dir.exists() && !dir.is_dir() {
+                return Err(Error::Config(format!(
+                    "`{}` is a file, not a directory: a sink is a directory",
+                    dir.display()
+                )));
+            }
+            check_inputs_outside_lake(&inputs, dir)?;
+        }
+        match (&explicit, input_format) {
+            (Some(schema), InputFormat::Jsonl) => {
+                check_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?
+            }
+            (Some(schema), InputFormat::Csv) => {
+                check_csv_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?
+            }
+            (None, _) => {}
+        }
+        let writers = match parallelism {
+            Some(0) => {
+                return Err(Error::Config(
+                    "parallelism must be at least 1 writer".into(),
+                ))
+            }
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let (scale_max, writer_bytes_max) = memory_split(memory_bytes_max, writers);
+        let rolling = rolling_policy(row_visibility_delay, part_size_bytes_max)?;
+        if merge.is_some() && table.is_some() {
+            return Err(Error::Config(
+                "a Delta table does not take a pre-commit merge: its small files are \
+                 compacted after they are visible"
+                    .into(),
+            ));
+        }
+        Ok(IngestPlan {
+            inputs,
+            input_format,
+            output,
+            format,
+            partition_by,
+            time,
+            time_by,
+            partitioner,
+            explicit,
+            schedule,
+            strict: bad_records.is_none(),
+            bad_records_path,
+            job,
+            lease: LeaseOptions { ttl: lease_ttl },
+            stop_after_records,
+            parallelism,
+            writers,
+            scale_max,
+            writer_bytes_max,
+            rolling,
+            table,
+            merge,
+            compact,
+            row_visibility_delay,
+        })
+    }
+
+    /// Where the lake is, for messages and for a table's log: the table's own location if
+    /// given, else the output's.
+    pub(super) fn location(&self) -> String {
+        match (&self.table, &self.output) {
+            (
+                Some(DeltaOptions {
+                    location: Some(l), ..
+                }),
+                _,
+            ) => l.clone(),
+            (_, Output::Local(p)) => p.display().to_string(),
+            (_, Output::Storage(s)) => s.place(),
+        }
+    }
+}
+
+/// The job's name: the one given, else one derived from the inputs (none from a stream).
+fn job_name(job: Option<String>, inputs: &[Input]) -> Result<String> {
+    let job = match job {
+        Some(j) => j,
+        None => default_job_name(inputs).ok_or_else(|| {
+            Error::Config(
+                "a job that reads standard input needs a name: a job name cannot be derived \
+                 from it"
+                    .into(),
+            )
+        })?,
+    };
+    manifest::validate_job_name(&job)?;
+    Ok(job)
+}
+
+/// Background compaction's options: only beside a table, at an interval above zero, as a
+/// job named apart from the ingest's.
+fn compaction_options(
+    compact: Option<(CompactOptions, Duration)>,
+    table: Option<&DeltaOptions>,
+    job: &str,
+) -> Result<Option<(CompactOptions, Duration)>> {
+    match (compact, table) {
+        (None, _) => Ok(None),
+        (Some(_), None) => Err(Error::Config(
+            "background compaction rewrites a Delta table's files; it needs a table \
+             (delta_table, --table delta)"
+                .into(),
+        )),
+        (Some((_, every)), Some(_)) if every.is_zero() => Err(Error::Config(
+            "the interval of background compaction must be above 0".into(),
+        )),
+        (Some((options, every)), Some(t)) => {
+            let options = match options.job_name() {
+                None => options.job(compaction::compaction_job(job)),
+                Some(c) if c == job => {
+                    return Err(Error::Config(format!(
+                        "the compaction job needs a name of its own, not the ingest's \
+                         (`{job}`)"
+                    )))
+                }
+                Some(_) => options,
+            };
+            Ok(Some((options.single_writer(t.single_writer), every)))
+        }
+    }
+}
+
+/// The time partitioning (parsed once), its record in the position, and the partitioner of
+/// columns and time directories.
+#[allow(clippy::type_complexity)]
+fn partitioning(
+    partition_by: &[String],
+    partition_by_time: Option<(String, String)>,
+    time_zone: chrono::FixedOffset,
+) -> Result<(
+    Option<TimePartitioning>,
+    Option<TimePartitionBy>,
+    Option<HivePartitioner>,
+)> {
+    let time = match &partition_by_time {
+        Some((column, pattern)) => {
+            Some(TimePartitioning::new(column.clone(), pattern)?.with_offset(time_zone))
+        }
+        None => None,
+    };
+    let time_by = time.as_ref().map(|t| TimePartitionBy {
+        column: t.column().to_owned(),
+        pattern: t.pattern().to_owned(),
+        time_zone: time_zone_name(t.offset()),
+    });
+    let partitioner = match (partition_by, time.clone()) {
+        ([], None) => None,
+        ([], Some(t)) => Some(HivePartitioner::by_time(t)),
+        (cols, t) => {
+            let p = HivePartitioner::new(cols.to_vec())?;
+            Some(match t {
+                Some(t) => p.with_time(t)?,
+                None => p,
+            })
+        }
+    };
+    Ok((time, time_by, partitioner))
+}
+
+/// How `memory_bytes_max` is shared: chunks grow with the open files only as far as half the
+/// budget holds them in flight (see `CHUNKS_QUEUED`), and the writers share the rest. Returns
+/// the largest chunk scale and each writer's budget.
+fn memory_split(memory_bytes_max: u64, writers: usize) -> (u64, u64) {
+    let decoders = writers as u64;
+    let queued = match writers {
+        1 => 0,
+        n => n as u64 * (crate::job::SHARES_QUEUED as u64 + 1),
+    };
+    let per_scale = ((3 * decoders + 2) * 2 + queued) * source::CHUNK_BYTES_MAX as u64;
+    let scale_max = (memory_bytes_max / 2 / per_scale).clamp(1, CHUNK_SCALE_MAX as u64);
+    let in_flight = per_scale * scale_max;
+    let for_writers = memory_bytes_max
+        .saturating_sub(in_flight)
+        .max(memory_bytes_max / 2);
+    (scale_max, (for_writers / writers as u64).max(1))
+}
+
+/// One visibility rule for every format: a part file rolls at every checkpoint, unless row
+/// files may stay open up to an explicit delay.
+fn rolling_policy(
+    row_visibility_delay: Option<Duration>,
+    part_size_bytes_max: Option<u64>,
+) -> Result<RollingPolicy> {
+    let mut rolling = match row_visibility_delay {
+        Some(d) if d.is_zero() => {
+            return Err(Error::Config(
+                "the longest visibility delay must be above 0".into(),
+            ))
+        }
+        Some(d) => RollingPolicy::default()
+            .with_rollover_interval(d)
+            .with_inactivity_interval(d),
+        None => RollingPolicy::on_checkpoint(),
+    };
+    if let Some(bytes) = part_size_bytes_max {
+        rolling = rolling.with_part_size_bytes_max(bytes);
+    }
+    Ok(rolling)
+}

@@ -1,0 +1,432 @@
+//! The writing stage of a run: the loop that takes decoded chunks in input order, hands them
+//! to the job's writers (`Coordinator::write_queued`), writes bad records, and checkpoints
+//! when the [`Clock`] says so, each checkpoint's commit running behind the writes that
+//! follow it. At the end of the inputs it takes the last checkpoint (`Coordinator::finish`);
+//! stopped on request it ends as a crash would; on an error it gives the job up
+//! (`Coordinator::failed`). Background compaction starts once the table exists.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::job_run::JobRun;
+use super::pipeline::{Msg, Pipeline};
+use super::schedule::Clock;
+use super::source::{Chunk, Cursor, Prefix, Source, SourcePosition};
+use super::{
+    chunk_scale, compaction, partition_check, IngestStatus, IngestSummary, Observer, StageTimes,
+    Step,
+};
+use crate::error::{Error, Result};
+use crate::job::Coordinator;
+use crate::maintain::CompactOptions;
+use crate::storage::Storage;
+
+/// How the writing loop ended, short of an error.
+enum Ended {
+    /// At the end of the inputs: the last checkpoint is taken.
+    Finished,
+    /// A finished job's stream was read again and brought nothing new.
+    NothingNew,
+    /// Stopped on request (`Ingest::stop_after_records`), as a crash would.
+    Stopped,
+}
+
+/// Background compaction beside the run: started once the job's table exists.
+struct Compacting {
+    storage: Arc<dyn Storage>,
+    pending: Option<(CompactOptions, Duration)>,
+    running: Option<compaction::Background>,
+}
+
+impl Compacting {
+    fn start_when_ready(&mut self, coordinator: &Coordinator) {
+        if self.running.is_none() && coordinator.table().is_some_and(|t| t.version().is_some()) {
+            if let Some((options, every)) = self.pending.take() {
+                self.running = Some(compaction::Background::start(
+                    self.storage.clone(),
+                    options,
+                    every,
+                ));
+            }
+        }
+    }
+
+    fn abort(self) {
+        if let Some(c) = self.running {
+            c.abort();
+        }
+    }
+}
+
+/// The writing loop's state.
+struct Writing {
+    job: JobRun,
+    summary: IngestSummary,
+    clock: Clock,
+    /// Row files are held open across checkpoints (`max_visibility_delay`) and hold records
+    /// that are not visible yet: checkpoints go on while they do, so that each rolls once it
+    /// is due.
+    held_open: bool,
+    /// The position of the checkpoint whose commit runs in the background.
+    committing: Option<SourcePosition>,
+    compacting: Compacting,
+}
+
+impl JobRun {
+    /// Writes from the job's position to the end of its inputs (see the module doc).
+    pub(super) async fn run(
+        mut self,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<IngestSummary> {
+        // A run without a bad-records file writes no line: the checkpoints it takes keep
+        // where the restored one said to look (`bad_records`).
+        let summary = IngestSummary {
+            job: self.plan.job.clone(),
+            status: IngestStatus::Finished,
+            resumed: self.resumed,
+            records: 0,
+            records_total: self.position.records,
+            bad_records: 0,
+            files: 0,
+            bytes: 0,
+            checkpoints: 0,
+            input_bytes: 0,
+            last_checkpoint: self.coordinator.last_checkpoint(),
+            stage_times: StageTimes::default(),
+            compaction: None,
+        };
+        let mut compacting = Compacting {
+            storage: self.storage.clone(),
+            pending: self.compact.take(),
+            running: None,
+        };
+        compacting.start_when_ready(&self.coordinator);
+        let mut summary = summary;
+        if !self.resumed {
+            // Checkpoint 1 of a new job holds no records, only the start: the schema just
+            // inferred (standard input cannot be read twice) and the length of the
+            // bad-records file, so that a run killed before its first real checkpoint resumes
+            // with both.
+            self.bad_file.sync(&mut self.position).await?;
+            *step = Step::FirstCheckpoint;
+            let report = self.coordinator.checkpoint(&self.position).await?;
+            *step = Step::Prepare;
+            summary.checkpoints += 1;
+            summary.last_checkpoint = report.checkpoint_id;
+        }
+        let source = self.source();
+        let mut pipeline =
+            Pipeline::start(source, self.plan.writers, self.plan.schedule.rows_every())?;
+        observer.started(&self.plan.inputs, &self.position);
+        // A new job's first records are due one interval after inference began, however long
+        // it waited for them.
+        let last_at = match self.resumed {
+            false => self.inference_began,
+            true => Instant::now(),
+        };
+        let clock = self.plan.schedule.clock(last_at, self.position.cursor);
+        let held_open = holds_open(&self, &self.coordinator);
+        let mut writing = Writing {
+            job: self,
+            summary,
+            clock,
+            held_open,
+            committing: None,
+            compacting,
+        };
+        let outcome = writing.write_all(&mut pipeline, observer, step).await;
+        writing.end(outcome, pipeline, observer).await
+    }
+
+    /// The source of this run, at the job's position.
+    fn source(&mut self) -> Source {
+        let plan = &self.plan;
+        let mut source = Source::new(
+            plan.inputs.clone(),
+            plan.input_format,
+            Arc::new(self.schema.clone()),
+            plan.strict,
+            self.position.read.clone(),
+            self.stdin_prefix.take(),
+            self.finished_before && !self.rereads_stream,
+            plan.schedule.linger(),
+        );
+        if self.rereads_stream {
+            source = source.with_stream_reread();
+        }
+        if let Some(p) = &plan.partitioner {
+            // The decoding threads check the partition values and split each chunk by them,
+            // with the sink's own assigner.
+            source = source
+                .with_row_check(partition_check(
+                    p.clone(),
+                    self.sink.partition_path_bytes_max(),
+                ))
+                .with_assigner(Arc::new(p.clone()));
+        }
+        source
+    }
+}
+
+/// Whether the job holds row files open that hold records not visible yet.
+fn holds_open(job: &JobRun, coordinator: &Coordinator) -> bool {
+    job.plan.row_visibility_delay.is_some() && coordinator.open_files() > 0
+}
+
+impl Writing {
+    /// The loop: chunk after chunk until the end of the inputs, a stop, or an error.
+    async fn write_all(
+        &mut self,
+        pipeline: &mut Pipeline,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<Ended> {
+        loop {
+            let wake = self.clock.wake_at(self.job.position.cursor, self.held_open);
+            let waiting = Instant::now();
+            let msg = pipeline.next(wake, self.job.position.cursor).await;
+            self.summary.stage_times.input += waiting.elapsed();
+            match msg {
+                Some(Msg::Chunk(chunk)) => {
+                    if let Some(ended) = self.chunk(chunk, pipeline, observer, step).await? {
+                        return Ok(ended);
+                    }
+                }
+                Some(Msg::End(cursor, read, bytes_read)) => {
+                    return self.last(cursor, read, bytes_read, observer, step).await;
+                }
+                // No checkpoint: what was written since the last one stays hidden, and the
+                // next run's restore removes it.
+                Some(Msg::Failed(e)) => {
+                    *step = Step::Read;
+                    return Err(e);
+                }
+                None => {
+                    *step = Step::Read;
+                    return Err(Error::io(
+                        "read",
+                        "the inputs",
+                        std::io::Error::other("the input reader stopped unexpectedly"),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Writes a decoded chunk, and checkpoints if one is due. `Some`: the run stops here.
+    async fn chunk(
+        &mut self,
+        chunk: Chunk,
+        pipeline: &Pipeline,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<Option<Ended>> {
+        let writing = Instant::now();
+        let records = chunk.records() as u64;
+        let position = &mut self.job.position;
+        if !chunk.bad.is_empty() {
+            let n = chunk.bad.len() as u64;
+            self.job
+                .bad_file
+                .write(chunk.bad, position.bad_records + 1)
+                .await?;
+            self.summary.bad_records += n;
+            position.bad_records += n;
+        }
+        if records > 0 {
+            *step = Step::Write(chunk.cursor);
+            let buckets = chunk.buckets.len();
+            self.job
+                .coordinator
+                .write_queued(chunk.batch.as_ref(), chunk.buckets)
+                .await?;
+            *step = Step::Prepare;
+            pipeline.set_scale(chunk_scale(
+                &self.job.coordinator,
+                buckets,
+                self.job.plan.scale_max,
+            ));
+            self.summary.records += records;
+            position.records += records;
+            self.clock.wrote(records);
+        }
+        position.cursor = chunk.cursor;
+        for (i, p) in chunk.read {
+            position.read[i] = p;
+        }
+        self.summary.stage_times.write += writing.elapsed();
+        observer.advanced(position);
+        observer.stage_times(&self.summary.stage_times);
+        if self
+            .job
+            .plan
+            .stop_after_records
+            .is_some_and(|n| self.summary.records >= n)
+        {
+            return Ok(Some(Ended::Stopped));
+        }
+        if self.clock.due(self.job.position.cursor, self.held_open) {
+            self.checkpoint(observer, step).await?;
+        }
+        Ok(None)
+    }
+
+    /// Takes a checkpoint at the current position; its commit runs behind the writes that
+    /// follow, and the previous checkpoint's commit is taken in first.
+    async fn checkpoint(&mut self, observer: &mut dyn Observer, step: &mut Step) -> Result<()> {
+        // The writes queued so far end first: an error of one is a write's.
+        let draining = Instant::now();
+        let position = &mut self.job.position;
+        *step = Step::Write(position.cursor);
+        self.job.coordinator.written().await?;
+        self.summary.stage_times.write += draining.elapsed();
+        let checkpointing = Instant::now();
+        self.job.bad_file.sync(position).await?;
+        *step = Step::Checkpoint;
+        // The previous checkpoint was committed behind the writes since.
+        settle_commit(
+            &mut self.job.coordinator,
+            &mut self.summary,
+            observer,
+            self.committing.as_ref(),
+        )
+        .await?;
+        self.compacting.start_when_ready(&self.job.coordinator);
+        let report = self
+            .job
+            .coordinator
+            .checkpoint_then_commit(&self.job.position)
+            .await?;
+        *step = Step::Prepare;
+        let position = &self.job.position;
+        self.committing = Some(position.clone());
+        self.summary.checkpoints += 1;
+        self.summary.records_total = position.records;
+        self.summary.last_checkpoint = report.checkpoint_id;
+        self.summary.stage_times.checkpoint += checkpointing.elapsed();
+        self.clock.checkpointed(position.cursor);
+        self.held_open = holds_open(&self.job, &self.job.coordinator);
+        Ok(())
+    }
+
+    /// Every input is read: takes the last checkpoint, which finishes the job.
+    async fn last(
+        &mut self,
+        cursor: Cursor,
+        read: Vec<Prefix>,
+        bytes_read: u64,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<Ended> {
+        let job = &mut self.job;
+        if job.rereads_stream
+            && !job.files_grew
+            && (job.position.records, job.position.bad_records) == job.counted_before
+        {
+            // The stream was the one the job read, and brought nothing more.
+            return Ok(Ended::NothingNew);
+        }
+        job.position.cursor = cursor;
+        job.position.read = read;
+        self.summary.input_bytes = bytes_read;
+        let draining = Instant::now();
+        *step = Step::Write(job.position.cursor);
+        job.coordinator.written().await?;
+        self.summary.stage_times.write += draining.elapsed();
+        let checkpointing = Instant::now();
+        job.bad_file.sync(&mut job.position).await?;
+        *step = Step::LastCheckpoint;
+        settle_commit(
+            &mut job.coordinator,
+            &mut self.summary,
+            observer,
+            self.committing.as_ref(),
+        )
+        .await?;
+        let report = job.coordinator.finish(&job.position).await?;
+        self.compacting.start_when_ready(&job.coordinator);
+        *step = Step::Prepare;
+        let summary = &mut self.summary;
+        summary.files += report.committed_files;
+        summary.bytes += report.committed_bytes;
+        summary.checkpoints += 1;
+        summary.records_total = job.position.records;
+        summary.last_checkpoint = report.checkpoint_id;
+        summary.stage_times.checkpoint += checkpointing.elapsed();
+        observer.finished();
+        Ok(Ended::Finished)
+    }
+
+    /// Ends the run however the loop ended. A checkpoint's commit may still run in the
+    /// background: the complete checkpoints become visible before the run returns, whatever
+    /// its outcome.
+    async fn end(
+        self,
+        outcome: Result<Ended>,
+        mut pipeline: Pipeline,
+        observer: &mut dyn Observer,
+    ) -> Result<IngestSummary> {
+        let Writing {
+            job,
+            mut summary,
+            compacting,
+            ..
+        } = self;
+        let mut coordinator = job.coordinator;
+        let ended = match outcome {
+            Ok(ended) => ended,
+            Err(e) => {
+                coordinator.stop_writes().await;
+                let _ = coordinator.committed().await;
+                compacting.abort();
+                return Err(coordinator.failed(e).await);
+            }
+        };
+        if let Ended::Stopped = ended {
+            // As a crash would: no checkpoint for what was written since the last one; the
+            // next run's restore removes it.
+            pipeline.close();
+            coordinator.stop_writes().await;
+            settle_commit(&mut coordinator, &mut summary, observer, None).await?;
+            drop(coordinator);
+            compacting.abort();
+            crate::storage::ownership::settle_releases().await;
+            observer.stopped();
+            summary.status = IngestStatus::Stopped;
+            return Ok(summary);
+        }
+        // Gives the job up now, and lets a log checkpoint of a table still being written end.
+        coordinator.close().await?;
+        if let Ended::NothingNew = ended {
+            summary.status = IngestStatus::AlreadyFinished;
+            summary.input_bytes = 0;
+        }
+        // The last round compacts what the last checkpoints added; a finished job whose
+        // stream brought nothing new runs it too, as a finished job's rerun does (it finishes
+        // a round its last run died in).
+        if let Some(c) = compacting.running {
+            summary.compaction = Some(c.finish(true).await);
+        }
+        pipeline.join().await;
+        Ok(summary)
+    }
+}
+
+/// Takes in the commit that ran behind the writes since the last checkpoint, if any: its files
+/// count in the summary, and the observer hears of it with the position it was taken at.
+async fn settle_commit(
+    coordinator: &mut Coordinator,
+    summary: &mut IngestSummary,
+    observer: &mut dyn Observer,
+    at: Option<&SourcePosition>,
+) -> Result<()> {
+    if let Some(report) = coordinator.committed().await? {
+        summary.files += report.committed_files;
+        summary.bytes += report.committed_bytes;
+        if let Some(at) = at {
+            observer.checkpointed(&report, at);
+        }
+    }
+    Ok(())
+}
