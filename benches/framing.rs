@@ -1,7 +1,7 @@
 //! What one thread frames of a file of JSON lines, the serial stage of the ingest
 //! pipeline when a reader thread frames for every decoding thread.
 //!
-//! - `reader_thread`: `Source::next_raw` over the whole file, as the reader thread runs it
+//! - `reader_thread`: `InputSource::next_raw` over the whole file, as the reader thread runs it
 //!   (read, frame, line numbers, CRC-32C of the prefix).
 //! - `ranges_one_lane`: the same file read in ranges by one lane (`Ranges::lane`): what each
 //!   decoding thread does itself when it reads its own ranges (pread, frame, hand the position
@@ -19,15 +19,15 @@ use std::time::Duration;
 use arrow::datatypes::{DataType, Field, Schema};
 use common::{bench_root, test_mode};
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use filesink::ingest::{Input, InputFormat, LaneNext, Prefix, Source};
+use filesink::ingest::{Input, InputFormat, InputSource, LaneNext, Prefix};
 
-fn source(input: &Input) -> Source {
+fn source(input: &Input) -> InputSource {
     let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, true),
         Field::new("key", DataType::Utf8, true),
         Field::new("v", DataType::Utf8, true),
     ]);
-    Source::new(
+    InputSource::new(
         vec![input.clone()],
         InputFormat::Jsonl,
         std::sync::Arc::new(schema),

@@ -424,6 +424,7 @@ mod tests {
             bad_records_file: file.and_then(Path::to_str).map(str::to_string),
             bad_records_tail: None,
             schema: arrow::datatypes::Schema::empty(),
+            source: None,
         }
     }
 

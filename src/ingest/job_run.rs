@@ -17,7 +17,8 @@ use super::rules::{
 };
 use super::source::{self, check_read, Cursor, Input, Prefix, SourcePosition, StdinRecords};
 use super::{
-    compaction, json_types, ledger, IngestStatus, IngestSummary, Observer, Output, StageTimes, Step,
+    compaction, json_types, ledger, CustomSource, IngestStatus, IngestSummary, Observer, Output,
+    StageTimes, Step,
 };
 use crate::error::{Error, Result};
 use crate::job::manifest;
@@ -140,15 +141,19 @@ impl JobRun {
         // new; one that brings nothing more leaves the job finished as it was, no checkpoint.
         // (Not reading it would drop whatever a rerun with more input piped in.)
         // A terminal is not read again: nobody pipes records into a finished job from one.
+        // So is a custom source: it is sought to where the job finished.
         let rereads_stream = finished_before
-            && restored.as_ref().is_some_and(|p| !p.read.is_empty())
-            && plan.inputs.iter().any(|i| {
-                i.is_stdin()
-                    && (i.stream.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdin()))
-            });
+            && (plan.custom.is_some()
+                || restored.as_ref().is_some_and(|p| !p.read.is_empty())
+                    && plan.inputs.iter().any(|i| {
+                        i.is_stdin()
+                            && (i.stream.is_some()
+                                || !std::io::IsTerminal::is_terminal(&std::io::stdin()))
+                    }));
         if rereads_stream {
             coordinator.reopen();
         }
+        seek_custom(&mut plan, restored.as_ref()).await?;
         if coordinator.is_finished() {
             let table_exists = coordinator.table().is_some_and(|t| t.version().is_some());
             let last_checkpoint = coordinator.last_checkpoint();
@@ -388,12 +393,13 @@ impl Resume {
         let job = &plan.job;
         let inherited: Vec<Option<Prefix>> =
             taken.iter().map(|t| t.as_ref().map(|t| t.read)).collect();
-        let canonical: Vec<String> = plan.inputs.iter().map(|i| i.canonical.clone()).collect();
+        let canonical = plan.canonical();
         let mut restored = coordinator
             .source_position::<serde_json::Value>()?
             .map(|v| SourcePosition::from_json(job, &v))
             .transpose()?;
-        let legacy = restored.as_ref().is_some_and(|p| p.read.is_empty());
+        let legacy =
+            plan.custom_name.is_none() && restored.as_ref().is_some_and(|p| p.read.is_empty());
         // A finished job is read again for its files that grew, and for a stream (standard
         // input, a reader), which is read again to tell (by the caller).
         let finished_before = coordinator.is_finished();
@@ -407,6 +413,15 @@ impl Resume {
                 &plan.partition_by,
                 plan.time_by.as_ref(),
             )?;
+            if plan.custom_name.is_some() {
+                // A custom source checks its position itself, when it seeks there.
+                return Ok(Resume {
+                    restored,
+                    legacy,
+                    finished_before,
+                    files_grew,
+                });
+            }
             // A job that has taken no record is bound by nothing it read: the bytes before
             // its position held blank lines at most (or a CSV header), so it reads all its
             // inputs from their start, whatever they hold now: an input that is not what it
@@ -595,13 +610,16 @@ fn note_resumed(
         .filter(|o| **o == crate::protocol::CommitOutcome::Committed)
         .count();
     if let Some(p) = restored {
-        let at = p
-            .inputs
-            .get(p.cursor.input)
-            .and_then(|c| plan.inputs.iter().find(|i| &i.canonical == c))
-            .map_or("the end of the input".to_string(), |i| {
-                format!("{}:{}", i.display, p.cursor.line)
-            });
+        let at = match &plan.custom_name {
+            Some(name) => format!("`{name}` record {}", p.cursor.line),
+            None => p
+                .inputs
+                .get(p.cursor.input)
+                .and_then(|c| plan.inputs.iter().find(|i| &i.canonical == c))
+                .map_or("the end of the input".to_string(), |i| {
+                    format!("{}:{}", i.display, p.cursor.line)
+                }),
+        };
         observer.note(&format!(
             "resuming job `{}` from checkpoint {} at {at} ({} records written)",
             plan.job,
@@ -716,14 +734,20 @@ fn start_position(
     taken: &[Option<ledger::Taken>],
     schema: &Schema,
 ) -> SourcePosition {
+    let custom = plan.custom_name.is_some();
+    let version = match custom {
+        true => SourcePosition::VERSION_SOURCE,
+        false => SourcePosition::version_for(plan.time_by.as_ref()),
+    };
     let mut position = restored.cloned().unwrap_or_else(|| SourcePosition {
-        version: SourcePosition::version_for(plan.time_by.as_ref()),
-        inputs: plan.inputs.iter().map(|i| i.canonical.clone()).collect(),
+        version,
+        inputs: plan.canonical(),
         input_format: plan.input_format,
         partition_by: plan.partition_by.clone(),
         partition_by_time: plan.time_by.clone(),
         cursor: Cursor::START,
         read: vec![Prefix::START; plan.inputs.len()],
+        source: None,
         records: 0,
         bad_records: 0,
         bad_records_len: None,
@@ -739,10 +763,23 @@ fn start_position(
     }
     // Restored from an older layout (version 1, no read prefixes), the position this run
     // writes has the current one: it says so.
-    position.version = position
-        .version
-        .max(SourcePosition::version_for(plan.time_by.as_ref()));
+    position.version = position.version.max(version);
     position
+}
+
+/// Seeks a custom source to where the job's restored checkpoint stands (its start for a new
+/// job), on a blocking thread: a source may block.
+async fn seek_custom(plan: &mut IngestPlan, restored: Option<&SourcePosition>) -> Result<()> {
+    let Some(mut source) = plan.custom.take().map(CustomSource::into_inner) else {
+        return Ok(());
+    };
+    let position = restored.and_then(|p| p.source.clone());
+    let source =
+        tokio::task::spawn_blocking(move || source.seek(position.as_ref()).map(|()| source))
+            .await
+            .map_err(|e| Error::io("seek", "the source", e.into()))??;
+    plan.custom = Some(CustomSource::new(source));
+    Ok(())
 }
 
 /// Whether a job's schema is not decided yet: it has written no record, and its schema can

@@ -527,6 +527,7 @@ mod tests {
             bad_records_file: None,
             bad_records_tail: None,
             schema: arrow::datatypes::Schema::empty(),
+            source: None,
         };
         assert_eq!(holder_prefix(Some(&p(100)), "/x", base), base);
         assert_eq!(holder_prefix(Some(&p(300)), "/x", base).offset, 300);

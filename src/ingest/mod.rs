@@ -8,12 +8,12 @@
 //!
 //! ```text
 //!  reader thread        decoding threads (N)     writing loop          writer subtasks (N)
-//!  Source::next_raw ─▶  Decoder::decode ─┐ in    Coordinator::     ─▶ queue ─▶ encode, roll
+//!  next_raw         ─▶  Decoder::decode ─┐ in    Coordinator::     ─▶ queue ─▶ encode, roll
 //!  frame records,   ─▶  decode, check,  ─┼─────▶  write_queued       ─▶ queue ─▶ (by bucket)
 //!  position, CRC    ─▶  split by bucket ─┘ order checkpoint when due
 //! ```
 //!
-//! The reader thread ([`Source`]) frames the inputs into chunks of whole records, each tagged
+//! The reader thread ([`InputSource`]) frames the inputs into chunks of whole records, each tagged
 //! with the position after it; it hands them round-robin to `N` decoding threads
 //! ([`Decoder`], `N` = [`Ingest::parallelism`]), and the writing loop takes the decoded chunks
 //! back in the same round, so in input order whatever order the decoders finish in. Plain
@@ -23,7 +23,7 @@
 //! would have given it (a schedule by record counts cuts chunks at record numbers, which a
 //! range cannot know). With
 //! partition columns the decoding threads also split each chunk by bucket, with the sink's own
-//! assigner ([`Source::with_assigner`]), so that the one writing loop only hands the buckets
+//! assigner ([`InputSource::with_assigner`]), so that the one writing loop only hands the buckets
 //! on. The loop hands each chunk to the [`Coordinator`], which queues each writer subtask its
 //! share and returns without waiting for the writes: a writer that has much to encode (every
 //! file of its buckets reaching a round at once) holds back only its own queue, and the
@@ -149,8 +149,8 @@ use rules::partition_check;
 pub use rules::{check_bad_records_path, check_distinct, default_job_name, describe_schema};
 pub use source::{
     check_csv_schema, check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input,
-    InputCompression, InputFormat, Lane, LaneNext, Prefix, Ranges, RawChunk, RowCheck, Source,
-    SourcePosition, StdinRecords, TimePartitionBy,
+    InputCompression, InputFormat, InputSource, Lane, LaneNext, Next, Prefix, Ranges, RawChunk,
+    RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
 };
 
 /// Most records decoded and written as one batch, while the writers hold few files.
@@ -396,6 +396,34 @@ pub struct Ingest {
     merge: Option<crate::sink::MergePolicy>,
     compact: Option<(crate::maintain::CompactOptions, Duration)>,
     row_visibility_delay: Option<Duration>,
+    /// A source written outside this crate ([`Ingest::from_source`]), read instead of inputs.
+    custom: Option<CustomSource>,
+}
+
+/// A [`Source`] in an [`Ingest`], with its name. A source need not be `Sync`: the mutex
+/// makes the ingest's future `Send` while only one thread at a time uses the source.
+pub(crate) struct CustomSource {
+    pub(crate) name: String,
+    source: std::sync::Mutex<Box<dyn Source>>,
+}
+
+impl CustomSource {
+    pub(crate) fn new(source: Box<dyn Source>) -> CustomSource {
+        CustomSource {
+            name: source.name(),
+            source: std::sync::Mutex::new(source),
+        }
+    }
+
+    pub(crate) fn into_inner(self) -> Box<dyn Source> {
+        self.source.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl std::fmt::Debug for CustomSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CustomSource").field(&self.name).finish()
+    }
 }
 
 impl Ingest {
@@ -428,7 +456,21 @@ impl Ingest {
             merge: None,
             compact: None,
             row_visibility_delay: None,
+            custom: None,
         }
+    }
+
+    /// An ingestion of a [`Source`] written outside this crate, exactly once: every checkpoint
+    /// records the position the source gave with its last records before it, and a restarted
+    /// job seeks the source there (see [`Source`]). The job needs a name ([`Ingest::job`]) and
+    /// a schema ([`Ingest::schema`]): records are not read ahead to infer one. A finished job
+    /// run again seeks the source to where it finished and takes what it brings now.
+    ///
+    /// `examples/custom_source.rs` ingests one across a simulated crash.
+    pub fn from_source(source: impl Source) -> Ingest {
+        let mut ingest = Ingest::new([]);
+        ingest.custom = Some(CustomSource::new(Box::new(source)));
+        ingest
     }
 
     /// Commits every checkpoint into a Delta table at the output as well (`--table delta`):
@@ -505,7 +547,7 @@ impl Ingest {
     /// [`Ingest::time_zone`] (UTC by default). The column is a timestamp, a date, or strings
     /// holding RFC 3339 timestamps, and stays in the data; a record whose time is not one is a
     /// bad record of its line, a null time goes to `__HIVE_DEFAULT_PARTITION__` (see
-    /// [`TimePartitioning`]). A job keeps its time partitioning.
+    /// [`TimePartitioning`](crate::bucket::TimePartitioning)). A job keeps its time partitioning.
     pub fn partition_by_time(
         mut self,
         column: impl Into<String>,
@@ -535,7 +577,7 @@ impl Ingest {
         self
     }
 
-    /// Rolls a part file once it reaches this size (default: [`RollingPolicy::default`]).
+    /// Rolls a part file once it reaches this size (default: [`RollingPolicy::default`](crate::sink::RollingPolicy::default)).
     pub fn part_size_bytes_max(mut self, bytes: u64) -> Ingest {
         self.part_size_bytes_max = Some(bytes);
         self

@@ -1,14 +1,19 @@
 //! The reading and decoding stages of a run, on threads of their own: a reader thread frames
 //! records into chunks and hands them round-robin to the decoding threads; or, for plain files
 //! of JSON lines on a time schedule, each decoding thread reads its own byte ranges
-//! ([`source::Ranges`]). The writing loop takes the decoded chunks back in the same round
-//! ([`Pipeline::next`]), so in input order, whatever order the decoders finish in.
+//! ([`source::Ranges`]). A [`Source`] written outside the crate has a reader thread of its
+//! own kind, which frames the records it gives. The writing loop takes the decoded chunks
+//! back in the same round ([`Pipeline::next`]), so in input order, whatever order the decoders
+//! finish in.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::source::{self, Chunk, Cursor, Decoder, LaneNext, Prefix, RawChunk, Source};
+use super::source::{
+    self, Chunk, Cursor, CustomReader, CustomReading, Decoder, InputSource, LaneNext, Prefix,
+    RawChunk,
+};
 use super::{CHUNKS_QUEUED, CHUNK_RECORDS_MAX};
 use crate::error::{Error, Result};
 
@@ -24,6 +29,14 @@ pub(super) enum Msg<C> {
     Failed(Error),
 }
 
+/// What the pipeline reads.
+pub(super) enum Reading {
+    /// Files, objects or streams.
+    Inputs(InputSource),
+    /// A source written outside the crate.
+    Custom(CustomReading),
+}
+
 /// The running reader and decoding threads.
 pub(super) struct Pipeline {
     /// Per decoding thread, its decoded chunks.
@@ -33,6 +46,15 @@ pub(super) struct Pipeline {
     turn: usize,
     /// How many times the smallest chunk the reader frames now ([`super::chunk_scale`]).
     scale: Arc<AtomicUsize>,
+    /// Set once the writing loop takes no more chunks: a reader waiting for a source that
+    /// gives none ends then.
+    closed: Arc<AtomicBool>,
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Pipeline {
@@ -40,7 +62,7 @@ impl Pipeline {
     /// ranges themselves). With `rows_every`, chunks end at every multiple of that many
     /// records, so that a checkpoint by record count falls between two chunks.
     pub(super) fn start(
-        source: Source,
+        reading: Reading,
         decoders: usize,
         rows_every: Option<u64>,
     ) -> Result<Pipeline> {
@@ -50,6 +72,14 @@ impl Pipeline {
             threads: Vec::with_capacity(decoders + 1),
             turn: 0,
             scale,
+            closed: Arc::new(AtomicBool::new(false)),
+        };
+        let source = match reading {
+            Reading::Inputs(source) => source,
+            Reading::Custom(custom) => {
+                pipeline.start_custom(custom, decoders, rows_every)?;
+                return Ok(pipeline);
+            }
         };
         match source.ranges().filter(|_| rows_every.is_none()) {
             Some(ranges) => {
@@ -91,18 +121,18 @@ impl Pipeline {
         Ok(())
     }
 
-    /// The decoding threads, and the reader thread that frames chunks for them in turn.
-    fn start_reader(
+    /// `decoders` decoding threads that take framed chunks in turn; returns where to send
+    /// them.
+    fn start_decoders(
         &mut self,
-        mut source: Source,
         decoders: usize,
-        rows_every: Option<u64>,
-    ) -> Result<()> {
+        decoder: &Decoder,
+    ) -> Result<Vec<std::sync::mpsc::SyncSender<Msg<RawChunk>>>> {
         let mut to_decoders = Vec::with_capacity(decoders);
         for d in 0..decoders {
             let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Msg<RawChunk>>(CHUNKS_QUEUED);
             let (tx, rx) = tokio::sync::mpsc::channel::<Msg<Chunk>>(CHUNKS_QUEUED);
-            let decoder = source.decoder();
+            let decoder = decoder.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("filesink-decode-{d}"))
                 .spawn(move || {
@@ -117,6 +147,17 @@ impl Pipeline {
             to_decoders.push(raw_tx);
             self.decoded.push(rx);
         }
+        Ok(to_decoders)
+    }
+
+    /// The decoding threads, and the reader thread that frames chunks for them in turn.
+    fn start_reader(
+        &mut self,
+        mut source: InputSource,
+        decoders: usize,
+        rows_every: Option<u64>,
+    ) -> Result<()> {
+        let to_decoders = self.start_decoders(decoders, &source.decoder())?;
         let scale = self.scale.clone();
         let reader = std::thread::Builder::new()
             .name("filesink-source".into())
@@ -172,6 +213,7 @@ impl Pipeline {
                         bad: Vec::new(),
                         cursor,
                         read: Vec::new(),
+                        position: None,
                     }))
                 }
             },
@@ -188,14 +230,55 @@ impl Pipeline {
         self.scale.store(k, Ordering::Relaxed);
     }
 
-    /// Stops taking chunks: the threads end at their next send.
+    /// The decoding threads, and a reader thread that takes the records of a custom source
+    /// and frames them for the decoders in turn, numbering them on from the job's cursor.
+    fn start_custom(
+        &mut self,
+        custom: CustomReading,
+        decoders: usize,
+        rows_every: Option<u64>,
+    ) -> Result<()> {
+        let to_decoders = self.start_decoders(decoders, &custom.decoder)?;
+        let (scale, closed) = (self.scale.clone(), self.closed.clone());
+        let mut reader = CustomReader::new(custom);
+        let thread = std::thread::Builder::new()
+            .name("filesink-source".into())
+            .spawn(move || {
+                for turn in (0..to_decoders.len()).cycle() {
+                    let records = CHUNK_RECORDS_MAX * scale.load(Ordering::Relaxed);
+                    let max = match rows_every {
+                        Some(n) => (n - reader.produced() % n).min(records as u64) as usize,
+                        None => records,
+                    };
+                    let msg = match reader.next(max, &closed) {
+                        None => return,
+                        Some(Ok(Some(raw))) => Msg::Chunk(raw),
+                        Some(Ok(None)) => {
+                            Msg::End(reader.cursor(), Vec::new(), reader.bytes_read())
+                        }
+                        Some(Err(e)) => Msg::Failed(e),
+                    };
+                    let last = !matches!(msg, Msg::Chunk(_));
+                    if to_decoders[turn].send(msg).is_err() || last {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("start a reader thread for", "the source", e))?;
+        self.threads.push(thread);
+        Ok(())
+    }
+
+    /// Stops taking chunks: the threads end at their next send (a reader waiting for a
+    /// custom source's records, at its next wait).
     pub(super) fn close(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
         self.decoded.clear();
     }
 
     /// Waits for the threads, which have sent their last messages and are ending.
-    pub(super) async fn join(self) {
-        let threads = self.threads;
+    pub(super) async fn join(mut self) {
+        let threads = std::mem::take(&mut self.threads);
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {
                 let _ = t.join();

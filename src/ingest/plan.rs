@@ -12,7 +12,7 @@ use super::json_types::{self, check_schema};
 use super::rules::{check_bad_records_path, check_inputs_outside_lake, default_job_name};
 use super::schedule::Schedule;
 use super::source::{self, check_csv_schema, Input, InputFormat, TimePartitionBy};
-use super::{compaction, Ingest, Output, CHUNK_SCALE_MAX};
+use super::{compaction, CustomSource, Ingest, Output, CHUNK_SCALE_MAX};
 use crate::bucket::{time_zone_name, HivePartitioner, TimePartitioning};
 use crate::error::{Error, Result};
 use crate::format::FileFormat;
@@ -61,6 +61,10 @@ pub(super) struct IngestPlan {
     pub(super) compact: Option<(CompactOptions, Duration)>,
     /// Row files may stay open across checkpoints up to this long.
     pub(super) row_visibility_delay: Option<Duration>,
+    /// A source written outside this crate, read instead of inputs; taken by the run.
+    pub(super) custom: Option<CustomSource>,
+    /// Its name, kept after the run took it.
+    pub(super) custom_name: Option<String>,
 }
 
 impl IngestPlan {
@@ -87,20 +91,26 @@ impl IngestPlan {
             merge,
             compact,
             row_visibility_delay,
+            custom,
         } = ingest;
+        let custom_name = custom.as_ref().map(|c| c.name.clone());
+        let schema_given = schema.is_some();
         // Seconds are written as milliseconds: a Parquet file cannot say "seconds".
         let explicit = schema.map(json_types::exact_in_every_format);
         let output = output.ok_or_else(|| {
             Error::Config("an ingestion needs an output: `to_local` or `to_storage`".into())
         })?;
-        if inputs.is_empty() {
+        if let Some(name) = &custom_name {
+            check_custom(name, &inputs, job.as_deref(), schema_given)?;
+        } else if inputs.is_empty() {
             return Err(Error::Config(
                 "an ingestion needs at least one input".into(),
             ));
         }
-        let input_format = match input_format {
-            Some(f) => f,
-            None => InputFormat::of_inputs(&inputs)?,
+        let input_format = match (input_format, &custom) {
+            (Some(f), _) => f,
+            (None, Some(_)) => InputFormat::Jsonl,
+            (None, None) => InputFormat::of_inputs(&inputs)?,
         };
         let job = job_name(job, &inputs)?;
         let compact = compaction_options(compact, table.as_ref(), &job)?;
@@ -184,7 +194,18 @@ impl IngestPlan {
             merge,
             compact,
             row_visibility_delay,
+            custom,
+            custom_name,
         })
+    }
+
+    /// What the job reads, as its checkpoints name it: the inputs' canonical names, or a
+    /// custom source's name (`source:<name>`).
+    pub(super) fn canonical(&self) -> Vec<String> {
+        match &self.custom_name {
+            Some(name) => vec![format!("source:{name}")],
+            None => self.inputs.iter().map(|i| i.canonical.clone()).collect(),
+        }
     }
 
     /// Where the lake is, for messages and for a table's log: the table's own location if
@@ -201,6 +222,28 @@ impl IngestPlan {
             (_, Output::Storage(s)) => s.place(),
         }
     }
+}
+
+/// A custom source comes alone, with a job name and a schema: its records are not read ahead
+/// to infer one, and nothing derives a name from it.
+fn check_custom(name: &str, inputs: &[Input], job: Option<&str>, schema: bool) -> Result<()> {
+    if !inputs.is_empty() {
+        return Err(Error::Config(format!(
+            "source `{name}` is read instead of inputs, not beside them"
+        )));
+    }
+    if job.is_none() {
+        return Err(Error::Config(format!(
+            "a job that reads source `{name}` needs a name (`job`)"
+        )));
+    }
+    if !schema {
+        return Err(Error::Config(format!(
+            "a job that reads source `{name}` needs a schema (`schema`): its records are not \
+             read ahead to infer one"
+        )));
+    }
+    Ok(())
 }
 
 /// The job's name: the one given, else one derived from the inputs (none from a stream).

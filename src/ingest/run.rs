@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::job_run::JobRun;
-use super::pipeline::{Msg, Pipeline};
+use super::pipeline::{Msg, Pipeline, Reading};
 use super::schedule::Clock;
-use super::source::{Chunk, Cursor, Prefix, Source, SourcePosition};
+use super::source::{Chunk, Cursor, CustomReading, Decoder, InputSource, Prefix, SourcePosition};
 use super::{
-    chunk_scale, compaction, partition_check, IngestStatus, IngestSummary, Observer, StageTimes,
-    Step,
+    chunk_scale, compaction, partition_check, CustomSource, IngestStatus, IngestSummary, Observer,
+    StageTimes, Step,
 };
 use crate::error::{Error, Result};
 use crate::job::Coordinator;
@@ -139,10 +139,30 @@ impl JobRun {
         writing.end(outcome, pipeline, observer).await
     }
 
-    /// The source of this run, at the job's position.
-    fn source(&mut self) -> Source {
-        let plan = &self.plan;
-        let mut source = Source::new(
+    /// What this run reads, from the job's position.
+    fn source(&mut self) -> Reading {
+        let plan = &mut self.plan;
+        if let Some(source) = plan.custom.take().map(CustomSource::into_inner) {
+            let schema = Arc::new(self.schema.clone());
+            let mut decoder = Decoder::new(plan.input_format, schema, plan.strict);
+            if let Some(p) = &plan.partitioner {
+                decoder = decoder
+                    .with_row_check(partition_check(
+                        p.clone(),
+                        self.sink.partition_path_bytes_max(),
+                    ))
+                    .with_assigner(Arc::new(p.clone()));
+            }
+            return Reading::Custom(CustomReading {
+                source,
+                decoder,
+                name: plan.custom_name.clone().unwrap_or_default().into(),
+                start: self.position.cursor,
+                linger: plan.schedule.linger(),
+                format: plan.input_format,
+            });
+        }
+        let mut source = InputSource::new(
             plan.inputs.clone(),
             plan.input_format,
             Arc::new(self.schema.clone()),
@@ -165,7 +185,7 @@ impl JobRun {
                 ))
                 .with_assigner(Arc::new(p.clone()));
         }
-        source
+        Reading::Inputs(source)
     }
 }
 
@@ -254,6 +274,9 @@ impl Writing {
         position.cursor = chunk.cursor;
         for (i, p) in chunk.read {
             position.read[i] = p;
+        }
+        if let Some(p) = chunk.position {
+            position.source = Some(p);
         }
         self.summary.stage_times.write += writing.elapsed();
         observer.advanced(position);

@@ -21,7 +21,7 @@ pub struct BadRecord {
     pub error: String,
 }
 
-/// Whole records framed by [`Source::next_raw`](super::Source::next_raw), not decoded yet, and the position right
+/// Whole records framed by [`InputSource::next_raw`](super::InputSource::next_raw), not decoded yet, and the position right
 /// after them: the unit decoders work on in parallel.
 #[derive(Debug)]
 pub struct RawChunk {
@@ -38,6 +38,8 @@ pub struct RawChunk {
     /// Records too long to read, set aside by a run that sets bad records aside: after the
     /// records of `spans`, in the input.
     pub(super) too_long: Vec<BadRecord>,
+    /// As [`Chunk::position`].
+    pub(super) position: Option<serde_json::Value>,
 }
 
 impl RawChunk {
@@ -59,7 +61,7 @@ pub struct Chunk {
     /// The good records; `None` if there were none, or if they are in [`Chunk::buckets`].
     pub batch: Option<RecordBatch>,
     /// The good records split by the bucket assigner the source was given
-    /// ([`Source::with_assigner`](super::Source::with_assigner)): each bucket's records in input order. Empty without an
+    /// ([`InputSource::with_assigner`](super::InputSource::with_assigner)): each bucket's records in input order. Empty without an
     /// assigner (and if the assigner refused the batch, which then stays whole in `batch`).
     pub buckets: Vec<(BucketId, RecordBatch)>,
     /// Records set aside (only when bad records are collected).
@@ -69,6 +71,8 @@ pub struct Chunk {
     /// What is read of each input whose [`Prefix`] moved since the previous chunk (this
     /// chunk's input, and inputs passed over without records).
     pub read: Vec<(usize, Prefix)>,
+    /// The position a [`Source`](super::Source) gave with these records (`None` for inputs).
+    pub position: Option<serde_json::Value>,
 }
 
 impl Chunk {

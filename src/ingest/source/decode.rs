@@ -41,7 +41,7 @@ pub struct Decoder {
     /// The one-pass decoder of flat JSON records, if the schema is flat: tried first on every
     /// chunk, arrow's decoder decodes what it declines.
     pub(super) flat: Option<Arc<FlatJson>>,
-    /// The sink's bucket assigner, if the chunks are split here ([`Source::with_assigner`]).
+    /// The sink's bucket assigner, if the chunks are split here ([`InputSource::with_assigner`]).
     pub(super) assigner: Option<Arc<dyn BucketAssigner>>,
 }
 
@@ -78,6 +78,36 @@ impl std::fmt::Debug for Decoder {
 }
 
 impl Decoder {
+    /// A decoder of records in `format` into `schema`; `strict`: a record that does not
+    /// decode fails the chunk, else it is set aside as a bad record.
+    pub(crate) fn new(format: InputFormat, schema: SchemaRef, strict: bool) -> Decoder {
+        Decoder {
+            format,
+            flat: match format {
+                InputFormat::Jsonl => FlatJson::new(&schema).map(Arc::new),
+                InputFormat::Csv => None,
+            },
+            schema,
+            strict,
+            row_check: None,
+            reused: Reused::default(),
+            assigner: None,
+        }
+    }
+
+    /// Also checks each decoded batch with `check` (see [`InputSource::with_row_check`](super::InputSource::with_row_check)).
+    pub(crate) fn with_row_check(mut self, check: RowCheck) -> Decoder {
+        self.row_check = Some(check);
+        self
+    }
+
+    /// Also splits the good records into buckets with `assigner` (see
+    /// [`InputSource::with_assigner`](super::InputSource::with_assigner)).
+    pub(crate) fn with_assigner(mut self, assigner: Arc<dyn BucketAssigner>) -> Decoder {
+        self.assigner = Some(assigner);
+        self
+    }
+
     /// Decodes `raw`: its records all at once, and only if that fails record by record.
     /// With an assigner, the good records are split into buckets (after the row check, which
     /// sets aside what the assigner would refuse).
@@ -95,6 +125,7 @@ impl Decoder {
             cursor,
             read,
             too_long,
+            position,
             ..
         } = raw;
         bad.extend(too_long);
@@ -111,6 +142,7 @@ impl Decoder {
             bad,
             cursor,
             read,
+            position,
         })
     }
 

@@ -60,7 +60,7 @@ impl InferReader {
 
 /// Infers the schema from the first [`INFER_RECORDS`] records of `input` (a JSON field `null`
 /// in all of them: from its first value, up to [`INFER_NULL_RECORDS`]). For standard input
-/// the records read are kept and handed to [`Source::new`](super::Source::new); with a `stdin_deadline`, standard
+/// the records read are kept and handed to [`InputSource::new`](super::InputSource::new); with a `stdin_deadline`, standard
 /// input is inferred from the records that came by then (at least one), so a slow input is
 /// not held back until [`INFER_RECORDS`] records have come; for a field `null` so far it
 /// waits for at most `stdin_records` records (those the first checkpoint waits for anyway).

@@ -94,6 +94,11 @@ pub struct SourcePosition {
     pub bad_records_tail: Option<u32>,
     /// The schema every record is decoded with.
     pub schema: Schema,
+    /// The position of a [`Source`](super::Source) (version 4): what it gave with the last
+    /// records before this checkpoint, which a resumed job seeks it to. Its `inputs` is then
+    /// the source's name alone, and `read` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<serde_json::Value>,
 }
 
 /// The time partitioning of a job ([`super::Ingest::partition_by_time`](crate::ingest::Ingest::partition_by_time)), as its identity
@@ -121,12 +126,16 @@ impl std::fmt::Display for TimePartitionBy {
 
 impl SourcePosition {
     /// Current version of the layout. Version 2 added [`SourcePosition::read`], version 3
-    /// [`SourcePosition::partition_by_time`]. A position without time partitioning is written
-    /// as version 2 ([`SourcePosition::version_for`]), so that a build without time
-    /// partitioning resumes it, and refuses one with it instead of writing another layout.
-    pub const VERSION: u32 = 3;
+    /// [`SourcePosition::partition_by_time`], version 4 [`SourcePosition::source`]. A position
+    /// is written with the lowest version that holds it ([`SourcePosition::version_for`]), so
+    /// that an older build resumes what it can, and refuses the rest instead of writing
+    /// another layout.
+    pub const VERSION: u32 = 4;
 
-    /// The version a new position with this time partitioning is written as.
+    /// The version of a position of a [`Source`](super::Source).
+    pub const VERSION_SOURCE: u32 = 4;
+
+    /// The version a new position of inputs with this time partitioning is written as.
     pub fn version_for(partition_by_time: Option<&TimePartitionBy>) -> u32 {
         match partition_by_time {
             Some(_) => 3,

@@ -1,6 +1,6 @@
 //! Ranges of the input files, read on the decoding threads: no reader thread in between.
 //!
-//! The reader thread of [`Source`] reads every byte of the inputs on one thread and hands the
+//! The reader thread of [`InputSource`] reads every byte of the inputs on one thread and hands the
 //! chunks to the decoding threads; on two cores it is the stage the others wait for, not by
 //! its CPU but by its place: both decoders wait on it while it waits for a core
 //! (measured by `scripts/bench-parallel`). Here each decoding thread reads its own ranges
@@ -59,7 +59,7 @@
 //! the reader thread's framing; the kill tests of `tests/kill_resume.rs` run with ranges too).
 //!
 //! Only whole files of JSON lines, uncompressed and local, with a time-interval checkpoint
-//! schedule are read this way ([`Source::ranges`]): a schedule by record counts cuts chunks at
+//! schedule are read this way ([`InputSource::ranges`]): a schedule by record counts cuts chunks at
 //! exact record numbers, which a range cannot know, and streams, compressed inputs and objects
 //! cannot be read at an offset.
 
@@ -70,14 +70,14 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{
-    continues_last_record, too_long, too_long_record, BadRecord, Cursor, Input, Prefix, RawChunk,
-    RecordReader, RecordTooLong, Source, CONTINUED, READ_BUFFER_BYTES, RECORD_BYTES_MAX,
+    continues_last_record, too_long, too_long_record, BadRecord, Cursor, Input, InputSource,
+    Prefix, RawChunk, RecordReader, RecordTooLong, CONTINUED, READ_BUFFER_BYTES, RECORD_BYTES_MAX,
     RECORD_TYPICAL_SLACK,
 };
 use crate::error::{Error, Result};
 
-/// The byte ranges of a [`Source`]'s input files, read by the decoding threads themselves
-/// ([`Source::ranges`]; cheap to clone: the threads share it).
+/// The byte ranges of a [`InputSource`]'s input files, read by the decoding threads themselves
+/// ([`InputSource::ranges`]; cheap to clone: the threads share it).
 ///
 /// Range `k` (about [`CHUNK_BYTES_MAX`](super::CHUNK_BYTES_MAX) bytes, in input order) is read
 /// by thread `k mod N` ([`Ranges::lane`]), and holds the records that start in it. Each range
@@ -166,7 +166,7 @@ pub enum LaneNext {
     FailedAfter(RawChunk, Error),
 }
 
-impl Source {
+impl InputSource {
     /// The ranges of this source's inputs, if they can be read on the decoding threads (see
     /// [`Ranges`]): every input a local, uncompressed file of JSON lines whose prefix
     /// records its checksum. `None` otherwise: the reader thread reads them.
@@ -284,7 +284,7 @@ impl Ranges {
     }
 
     /// Opens input `i` to read it on from `p`, with the checks the reader thread makes when it
-    /// opens an input ([`Source::open_reader`]): the same file, not cut short, not continuing
+    /// opens an input ([`InputSource::open_reader`]): the same file, not cut short, not continuing
     /// the line the job read last. Returns the file and its length now.
     fn open(&self, i: usize, p: Prefix) -> Result<(File, u64)> {
         let input = &self.0.inputs[i];
@@ -477,6 +477,7 @@ impl Lane {
                 },
                 read: Vec::new(),
                 too_long: Vec::new(),
+                position: None,
             };
             return failed(baton, LaneNext::FailedAfter(before, e));
         }
@@ -531,6 +532,7 @@ impl Lane {
             },
             read: vec![(i, after)],
             too_long,
+            position: None,
         }))
     }
 
@@ -846,12 +848,12 @@ mod tests {
         out
     }
 
-    fn source(inputs: &[Input], read: Vec<Prefix>, strict: bool) -> Source {
+    fn source(inputs: &[Input], read: Vec<Prefix>, strict: bool) -> InputSource {
         let schema = schema_ref(&Schema::new(vec![
             Field::new("n", DataType::Int64, true),
             Field::new("s", DataType::Utf8, true),
         ]));
-        Source::new(
+        InputSource::new(
             inputs.to_vec(),
             InputFormat::Jsonl,
             schema,

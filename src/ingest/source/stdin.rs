@@ -39,7 +39,7 @@ pub(super) struct RawBatch {
 
 /// A stream (standard input or a reader), read record by record by a thread of its own and
 /// handed on as soon as records arrive: waiting for more input never holds back records that
-/// already came, and the records read for schema inference are kept for [`Source`](super::Source).
+/// already came, and the records read for schema inference are kept for [`InputSource`](super::Source).
 pub struct StdinRecords {
     rx: mpsc::Receiver<io::Result<RawBatch>>,
     /// What skipping the prefix a job read found ([`StdinRecords::start_after`]), until taken.

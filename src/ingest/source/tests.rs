@@ -67,7 +67,7 @@ fn a_continued_last_line_is_refused_where_reading_resumes() {
             .unwrap();
         f.write_all(&bytes(added)).unwrap(); // another gzip member
         let format = InputFormat::from_path(name).unwrap();
-        let mut source = Source::new(
+        let mut source = InputSource::new(
             vec![input.clone()],
             format,
             schema.clone(),
@@ -108,13 +108,14 @@ fn raw_of(records: &[Vec<u8>]) -> RawChunk {
         cursor: Cursor::START,
         read: Vec::new(),
         too_long: Vec::new(),
+        position: None,
     }
 }
 
 /// Chunks as framed: each chunk's bytes and its records' spans.
 type Framed = Vec<(Vec<u8>, Vec<(u64, usize, usize)>)>;
 
-/// Frames `data` the way `Source::next_raw_within` does (chunks of at most `records_max`
+/// Frames `data` the way `InputSource::next_raw_within` does (chunks of at most `records_max`
 /// records, closed at `bytes_max` bytes), with or without the buffered run of lines first;
 /// returns each chunk's bytes and spans, then the reader's end position.
 fn frame_all(
@@ -864,6 +865,7 @@ fn source_positions_round_trip_through_json() {
             arrow::datatypes::DataType::Int64,
             true,
         )]),
+        source: None,
     };
     let v = p.to_json();
     assert_eq!(v["offset"], 123);
@@ -906,14 +908,162 @@ fn a_csv_value_in_a_null_column_is_refused_not_dropped() {
     assert!(e.to_string().contains("column `msg` has type Null"), "{e}");
 }
 
-/// The one-pass decoder of flat records gives what arrow's decoder gives, on every kind of
-/// value, good and bad, of every column type it serves: a chunk decodes to the same
-/// records, the same bad records and the same error with it as without it. And it answers
-/// itself (does not hand the chunk on) for the records it is there for.
-#[test]
-fn the_flat_json_decoder_agrees_with_arrows() {
+// Values the flat decoder takes (first of each pair) and values it must leave to arrow's
+// decoder or decode the same (second), per column type
+// (`the_flat_json_decoder_agrees_with_arrows`).
+const FLAT_INTS: &[&str] = &[
+    "0",
+    "7",
+    "-0",
+    "-128",
+    "127",
+    "128",
+    "-129",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "18446744073709551615",
+    "18446744073709551616",
+    "1.0",
+    "1e3",
+    "1E+2",
+    "01",
+    "-",
+    "1.",
+    ".5",
+    "+1",
+    "\"5\"",
+    "true",
+    "null",
+    "[1]",
+    "{}",
+    "0x10",
+    "1_0",
+    "NaN",
+];
+const FLAT_FLOATS: &[&str] = &[
+    "1.5",
+    "-0.0",
+    "0",
+    "1e308",
+    "1e309",
+    "-1e309",
+    "3.4e38",
+    "3.5e38",
+    "1E-5",
+    "2.5e-400",
+    "123456789012345678901234567890",
+    "0.1000000000000000055511151231257827",
+    "1.",
+    ".5",
+    "+1",
+    "-01",
+    "1e",
+    "1e+",
+    "\"1.5\"",
+    "null",
+    "Infinity",
+    "false",
+];
+const FLAT_BOOLS: &[&str] = &[
+    "true", "false", "null", "True", "1", "\"true\"", "tru", "nul",
+];
+const FLAT_STRINGS: &[&str] = &[
+    "\"abc\"",
+    "\"\"",
+    "\"é日本😀\"",
+    "\"a\\\"b\\\\c\\/d\"",
+    "\"\\b\\f\\n\\r\\t\"",
+    "\"\\u00e9\\u65E5\"",
+    "\"\\ud83d\\ude00\"",
+    "\"\\u0000\"",
+    "\"\\ud83d\"",
+    "\"\\ud83dx\"",
+    "\"\\udc00\"",
+    "\"\\ud83d\\u0041\"",
+    "\"\\x\"",
+    "\"\\u00g0\"",
+    "\"\\u00\"",
+    "\"tab\there\"",
+    "\"bell\u{7}\"",
+    "\"unterminated",
+    "5",
+    "null",
+    "true",
+    "[\"a\"]",
+    "{\"a\":1}",
+    "\"\\\\\"",
+    "\"x\\\"",
+    // Longer than a word: escapes, stops and ends at every place in one.
+    "\"a longer string, with é and 日本 in it and more\"",
+    "\"0123456\\n89abcdef0123456789\"",
+    "\"01234567\\\"9abcdef\\u00e9\"",
+    "\"0123456789abcdef\"",
+    "\"012345678\tbcdef\"",
+    "\"0123456789ab\u{7f}def\"",
+    "\"0123456789abcdefghij",
+    "\"0123456789abcdef\\ud83d\\ude00\"",
+];
+const FLAT_DATES: &[&str] = &[
+    "\"2026-11-30\"",
+    "\"1970-01-01\"",
+    "\"1969-12-31\"",
+    "\"2026-02-30\"",
+    "\"2026-11-30T01:00:00\"",
+    "\"20261130\"",
+    "\"2026-1-3\"",
+    "19000",
+    "null",
+];
+const FLAT_STAMPS: &[&str] = &[
+    "\"2026-11-30T01:02:03Z\"",
+    "\"2026-11-30 01:02:03+05:00\"",
+    "\"2026-11-30T01:02:03.123Z\"",
+    "\"2026-11-30T01:02:03.1234Z\"",
+    "\"2026-11-30T01:02:03\"",
+    "\"2026-11-30\"",
+    "1700000000000",
+    "-1",
+    "1.5",
+    "1e3",
+    "\"garbage\"",
+    "null",
+    "\"9999999-01-01T00:00:00Z\"",
+    "true",
+];
+const FLAT_DECIMALS: &[&str] = &[
+    "12.34",
+    "\"12.34\"",
+    "-0.5",
+    "0",
+    "-0",
+    "1e2",
+    "\"1.5E+1\"",
+    "12.300",
+    "12.345",
+    "\"12.345\"",
+    "99999999.99",
+    "100000000",
+    "1e-400",
+    "0e-400",
+    "1e99999999999999999999",
+    "\"1,5\"",
+    "\" 1\"",
+    "\"\"",
+    "\"\\u0031\"",
+    "01",
+    "1.",
+    ".5",
+    "+1",
+    "true",
+    "null",
+    "[1]",
+];
+
+/// A column of every type the flat decoder serves.
+fn flat_schema() -> SchemaRef {
     use arrow::datatypes::{DataType, Field, TimeUnit};
-    let schema: SchemaRef = Arc::new(Schema::new(vec![
+    Arc::new(Schema::new(vec![
         Field::new("i8", DataType::Int8, true),
         Field::new("i64", DataType::Int64, true),
         Field::new("u64", DataType::UInt64, true),
@@ -932,174 +1082,33 @@ fn the_flat_json_decoder_agrees_with_arrows() {
         Field::new("dec", DataType::Decimal128(10, 2), true),
         Field::new("dec256", DataType::Decimal256(40, 3), true),
         Field::new("nn", DataType::Int64, false),
-    ]));
+    ]))
+}
+
+/// The one-pass decoder of flat records gives what arrow's decoder gives, on every kind of
+/// value, good and bad, of every column type it serves: a chunk decodes to the same
+/// records, the same bad records and the same error with it as without it. And it answers
+/// itself (does not hand the chunk on) for the records it is there for.
+#[test]
+fn the_flat_json_decoder_agrees_with_arrows() {
+    let schema = flat_schema();
     let flat = FlatJson::new(&schema).map(Arc::new);
     assert!(flat.is_some());
-    // Values the fast decoder takes (first of each pair) and values it must leave to
-    // arrow's decoder or decode the same (second), per column.
-    let ints = [
-        "0",
-        "7",
-        "-0",
-        "-128",
-        "127",
-        "128",
-        "-129",
-        "9223372036854775807",
-        "-9223372036854775808",
-        "9223372036854775808",
-        "18446744073709551615",
-        "18446744073709551616",
-        "1.0",
-        "1e3",
-        "1E+2",
-        "01",
-        "-",
-        "1.",
-        ".5",
-        "+1",
-        "\"5\"",
-        "true",
-        "null",
-        "[1]",
-        "{}",
-        "0x10",
-        "1_0",
-        "NaN",
-    ];
-    let floats = [
-        "1.5",
-        "-0.0",
-        "0",
-        "1e308",
-        "1e309",
-        "-1e309",
-        "3.4e38",
-        "3.5e38",
-        "1E-5",
-        "2.5e-400",
-        "123456789012345678901234567890",
-        "0.1000000000000000055511151231257827",
-        "1.",
-        ".5",
-        "+1",
-        "-01",
-        "1e",
-        "1e+",
-        "\"1.5\"",
-        "null",
-        "Infinity",
-        "false",
-    ];
-    let bools = [
-        "true", "false", "null", "True", "1", "\"true\"", "tru", "nul",
-    ];
-    let strings = [
-        "\"abc\"",
-        "\"\"",
-        "\"é日本😀\"",
-        "\"a\\\"b\\\\c\\/d\"",
-        "\"\\b\\f\\n\\r\\t\"",
-        "\"\\u00e9\\u65E5\"",
-        "\"\\ud83d\\ude00\"",
-        "\"\\u0000\"",
-        "\"\\ud83d\"",
-        "\"\\ud83dx\"",
-        "\"\\udc00\"",
-        "\"\\ud83d\\u0041\"",
-        "\"\\x\"",
-        "\"\\u00g0\"",
-        "\"\\u00\"",
-        "\"tab\there\"",
-        "\"bell\u{7}\"",
-        "\"unterminated",
-        "5",
-        "null",
-        "true",
-        "[\"a\"]",
-        "{\"a\":1}",
-        "\"\\\\\"",
-        "\"x\\\"",
-        // Longer than a word: escapes, stops and ends at every place in one.
-        "\"a longer string, with é and 日本 in it and more\"",
-        "\"0123456\\n89abcdef0123456789\"",
-        "\"01234567\\\"9abcdef\\u00e9\"",
-        "\"0123456789abcdef\"",
-        "\"012345678\tbcdef\"",
-        "\"0123456789ab\u{7f}def\"",
-        "\"0123456789abcdefghij",
-        "\"0123456789abcdef\\ud83d\\ude00\"",
-    ];
-    let dates = [
-        "\"2026-11-30\"",
-        "\"1970-01-01\"",
-        "\"1969-12-31\"",
-        "\"2026-02-30\"",
-        "\"2026-11-30T01:00:00\"",
-        "\"20261130\"",
-        "\"2026-1-3\"",
-        "19000",
-        "null",
-    ];
-    let stamps = [
-        "\"2026-11-30T01:02:03Z\"",
-        "\"2026-11-30 01:02:03+05:00\"",
-        "\"2026-11-30T01:02:03.123Z\"",
-        "\"2026-11-30T01:02:03.1234Z\"",
-        "\"2026-11-30T01:02:03\"",
-        "\"2026-11-30\"",
-        "1700000000000",
-        "-1",
-        "1.5",
-        "1e3",
-        "\"garbage\"",
-        "null",
-        "\"9999999-01-01T00:00:00Z\"",
-        "true",
-    ];
-    let decimals = [
-        "12.34",
-        "\"12.34\"",
-        "-0.5",
-        "0",
-        "-0",
-        "1e2",
-        "\"1.5E+1\"",
-        "12.300",
-        "12.345",
-        "\"12.345\"",
-        "99999999.99",
-        "100000000",
-        "1e-400",
-        "0e-400",
-        "1e99999999999999999999",
-        "\"1,5\"",
-        "\" 1\"",
-        "\"\"",
-        "\"\\u0031\"",
-        "01",
-        "1.",
-        ".5",
-        "+1",
-        "true",
-        "null",
-        "[1]",
-    ];
     let columns: [(&str, &[&str]); 14] = [
-        ("i8", &ints),
-        ("i64", &ints),
-        ("u64", &ints),
-        ("f32", &floats),
-        ("f64", &floats),
-        ("b", &bools),
-        ("s", &strings),
-        ("ls", &strings),
-        ("d", &dates),
-        ("ts", &stamps),
-        ("tsz", &stamps),
-        ("dec", &decimals),
-        ("dec256", &decimals),
-        ("nn", &ints),
+        ("i8", FLAT_INTS),
+        ("i64", FLAT_INTS),
+        ("u64", FLAT_INTS),
+        ("f32", FLAT_FLOATS),
+        ("f64", FLAT_FLOATS),
+        ("b", FLAT_BOOLS),
+        ("s", FLAT_STRINGS),
+        ("ls", FLAT_STRINGS),
+        ("d", FLAT_DATES),
+        ("ts", FLAT_STAMPS),
+        ("tsz", FLAT_STAMPS),
+        ("dec", FLAT_DECIMALS),
+        ("dec256", FLAT_DECIMALS),
+        ("nn", FLAT_INTS),
     ];
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut rand = move |n: usize| {

@@ -1,0 +1,172 @@
+//! Sources written outside this crate: the [`Source`] trait, and the reader that frames the
+//! records one gives into chunks for the decoders, numbered on from the job's cursor, each
+//! chunk carrying the position the source gave with its records.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::chunk::RawChunk;
+use super::decode::Decoder;
+use super::input::InputFormat;
+use super::position::Cursor;
+use crate::error::Result;
+
+/// A replayable source of records written outside this crate: a message queue's partition,
+/// an API with a cursor, a generator. [`Ingest::from_source`](crate::ingest::Ingest::from_source)
+/// ingests it exactly once: every checkpoint records the position the source gave with the
+/// last records before it, and a restarted job seeks the source there, so the records after
+/// it are read again and those before it are not.
+///
+/// The records are lines of JSON (or CSV, as [`Ingest::input_format`](
+/// crate::ingest::Ingest::input_format) says), decoded by the same decoders as files. Methods
+/// are called from a thread of the ingest's own, never from an async task: they may block.
+///
+/// What a source must promise for exactly-once: reading after a position it gave yields the
+/// same records every time (a replay), or [`Source::seek`] refuses.
+pub trait Source: Send + 'static {
+    /// What the source reads (`orders-topic`, `api:/v1/events`): named in messages and kept in
+    /// every checkpoint, so that a job resumed with a source of another name is refused.
+    fn name(&self) -> String;
+
+    /// Places the source right after `position` (one it gave with a batch of records, as the
+    /// job's last complete checkpoint recorded it), or at its start for `None`. A source that
+    /// can no longer give what followed `position` (it was replaced, or has expired) refuses
+    /// with [`Error::InputChanged`](crate::Error::InputChanged) rather than read on from elsewhere.
+    fn seek(&mut self, position: Option<&serde_json::Value>) -> Result<()>;
+
+    /// The next records, at most `records_max`, each one record without its line end, and the
+    /// position right after the last of them. Waits for records until `deadline` at most:
+    /// [`Next::Idle`] if none came by then. A source that ends says [`Next::End`] once it has
+    /// nothing more; one that does not end (a stream) never does, and the ingest runs until
+    /// it is stopped.
+    fn next(&mut self, records_max: usize, deadline: Instant) -> Result<Next>;
+}
+
+/// What [`Source::next`] gives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Records, and the position right after the last of them.
+    Records {
+        /// One record each (a line of JSON or CSV), without its line end.
+        records: Vec<Vec<u8>>,
+        /// Where the source stands after them: what [`Source::seek`] takes.
+        position: serde_json::Value,
+    },
+    /// No record came by the deadline.
+    Idle,
+    /// The source has ended: there will be no more records.
+    End,
+}
+
+/// A [`Source`] and how its records are read.
+pub(crate) struct CustomReading {
+    pub(crate) source: Box<dyn Source>,
+    pub(crate) decoder: Decoder,
+    /// Its name, for bad records and errors.
+    pub(crate) name: Arc<str>,
+    /// The job's cursor: its records are counted on from there.
+    pub(crate) start: Cursor,
+    /// How long a chunk waits for records.
+    pub(crate) linger: Duration,
+    pub(crate) format: InputFormat,
+}
+
+/// The reader of a custom source: frames the records it gives as chunks.
+pub(crate) struct CustomReader {
+    custom: CustomReading,
+    /// Records framed so far by this run.
+    produced: u64,
+    bytes_read: u64,
+}
+
+impl CustomReader {
+    pub(crate) fn new(custom: CustomReading) -> CustomReader {
+        CustomReader {
+            custom,
+            produced: 0,
+            bytes_read: 0,
+        }
+    }
+
+    /// Records framed so far by this run.
+    pub(crate) fn produced(&self) -> u64 {
+        self.produced
+    }
+
+    /// Bytes of records framed so far by this run.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// The next chunk of at most `records_max` records, waiting as long as the source gives
+    /// none; `Ok(None)` at the source's end; `None` once `closed` is set (checked between
+    /// waits).
+    pub(crate) fn next(
+        &mut self,
+        records_max: usize,
+        closed: &AtomicBool,
+    ) -> Option<Result<Option<RawChunk>>> {
+        loop {
+            if closed.load(Ordering::Relaxed) {
+                return None;
+            }
+            let deadline = Instant::now() + self.custom.linger;
+            return Some(
+                match self.custom.source.next(records_max.max(1), deadline) {
+                    Ok(Next::Records { records, .. }) if records.is_empty() => continue,
+                    Ok(Next::Records { records, position }) => {
+                        Ok(Some(self.frame(records, position)))
+                    }
+                    Ok(Next::Idle) => continue,
+                    Ok(Next::End) => Ok(None),
+                    Err(e) => Err(e),
+                },
+            );
+        }
+    }
+
+    /// Where the job stands after the records framed so far: the records are numbered on from
+    /// the job's cursor, as lines are.
+    pub(crate) fn cursor(&self) -> Cursor {
+        let start = self.custom.start;
+        Cursor {
+            input: 0,
+            offset: start.offset + self.produced,
+            line: start.line + self.produced,
+        }
+    }
+
+    /// `records` as a chunk: one line each. A JSON record's own line ends are white space
+    /// between its tokens (a JSON string cannot hold one), so they become spaces.
+    fn frame(&mut self, records: Vec<Vec<u8>>, position: serde_json::Value) -> RawChunk {
+        let line = self.cursor().line;
+        let bytes: usize = records.iter().map(|r| r.len() + 1).sum();
+        let mut buf = Vec::with_capacity(bytes);
+        let mut spans = Vec::with_capacity(records.len());
+        for (i, record) in records.iter().enumerate() {
+            let start = buf.len();
+            buf.extend_from_slice(record);
+            if self.custom.format == InputFormat::Jsonl {
+                for b in &mut buf[start..] {
+                    if *b == b'\n' || *b == b'\r' {
+                        *b = b' ';
+                    }
+                }
+            }
+            buf.push(b'\n');
+            spans.push((line + i as u64, start, buf.len()));
+        }
+        self.produced += records.len() as u64;
+        self.bytes_read += bytes as u64;
+        RawChunk {
+            display: self.custom.name.clone(),
+            buf,
+            spans,
+            cursor: self.cursor(),
+            read: Vec::new(),
+            too_long: Vec::new(),
+            position: Some(position),
+        }
+    }
+}
