@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod bench;
 mod cli;
 
 fn main() -> ExitCode {

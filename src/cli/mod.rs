@@ -21,7 +21,7 @@ macro_rules! outln {
 }
 
 pub mod abort;
-pub mod bench;
+
 pub mod commit;
 pub mod compact;
 pub mod exit;
@@ -91,7 +91,7 @@ pub enum Command {
     /// Measure roll and commit throughput on a directory you name, against the syscall
     /// floor measured in the same run, to size checkpoint interval and part size.
     #[command(after_help = exit::AFTER_HELP)]
-    Bench(bench::BenchArgs),
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Runs a parsed command line, writing results to standard output.
@@ -114,7 +114,7 @@ async fn command(cli: Cli, out: &mut dyn Write) -> CliResult {
         Command::Compact(a) => compact::run(a, out).await?,
         Command::Vacuum(a) => vacuum::run(a, out).await?,
         Command::Inspect(a) => inspect::run(a, out).await?,
-        Command::Bench(a) => bench::run(&a)
+        Command::Bench(a) => crate::bench::run(&a)
             .await
             .map_err(|e| CliError::context("the benchmark failed", e))?,
     }
