@@ -109,18 +109,52 @@ pub async fn id_counts(location: &dyn Location, format: &FileFormat) -> BTreeMap
 /// Asserts that ids `0..n` are each visible exactly once at `location`, and no other id.
 pub async fn assert_exactly_once(location: &dyn Location, format: &FileFormat, n: i64) {
     let counts = id_counts(location, format).await;
-    let bad: Vec<(i64, usize)> = (0..n)
-        .map(|i| (i, counts.get(&i).copied().unwrap_or(0)))
-        .filter(|(_, c)| *c != 1)
+    if let Err(wrong) = exactly_once(&counts, 0..n) {
+        panic!(
+            "[{}] not exactly once in {format:?}: {wrong}",
+            location.name()
+        );
+    }
+}
+
+/// The one check of exactly-once, which every suite's assertion makes: each id of
+/// `expected` counted once in `counts` (how often each id is visible), and no other id.
+/// `Err` says what is wrong: how many ids are missing, duplicated and unexpected, and the
+/// first few of each.
+pub fn exactly_once(
+    counts: &BTreeMap<i64, usize>,
+    expected: impl IntoIterator<Item = i64>,
+) -> Result<(), String> {
+    let expected: std::collections::BTreeSet<i64> = expected.into_iter().collect();
+    let missing: Vec<i64> = expected
+        .iter()
+        .copied()
+        .filter(|i| !counts.contains_key(i))
         .collect();
-    let extra = counts.keys().filter(|i| **i < 0 || **i >= n).count();
-    assert!(
-        bad.is_empty() && extra == 0,
-        "[{}] not exactly once in {format:?}: {} ids wrong (first {:?}), {extra} unexpected",
-        location.name(),
-        bad.len(),
-        &bad[..bad.len().min(5)]
-    );
+    let duplicated: Vec<(i64, usize)> = counts
+        .iter()
+        .filter(|(i, c)| **c > 1 && expected.contains(i))
+        .map(|(i, c)| (*i, *c))
+        .collect();
+    let unexpected: Vec<i64> = counts
+        .keys()
+        .copied()
+        .filter(|i| !expected.contains(i))
+        .collect();
+    if missing.is_empty() && duplicated.is_empty() && unexpected.is_empty() {
+        return Ok(());
+    }
+    let first = |v: &[i64]| v.iter().take(5).copied().collect::<Vec<_>>();
+    Err(format!(
+        "{} missing (first {:?}), {} duplicated (first (id, times) {:?}), {} unexpected (first \
+         {:?})",
+        missing.len(),
+        first(&missing),
+        duplicated.len(),
+        &duplicated[..duplicated.len().min(5)],
+        unexpected.len(),
+        first(&unexpected)
+    ))
 }
 
 /// A complete checkpoint as a job's checkpoint storage would hold it.

@@ -494,10 +494,9 @@ fn long_paths(
     };
     let mut long = Vec::new();
     for (bucket, b) in buckets {
-        if bucket.as_str().len() <= max {
+        let Err(why) = crate::protocol::bucket_id::check_partition_path(&bucket, Some(max)) else {
             continue;
-        }
-        let why = crate::protocol::bucket_id::partition_path_too_long(bucket.as_str(), max);
+        };
         let rows = b.column(b.num_columns() - 1).as_primitive::<UInt32Type>();
         long.extend(rows.values().iter().map(|&r| (r as usize, why.clone())));
         debug_assert_eq!(rows.null_count(), 0);

@@ -704,12 +704,10 @@ impl Coordinator {
         }
         // Refused here, before any writer takes its share: one writer's refusal after
         // another wrote would leave part of a batch reported as refused in the job.
-        if let Some(max) = self.sink.partition_path_bytes_max() {
-            if let Some((bucket, _)) = buckets.iter().find(|(b, _)| b.as_str().len() > max) {
-                return Err(Error::InvalidInput(
-                    crate::protocol::bucket_id::partition_path_too_long(bucket.as_str(), max),
-                ));
-            }
+        let max = self.sink.partition_path_bytes_max();
+        for (bucket, _) in &buckets {
+            crate::protocol::bucket_id::check_partition_path(bucket, max)
+                .map_err(Error::InvalidInput)?;
         }
         let ops = self
             .shares(buckets)

@@ -149,7 +149,22 @@ fn check_component(c: &str) -> std::result::Result<(), String> {
 
 /// Why partition path `path` cannot be written: it is longer than `max` bytes
 /// ([`crate::Sink::partition_path_bytes_max`]).
-pub(crate) fn partition_path_too_long(path: &str, max: usize) -> String {
+/// The one rule of partition path lengths: a bucket whose path is longer than `max` bytes
+/// (the store's limit on a path less the lake's base and a part file's name,
+/// `Sink::partition_path_bytes_max`; `None`: no limit) is refused, with this message. The
+/// sink's writers and the coordinator refuse such a batch before writing any of it; the
+/// ingest sets such a record aside as a bad record.
+pub(crate) fn check_partition_path(bucket: &BucketId, max: Option<usize>) -> Result<(), String> {
+    match max {
+        Some(max) if bucket.as_str().len() > max => {
+            Err(partition_path_too_long(bucket.as_str(), max))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The refusal of [`check_partition_path`].
+fn partition_path_too_long(path: &str, max: usize) -> String {
     format!(
         "partition path `{}` is longer than the {max} bytes this lake's store takes (its \
          limit on a path, less the lake's base and a part file's name)",

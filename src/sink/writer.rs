@@ -380,11 +380,8 @@ impl SinkWriter {
         self.check_poisoned()?;
         let path_max = self.config.partition_path_bytes_max();
         for (bucket, b) in &buckets {
-            if let Some(max) = path_max.filter(|&max| bucket.as_str().len() > max) {
-                return Err(Error::InvalidInput(
-                    crate::protocol::bucket_id::partition_path_too_long(bucket.as_str(), max),
-                ));
-            }
+            crate::protocol::bucket_id::check_partition_path(bucket, path_max)
+                .map_err(Error::InvalidInput)?;
             if let Some(part) = self.open.get(bucket) {
                 if let Some(schema) = &part.schema {
                     if schema.fields() != b.schema().fields() {

@@ -304,18 +304,9 @@ impl Backend {
 
     pub async fn assert_exactly_once(&self, format: &filesink::FileFormat, n: i64) {
         let counts = self.id_counts(format).await;
-        let bad: Vec<(i64, usize)> = (0..n)
-            .map(|i| (i, counts.get(&i).copied().unwrap_or(0)))
-            .filter(|(_, c)| *c != 1)
-            .collect();
-        let extra = counts.keys().filter(|i| **i < 0 || **i >= n).count();
-        assert!(
-            bad.is_empty() && extra == 0,
-            "[{}] not exactly once in {format:?}: {} ids wrong (first {:?}), {extra} unexpected",
-            self.name,
-            bad.len(),
-            &bad[..bad.len().min(5)]
-        );
+        if let Err(wrong) = filesink::conformance::harness::exactly_once(&counts, 0..n) {
+            panic!("[{}] not exactly once in {format:?}: {wrong}", self.name);
+        }
     }
 }
 

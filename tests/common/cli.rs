@@ -1,6 +1,6 @@
 //! Helpers of the CLI tests: run the real binary, read its output, check ids.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -72,24 +72,12 @@ pub fn json_of(o: &Output) -> Value {
 
 #[track_caller]
 pub fn assert_exactly_once(ids: &[i64], expected: impl IntoIterator<Item = i64>) {
-    let expected: Vec<i64> = expected.into_iter().collect();
-    if ids != expected {
-        let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
-        for id in ids {
-            *counts.entry(*id).or_default() += 1;
-        }
-        let dup: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).take(10).collect();
-        let set: BTreeSet<i64> = ids.iter().copied().collect();
-        let missing: Vec<_> = expected
-            .iter()
-            .filter(|i| !set.contains(i))
-            .take(10)
-            .collect();
-        panic!(
-            "{} ids visible, {} expected; duplicated (first 10): {dup:?}; missing (first 10): {missing:?}",
-            ids.len(),
-            expected.len()
-        );
+    let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+    for id in ids {
+        *counts.entry(*id).or_default() += 1;
+    }
+    if let Err(wrong) = filesink::conformance::harness::exactly_once(&counts, expected) {
+        panic!("{} ids visible: {wrong}", ids.len());
     }
 }
 

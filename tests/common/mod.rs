@@ -131,28 +131,13 @@ pub fn read_ids(path: &Path, format: &FileFormat) -> Vec<i64> {
 /// Asserts that ids `0..n` are each visible exactly once, with a readable message otherwise.
 pub fn assert_exactly_once(base: &Path, format: &FileFormat, n: i64) {
     let counts = visible_id_counts(base, format);
-    let missing: Vec<i64> = (0..n).filter(|i| !counts.contains_key(i)).collect();
-    let duplicated: Vec<(i64, usize)> = counts
-        .iter()
-        .filter(|(_, c)| **c > 1)
-        .map(|(i, c)| (*i, *c))
-        .collect();
-    let foreign: Vec<i64> = counts
-        .keys()
-        .copied()
-        .filter(|i| *i < 0 || *i >= n)
-        .collect();
-    assert!(
-        missing.is_empty() && duplicated.is_empty() && foreign.is_empty(),
-        "not exactly once in {format:?} under {} ({} visible files): {} missing (first {:?}), {} duplicated (first {:?}), {} unexpected",
-        base.display(),
-        visible_files(base).len(),
-        missing.len(),
-        missing.iter().take(5).collect::<Vec<_>>(),
-        duplicated.len(),
-        duplicated.iter().take(5).collect::<Vec<_>>(),
-        foreign.len()
-    );
+    if let Err(wrong) = filesink::conformance::harness::exactly_once(&counts, 0..n) {
+        panic!(
+            "not exactly once in {format:?} under {} ({} visible files): {wrong}",
+            base.display(),
+            visible_files(base).len()
+        );
+    }
 }
 
 pub fn formats() -> Vec<FileFormat> {
