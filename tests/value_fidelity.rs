@@ -118,14 +118,21 @@ fn python() -> Option<String> {
     }
 }
 
-fn read_back(python: &str, lake: &Path, kind: &str) -> Value {
+/// The lake read back by `tests/readers/read_back.py`; JSON lines and CSV (which carry no
+/// types) with the types of `cols`, as a user of those files tells the readers.
+fn read_back(python: &str, lake: &Path, kind: &str, cols: &[Col]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/readers/read_back.py");
-    let o = Command::new(python)
-        .arg(script)
-        .arg(lake)
-        .arg(kind)
-        .output()
-        .unwrap();
+    let mut command = Command::new(python);
+    command.arg(script).arg(lake).arg(kind);
+    if kind == "jsonl" || kind == "csv" {
+        let mut types = vec![json!({"name": "id", "pyarrow": "int64", "duckdb": "BIGINT"})];
+        types.extend(
+            cols.iter()
+                .map(|c| json!({"name": c.name, "pyarrow": c.pyarrow, "duckdb": c.duckdb})),
+        );
+        command.arg(serde_json::to_string(&types).unwrap());
+    }
+    let o = command.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -370,15 +377,16 @@ fn columns() -> Vec<Col> {
     ]
 }
 
-/// Every type a job can write, from JSON lines and from CSV, into plain Parquet and a Delta
-/// table: each reader sees the column's own type (a timestamp as a timestamp, never an
-/// integer) and the value that went in; a record of nulls reads back as nulls.
+/// Every type a job can write, from JSON lines and from CSV, into plain Parquet, a Delta
+/// table, JSON lines and CSV: each reader sees the column's own type (a timestamp as a
+/// timestamp, never an integer; in JSON lines and CSV, which carry no types, the reader is
+/// told them) and the value that went in; a record of nulls reads back as nulls.
 #[test]
 fn every_type_reads_back_as_its_type_in_every_reader() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    for kind in ["parquet", "delta"] {
+    for kind in ["parquet", "delta", "jsonl", "csv"] {
         let cols: Vec<Col> = columns()
             .into_iter()
             .filter(|c| kind == "parquet" || c.delta)
@@ -419,11 +427,13 @@ fn every_type_reads_back_as_its_type_in_every_reader() {
                 "--schema",
                 s(&schema),
             ];
-            if kind == "delta" {
-                args.extend(["--table", "delta"]);
+            match kind {
+                "delta" => args.extend(["--table", "delta"]),
+                "jsonl" | "csv" => args.extend(["--format", kind]),
+                _ => {}
             }
             run_ok(&args);
-            let got = read_back(&python, &lake, kind);
+            let got = read_back(&python, &lake, kind, &cols);
             let what = format!("{kind} from {}", input.display());
             for c in &cols {
                 let py = &got["pyarrow"][c.name];
@@ -466,5 +476,51 @@ fn every_type_reads_back_as_its_type_in_every_reader() {
                 }
             }
         }
+    }
+}
+
+/// CSV output tells an empty string from a null: a null is an empty field, an empty string
+/// is `""`, and pyarrow and DuckDB, told so, read each back as it went in; a string with the
+/// delimiter, a quote or a line end is quoted, its quotes doubled.
+#[test]
+fn csv_output_tells_an_empty_string_from_a_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = d.join("in.jsonl");
+    fs::write(
+        &input,
+        concat!(
+            "{\"id\":1,\"s\":\"\"}\n",
+            "{\"id\":2}\n",
+            "{\"id\":3,\"s\":\"a,b \\\"c\\\"\\nd\"}\n",
+            "{\"id\":4,\"s\":\"x\"}\n",
+        ),
+    )
+    .unwrap();
+    let lake = d.join("lake");
+    run_ok(&["ingest", s(&input), "--to", s(&lake), "--format", "csv"]);
+    let files = common::visible_files(&lake);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = fs::read_to_string(&files[0]).unwrap();
+    assert_eq!(text, "id,s\n1,\"\"\n2,\n3,\"a,b \"\"c\"\"\nd\"\n4,x\n");
+    let Some(python) = python() else { return };
+    let cols = [Col {
+        name: "s",
+        arrow: json!("Utf8"),
+        json: "",
+        csv: "",
+        pyarrow: "string",
+        duckdb: "VARCHAR",
+        value: "",
+        delta: false,
+    }];
+    let got = read_back(&python, &lake, "csv", &cols);
+    for reader in ["pyarrow", "duckdb"] {
+        let values = &got[reader]["s"]["values"];
+        assert_eq!(
+            values,
+            &json!(["", null, "a,b \"c\"\nd", "x"]),
+            "{reader}: {got}"
+        );
     }
 }

@@ -113,7 +113,11 @@ fn parse_file_size(s: &str) -> Result<u64, String> {
 
 /// Runs `filesink bench`.
 pub async fn run(args: &BenchArgs) -> Result<(), BoxError> {
-    if let Some(url) = args.to.as_deref().filter(|t| t.starts_with("s3://")) {
+    if let Some(url) = args
+        .to
+        .as_deref()
+        .filter(|t| filesink::storage::Location::s3_rest(t).is_some())
+    {
         return s3::run(args, url).await;
     }
     let parent = match &args.to {

@@ -90,6 +90,19 @@ impl Location {
         }
     }
 
+    /// What follows the scheme of an `s3://` (or `s3a://`, any case) URL; `None` for anything
+    /// else. The one place that tells an S3 URL: locations, inputs and the benchmark ask it.
+    ///
+    /// ```
+    /// use filesink::storage::Location;
+    /// assert_eq!(Location::s3_rest("S3a://raw/a*.jsonl"), Some("raw/a*.jsonl"));
+    /// assert_eq!(Location::s3_rest("./s3://x"), None);
+    /// ```
+    pub fn s3_rest(s: &str) -> Option<&str> {
+        let (scheme, rest) = split_scheme(s)?;
+        matches!(scheme.to_ascii_lowercase().as_str(), "s3" | "s3a").then_some(rest)
+    }
+
     /// The local directory, for the local backend; `None` for other locations.
     pub fn local_path(&self) -> Option<&Path> {
         match self {

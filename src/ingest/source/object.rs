@@ -219,12 +219,7 @@ impl Input {
     /// environment variables, as an `s3://` sink is. Call it inside a Tokio runtime.
     #[cfg(feature = "s3")]
     pub async fn s3(url: &str) -> Result<Vec<Input>> {
-        let rest = url
-            .split_once("://")
-            .filter(|(scheme, _)| {
-                scheme.eq_ignore_ascii_case("s3") || scheme.eq_ignore_ascii_case("s3a")
-            })
-            .map(|(_, rest)| rest)
+        let rest = crate::storage::Location::s3_rest(url)
             .ok_or_else(|| Error::Config(format!("`{url}` is not an s3:// URL")))?;
         let (bucket, key) = rest
             .split_once('/')
