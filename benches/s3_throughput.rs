@@ -57,7 +57,7 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use filesink::bucket::HivePartitioner;
-use filesink::storage::{ObjectStorage, Storage};
+use filesink::storage::{Listing, ObjectStorage, Storage};
 use filesink::{Committable, FileFormat, RollingPolicy, Sink};
 use futures_util::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};

@@ -381,7 +381,7 @@ impl Lake {
     /// The temporary files of unfinished metadata writes in the sink's metadata directories
     /// (`_filesink/`, each of `jobs`' checkpoint directory, `_delta_log/`), sorted by path;
     /// none, without a listing, on a backend whose writes leave none
-    /// ([`Storage::leaves_metadata_temps`]).
+    /// ([`Storage::leaves_metadata_temps`](crate::storage::MetadataStore::leaves_metadata_temps)).
     pub async fn metadata_temps(&self, jobs: &[JobInfo]) -> Result<Vec<MetadataTemp>> {
         let mut dirs: Vec<(String, Option<String>)> = vec![
             (manifest::METADATA_DIR.to_string(), None),

@@ -33,7 +33,7 @@ use filesink::job::manifest::{latest_manifest, list_temps};
 use filesink::protocol::checkpoints_dir;
 use filesink::storage::local::Fs;
 use filesink::storage::power_loss::{PowerLoss, PowerLossDisk};
-use filesink::storage::{LocalStorage, Storage};
+use filesink::storage::{Listing, LocalStorage, MetadataStore, Storage};
 use filesink::FileFormat;
 
 const BASE: &str = "/lake";

@@ -1,7 +1,7 @@
 //! Checks of the storage calls a table writer, a compactor and vacuum make
-//! (`docs/design/delta.md` section 14, step 4): [`Storage::refuses_replace`],
-//! [`Storage::replace_metadata`], [`Storage::list_metadata_from`],
-//! [`Storage::read_data_file`], [`Storage::remove_data_file`] and [`Storage::read_hidden`],
+//! (`docs/design/delta.md` section 14, step 4): [`Storage::refuses_replace`](crate::storage::MetadataStore::refuses_replace),
+//! [`Storage::replace_metadata`](crate::storage::MetadataStore::replace_metadata), [`Storage::list_metadata_from`](crate::storage::MetadataStore::list_metadata_from),
+//! [`Storage::read_data_file`](crate::storage::Listing::read_data_file), [`Storage::remove_data_file`](crate::storage::Listing::remove_data_file) and [`Storage::read_hidden`](crate::storage::Listing::read_hidden),
 //! and the refusals of every path outside what each call may touch.
 
 use crate::format::FileFormat;
@@ -188,7 +188,7 @@ pub async fn hostile_paths_are_refused_by_every_storage_call(b: &dyn Location) {
     );
 }
 
-/// [`Storage::refuses_replace`] is the store's answer (local disk and stores honouring
+/// [`Storage::refuses_replace`](crate::storage::MetadataStore::refuses_replace) is the store's answer (local disk and stores honouring
 /// `If-None-Match: *` refuse; Garage does not), the same from a fresh view of the store. A
 /// second put of an existing name is a conflict everywhere; where the store refuses to
 /// replace, of two writers racing for one name, round after round, exactly one wins and its
@@ -239,7 +239,7 @@ pub async fn refuses_replace_is_the_stores_answer_and_decides_races(b: &dyn Loca
     }
 }
 
-/// [`Storage::replace_metadata`] creates an object, then replaces it whole (the new bytes,
+/// [`Storage::replace_metadata`](crate::storage::MetadataStore::replace_metadata) creates an object, then replaces it whole (the new bytes,
 /// read back from this and from a fresh view of the store, and no temporary file left in the
 /// directory); `put_metadata` still refuses the name; deleting it works as for any metadata
 /// object.
@@ -291,7 +291,7 @@ pub async fn replace_metadata_swaps_the_whole_object(b: &dyn Location) {
     );
 }
 
-/// [`Storage::list_metadata_from`] lists the objects directly in a directory whose names sort
+/// [`Storage::list_metadata_from`](crate::storage::MetadataStore::list_metadata_from) lists the objects directly in a directory whose names sort
 /// after a given name, in byte order (`…10.checkpoint.parquet` before `…10.json`,
 /// `_last_checkpoint` after every version), strictly after it, whether or not an object has
 /// that name; objects in a directory below are not listed, a missing directory is empty.
@@ -374,7 +374,7 @@ pub async fn list_metadata_from_lists_the_names_after_one_in_order(b: &dyn Locat
 }
 
 /// A committed part file reads back whole under its final name (its size and CRC-32C are the
-/// committable's, its bytes the visible file's); [`Storage::remove_data_file`] removes it
+/// committable's, its bytes the visible file's); [`Storage::remove_data_file`](crate::storage::Listing::remove_data_file) removes it
 /// and nothing else, again without error, after which reading it is
 /// [`Error::DataLost`].
 pub async fn committed_part_files_are_read_and_removed_by_their_final_names(b: &dyn Location) {

@@ -8,8 +8,8 @@
 
 use arrow::array::Array;
 use arrow::datatypes::{DataType, SchemaRef};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::file::metadata::ParquetMetaData;
 
 use super::{CsvOptions, Encoder};

@@ -24,11 +24,11 @@
 //! # Taking an input ([`take`]), run by a job that holds its own job
 //!
 //! 1. No entry: write entry 1 naming this job, base nothing read. Entries are written without
-//!    replacing ([`Storage::put_metadata`]): of two jobs that race for a new input one writes
+//!    replacing ([`Storage::put_metadata`](crate::storage::MetadataStore::put_metadata)): of two jobs that race for a new input one writes
 //!    entry 1 and the other reads it and starts again.
 //! 2. The head names this job: the base is where it starts (or its own checkpoint, if later).
 //! 3. The head names another job `J`: take `J` as its own run would
-//!    ([`Storage::acquire_job`]; a live run of `J` refuses this run with [`Error::JobBusy`]
+//!    ([`Storage::acquire_job`](crate::storage::Leases::acquire_job); a live run of `J` refuses this run with [`Error::JobBusy`]
 //!    before anything is read), read the head again (another job may have taken the input
 //!    meanwhile: start again), *settle* `J`, and write the next entry naming this job, with
 //!    base `J`'s prefix of the input. `J` is released once every input is taken.

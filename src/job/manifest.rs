@@ -11,7 +11,7 @@
 //! exact bytes, so a truncated, half-written or edited manifest is detected even on a store
 //! without atomic writes; the body carries a format version and the sink id, so a manifest of
 //! an unknown version or copied from another sink is refused. It is written through
-//! [`crate::storage::Storage::put_metadata`]: atomic, durable, never replacing.
+//! [`crate::storage::MetadataStore::put_metadata`]: atomic, durable, never replacing.
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -21,7 +21,7 @@ use crate::protocol::paths::{JOBS_DIR, SINK_FILE};
 use crate::protocol::{
     decode_versioned, Committable, WriterState, FORMAT_VERSION, FORMAT_VERSION_STATS,
 };
-use crate::storage::{MetadataEntry, Storage};
+use crate::storage::{MetadataEntry, MetadataStore, Storage};
 use crate::table::delta::TableRemove;
 use crate::{Error, Result};
 
@@ -280,7 +280,7 @@ pub async fn sink_identity_of(
 /// checkpoints under it: each manifest names the sink that wrote it, and a new identity would
 /// make every one of them foreign, their pending files committable by nothing. The error
 /// names the identity to put back.
-async fn refuse_lost_identity(storage: &dyn Storage) -> Result<()> {
+async fn refuse_lost_identity(storage: &dyn MetadataStore) -> Result<()> {
     let mut jobs = Vec::new();
     let mut ids = std::collections::BTreeSet::new();
     for job in list_jobs(storage).await? {
@@ -326,7 +326,7 @@ async fn refuse_lost_identity(storage: &dyn Storage) -> Result<()> {
 }
 
 /// The jobs that have manifests under this sink.
-pub async fn list_jobs(storage: &dyn Storage) -> Result<Vec<String>> {
+pub async fn list_jobs(storage: &dyn MetadataStore) -> Result<Vec<String>> {
     let mut jobs: Vec<String> = storage
         .list_metadata(JOBS_DIR)
         .await?
@@ -341,7 +341,7 @@ pub async fn list_jobs(storage: &dyn Storage) -> Result<Vec<String>> {
 /// The checkpoint ids that have a manifest file for `job`, ascending, with each file's
 /// modification time. Files that are not manifests (temp files of a write in flight) are
 /// skipped.
-pub async fn list_checkpoints(storage: &dyn Storage, job: &str) -> Result<Vec<(u64, i64)>> {
+pub async fn list_checkpoints(storage: &dyn MetadataStore, job: &str) -> Result<Vec<(u64, i64)>> {
     let mut ids: Vec<(u64, i64)> = storage
         .list_metadata(&checkpoints_dir(job))
         .await?
@@ -360,8 +360,8 @@ pub async fn list_checkpoints(storage: &dyn Storage, job: &str) -> Result<Vec<(u
 /// The temporary files of dead metadata writes directly in metadata directory `dir`
 /// ([`crate::protocol::is_metadata_temp_name`]: exactly that shape, nothing else); none,
 /// without a listing, on a backend whose writes leave none
-/// ([`Storage::leaves_metadata_temps`]).
-pub async fn list_temps(storage: &dyn Storage, dir: &str) -> Result<Vec<MetadataEntry>> {
+/// ([`Storage::leaves_metadata_temps`](crate::storage::MetadataStore::leaves_metadata_temps)).
+pub async fn list_temps(storage: &dyn MetadataStore, dir: &str) -> Result<Vec<MetadataEntry>> {
     if !storage.leaves_metadata_temps() {
         return Ok(Vec::new());
     }
@@ -374,7 +374,7 @@ pub async fn list_temps(storage: &dyn Storage, dir: &str) -> Result<Vec<Metadata
 /// when their process died before the rename ([`list_temps`]); returns how many. Only for the
 /// job's owner, before it writes a manifest: no write there is live then (a zombie's is
 /// refused by its lease anyway).
-pub async fn remove_temps(storage: &dyn Storage, job: &str) -> Result<usize> {
+pub async fn remove_temps(storage: &dyn MetadataStore, job: &str) -> Result<usize> {
     let dir = checkpoints_dir(job);
     let temps = list_temps(storage, &dir).await?;
     for e in &temps {
@@ -387,7 +387,7 @@ pub async fn remove_temps(storage: &dyn Storage, job: &str) -> Result<usize> {
 
 /// Reads manifest `id` of `job`.
 pub async fn read_manifest(
-    storage: &dyn Storage,
+    storage: &dyn MetadataStore,
     job: &str,
     id: u64,
     sink_id: Option<&str>,
@@ -403,7 +403,7 @@ pub async fn read_manifest(
 /// The latest manifest of `job`, if any. A latest manifest that cannot be read is an error,
 /// never skipped: it may be a complete checkpoint whose files are already visible.
 pub async fn latest_manifest(
-    storage: &dyn Storage,
+    storage: &dyn MetadataStore,
     job: &str,
     sink_id: Option<&str>,
 ) -> Result<Option<Manifest>> {

@@ -16,7 +16,7 @@
 //! | after the commit                     | restores from N; every committable reports already committed       |
 //!
 //! Writing the manifest is the completion point, so it is atomic, durable and never replaces
-//! ([`crate::storage::Storage::put_metadata`]).
+//! ([`crate::storage::MetadataStore::put_metadata`]).
 //!
 //! # Committing in the background
 //!

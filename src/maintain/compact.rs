@@ -13,7 +13,7 @@
 //!    smaller than half the target, oldest first, packed greedily into bins of at most the
 //!    target size; a bin needs at least `min_files` files; a round stops adding bins at
 //!    `max_bytes` of input.
-//! 2. **Rewrite**: each bin's files are read whole ([`Storage::read_data_file`]), checked to
+//! 2. **Rewrite**: each bin's files are read whole ([`Storage::read_data_file`](crate::storage::Listing::read_data_file)), checked to
 //!    have one Arrow schema, and written through the job's writer into the bin's partition
 //!    directory. Their record count is checked against the `numRecords` of their `add`s.
 //! 3. **Vote and manifest N**: the manifest records the plan (`read_version = L`, the inputs

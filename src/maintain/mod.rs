@@ -9,7 +9,7 @@
 //! Maintenance reads the table through its log (`crate::table`) and the jobs through their
 //! manifests ([`crate::job`]), and changes the store only through the [`Storage`]
 //! methods that refuse anything but the sink's own part names
-//! ([`Storage::remove_data_file`]) or the log's files ([`Storage::delete_metadata`]), and, for
+//! ([`Storage::remove_data_file`](crate::storage::Listing::remove_data_file)) or the log's files ([`Storage::delete_metadata`](crate::storage::MetadataStore::delete_metadata)), and, for
 //! compaction, through a coordinator job.
 //!
 //! `maintain` sits above [`crate::job`]: a compaction round *is* a coordinator job
@@ -18,8 +18,8 @@
 //! may use it (`scripts/check-layers`).
 //!
 //! [`Storage`]: crate::storage::Storage
-//! [`Storage::remove_data_file`]: crate::storage::Storage::remove_data_file
-//! [`Storage::delete_metadata`]: crate::storage::Storage::delete_metadata
+//! [`Storage::remove_data_file`](crate::storage::Listing::remove_data_file): crate::storage::Storage::remove_data_file
+//! [`Storage::delete_metadata`](crate::storage::MetadataStore::delete_metadata): crate::storage::Storage::delete_metadata
 
 pub mod compact;
 pub mod vacuum;

@@ -6,7 +6,7 @@
 //!
 //! At the latest version L, a file is deleted only if all of these hold (`verdict`):
 //!
-//! 1. it is a visible file under the table root ([`Storage::list_visible`]) whose name is one
+//! 1. it is a visible file under the table root ([`Storage::list_visible`](crate::storage::Listing::list_visible)) whose name is one
 //!    of the sink's own final part names: the [`OwnNames`] rule of `filesink abort`, applied to
 //!    final names (a part name of the exact shape filesink writes, by a writer `<job>_<i>` of
 //!    one of the sink's jobs, with a prefix and suffix of the sink's). Anything else is
@@ -37,7 +37,7 @@
 //! (`features::check_table`, §VACUUM Protocol Check); a location without a table is refused;
 //! a retention below the table's `delta.deletedFileRetentionDuration` (default one week) is
 //! refused unless [`VacuumOptions::allow_short_retention`]. Deleting is idempotent
-//! ([`Storage::remove_data_file`] succeeds on a missing file), so a vacuum that crashed half
+//! ([`Storage::remove_data_file`](crate::storage::Listing::remove_data_file) succeeds on a missing file), so a vacuum that crashed half
 //! way is finished by running it again. Vacuum writes no log entry.
 //!
 //! # Which log files are deleted (`expired_log_files`)

@@ -92,10 +92,10 @@
 //! # Invariants
 //!
 //! 1. **Nothing is visible before its checkpoint completes.** Final names are created only by
-//!    [`crate::storage::Storage::commit`]; until then bytes live under hidden names
+//!    [`crate::storage::Parts::commit`]; until then bytes live under hidden names
 //!    (`.…​.inprogress.<id>`) that Hive, Spark, pyarrow and DuckDB skip.
 //! 2. **Durable before the vote.** A [`Committable`] exists only after its file, and the
-//!    directory entries that reach it, are fsynced ([`crate::storage::Storage::seal`]). A
+//!    directory entries that reach it, are fsynced ([`crate::storage::Parts::seal`]). A
 //!    failed fsync fails `prepare_commit`, and with it the checkpoint.
 //! 3. **Commit never replaces and never guesses.** It renames without replacing
 //!    (`RENAME_NOREPLACE`), fsyncs each directory once per call, and says "already committed"
@@ -206,7 +206,7 @@ impl Sink {
 
     /// The longest partition path (a bucket's directories, `/`-separated, as
     /// [`BucketId`](crate::protocol::BucketId) spells it) this sink can write into, in bytes: the
-    /// store's limit on a path ([`Storage::path_bytes_max`]) less a `/` and the longest name a
+    /// store's limit on a path ([`Storage::path_bytes_max`](crate::storage::Parts::path_bytes_max)) less a `/` and the longest name a
     /// part file of any of the sink's writers may have. `None` if the store has no limit.
     ///
     /// [`SinkWriter::write`] refuses a batch with a longer partition path before anything is

@@ -148,7 +148,7 @@ struct ClosedPart {
     /// Computed from the footer when the sink asks for statistics.
     stats: Option<FileStats>,
     /// Sealed as a carried file of the pre-commit merge
-    /// ([`crate::storage::Storage::seal_carried`]): its vote carries it instead of handing it
+    /// ([`crate::storage::Parts::seal_carried`]): its vote carries it instead of handing it
     /// out.
     carried: bool,
 }

@@ -8,8 +8,8 @@
 //! ("the store applied the operation but the response was lost", the S3A committers' fault).
 //!
 //! Every call that changes the store is a fault point; calls that only read
-//! ([`Storage::get_metadata`], [`Storage::list_metadata_from`], [`Storage::read_data_file`],
-//! [`Storage::read_hidden`], [`Storage::refuses_replace`], …) pass through while the process is
+//! ([`Storage::get_metadata`](crate::storage::MetadataStore::get_metadata), [`Storage::list_metadata_from`](crate::storage::MetadataStore::list_metadata_from), [`Storage::read_data_file`](crate::storage::Listing::read_data_file),
+//! [`Storage::read_hidden`](crate::storage::Listing::read_hidden), [`Storage::refuses_replace`](crate::storage::MetadataStore::refuses_replace), …) pass through while the process is
 //! alive and fail once it is dead: a crash at a read leaves the store as a crash before the
 //! next change does, so it needs no point of its own.
 //!
@@ -21,7 +21,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{CommitState, Leftover, MetadataEntry, PartLocation, PartWriter, Storage, VisibleFile};
+use super::{
+    CommitState, Leases, Leftover, Listing, MetadataEntry, MetadataStore, PartLocation, PartWriter,
+    Parts, Storage, VisibleFile,
+};
 use crate::protocol::{CommitOutcome, Committable, PendingHandle};
 use crate::{Error, Result};
 
@@ -56,13 +59,13 @@ pub enum FaultPoint {
     ListLeftovers,
     /// Removing a leftover at restore or abort.
     RemoveLeftover,
-    /// Replacing a metadata object ([`Storage::replace_metadata`]): a Delta table's
+    /// Replacing a metadata object ([`Storage::replace_metadata`](crate::storage::MetadataStore::replace_metadata)): a Delta table's
     /// `_delta_log/_last_checkpoint`, the only object ever replaced.
     ReplaceLastCheckpoint,
-    /// Removing a committed data file ([`Storage::remove_data_file`]): an abandoned
+    /// Removing a committed data file ([`Storage::remove_data_file`](crate::storage::Listing::remove_data_file)): an abandoned
     /// compaction round's output, or a file vacuum expires.
     RemoveDataFile,
-    /// Reading a hidden part file back ([`Storage::read_hidden`]): a carried file of a
+    /// Reading a hidden part file back ([`Storage::read_hidden`](crate::storage::Listing::read_hidden)): a carried file of a
     /// pre-commit merge, at the vote that merges it.
     ReadHidden,
 }
@@ -294,17 +297,16 @@ impl Storage for FaultyStorage {
     fn place(&self) -> String {
         self.inner.place()
     }
+}
 
+#[async_trait]
+impl Parts for FaultyStorage {
     fn can_resume(&self) -> bool {
         self.inner.can_resume()
     }
 
     fn path_bytes_max(&self) -> Option<usize> {
         self.inner.path_bytes_max()
-    }
-
-    fn leaves_metadata_temps(&self) -> bool {
-        self.inner.leaves_metadata_temps()
     }
 
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
@@ -423,47 +425,16 @@ impl Storage for FaultyStorage {
         self.inner.commit(committables).await
     }
 
-    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
-        guarded!(
-            self.state,
-            FaultPoint::ListLeftovers,
-            self.inner.list_leftovers().await
-        )
+    async fn probe(&self, committable: &Committable) -> Result<CommitState> {
+        self.state.check_alive(FaultPoint::Commit)?;
+        self.inner.probe(committable).await
     }
+}
 
-    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
-        guarded!(
-            self.state,
-            FaultPoint::ListLeftovers,
-            self.inner.list_leftovers_uncarried().await
-        )
-    }
-
-    async fn remove_leftover(&self, path: &str) -> Result<()> {
-        guarded!(
-            self.state,
-            FaultPoint::RemoveLeftover,
-            self.inner.remove_leftover(path).await
-        )
-    }
-
-    async fn acquire_job(
-        &self,
-        job: &str,
-        options: &super::LeaseOptions,
-    ) -> Result<Box<dyn super::JobLease>> {
-        self.inner.acquire_job(job, options).await
-    }
-
-    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
-        self.inner.job_holder(job).await
-    }
-
-    async fn acquire_table_writer(
-        &self,
-        options: &super::LeaseOptions,
-    ) -> Result<Box<dyn super::JobLease>> {
-        self.inner.acquire_table_writer(options).await
+#[async_trait]
+impl MetadataStore for FaultyStorage {
+    fn leaves_metadata_temps(&self) -> bool {
+        self.inner.leaves_metadata_temps()
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
@@ -502,6 +473,65 @@ impl Storage for FaultyStorage {
         self.inner.list_metadata_from(dir, after).await
     }
 
+    async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
+        self.state.check_alive(FaultPoint::PutManifest)?;
+        self.inner.list_metadata(dir).await
+    }
+
+    async fn delete_metadata(&self, path: &str) -> Result<()> {
+        self.state.check_alive(FaultPoint::PutManifest)?;
+        self.inner.delete_metadata(path).await
+    }
+}
+
+#[async_trait]
+impl Leases for FaultyStorage {
+    async fn acquire_job(
+        &self,
+        job: &str,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        self.inner.acquire_job(job, options).await
+    }
+
+    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
+        self.inner.job_holder(job).await
+    }
+
+    async fn acquire_table_writer(
+        &self,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        self.inner.acquire_table_writer(options).await
+    }
+}
+
+#[async_trait]
+impl Listing for FaultyStorage {
+    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+        guarded!(
+            self.state,
+            FaultPoint::ListLeftovers,
+            self.inner.list_leftovers().await
+        )
+    }
+
+    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
+        guarded!(
+            self.state,
+            FaultPoint::ListLeftovers,
+            self.inner.list_leftovers_uncarried().await
+        )
+    }
+
+    async fn remove_leftover(&self, path: &str) -> Result<()> {
+        guarded!(
+            self.state,
+            FaultPoint::RemoveLeftover,
+            self.inner.remove_leftover(path).await
+        )
+    }
+
     async fn read_data_file(&self, path: &str) -> Result<bytes::Bytes> {
         self.state.check_alive(FaultPoint::RemoveDataFile)?;
         self.inner.read_data_file(path).await
@@ -523,11 +553,6 @@ impl Storage for FaultyStorage {
         )
     }
 
-    async fn list_metadata(&self, dir: &str) -> Result<Vec<MetadataEntry>> {
-        self.state.check_alive(FaultPoint::PutManifest)?;
-        self.inner.list_metadata(dir).await
-    }
-
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
         self.state.check_alive(FaultPoint::ListLeftovers)?;
         self.inner.list_visible().await
@@ -536,16 +561,6 @@ impl Storage for FaultyStorage {
     async fn other_sinks(&self) -> Result<super::OtherSinks> {
         self.state.check_alive(FaultPoint::ListLeftovers)?;
         self.inner.other_sinks().await
-    }
-
-    async fn probe(&self, committable: &Committable) -> Result<CommitState> {
-        self.state.check_alive(FaultPoint::Commit)?;
-        self.inner.probe(committable).await
-    }
-
-    async fn delete_metadata(&self, path: &str) -> Result<()> {
-        self.state.check_alive(FaultPoint::PutManifest)?;
-        self.inner.delete_metadata(path).await
     }
 }
 

@@ -71,22 +71,28 @@ pub struct Leftover {
     pub modified_ms: i64,
 }
 
-/// How many [`Storage::create`] calls the default [`Storage::create_all`] runs at a time.
+/// How many [`Parts::create`] calls the default [`Parts::create_all`] runs at a time.
 pub const CREATE_AT_ONCE_MAX: usize = 32;
 
 /// A storage backend for part files.
+///
+/// A backend implements one trait per role its callers use: [`Parts`] (the two phases' part
+/// files), [`MetadataStore`] (manifests, the ledger, a Delta log), [`Leases`] (one live run
+/// per job) and [`Listing`] (what cleanup, compaction and vacuum see); `Storage` is all four
+/// with the backend's name. Code that needs one role takes that trait (`job::manifest` takes
+/// `&dyn MetadataStore`), and a `&dyn Storage` is one of each.
 ///
 /// # Contract
 ///
 /// A backend must guarantee, for the protocol's proof to hold:
 ///
 /// 1. **Invisible until commit.** Bytes written through a [`PartWriter`] are never visible under
-///    a name that readers list (no leading `.` or `_`) before [`Storage::commit`] of its handle.
-/// 2. **Durable before the handle leaves.** When [`Storage::seal`] or [`Storage::persist`]
+///    a name that readers list (no leading `.` or `_`) before [`Parts::commit`] of its handle.
+/// 2. **Durable before the handle leaves.** When [`Parts::seal`] or [`Parts::persist`]
 ///    returns, every byte written so far, and the name it is reachable by, survive a crash of
 ///    the process and of the machine. If that cannot be ensured (a failed fsync) the call fails
 ///    and the checkpoint fails with it.
-/// 3. **Atomic, non-replacing commit.** [`Storage::commit`] makes each file visible atomically
+/// 3. **Atomic, non-replacing commit.** [`Parts::commit`] makes each file visible atomically
 ///    under its final name and never replaces an existing final file. When it returns `Ok` the
 ///    commit is durable.
 /// 4. **Idempotent commit with proof.** Committing a handle whose file is already visible
@@ -100,7 +106,9 @@ pub const CREATE_AT_ONCE_MAX: usize = 32;
 ///    anything inside another sink's base below this one (a directory holding `_filesink/`, a
 ///    prefix holding `_filesink/sink.json`): a listing stops there.
 #[async_trait]
-pub trait Storage: Send + Sync + Debug + 'static {
+pub trait Storage:
+    Parts + MetadataStore + Leases + Listing + Send + Sync + Debug + 'static
+{
     /// A short name for messages (`local`, `s3`).
     fn name(&self) -> &'static str;
 
@@ -109,8 +117,13 @@ pub trait Storage: Send + Sync + Debug + 'static {
     fn place(&self) -> String {
         self.name().to_owned()
     }
+}
 
-    /// Whether [`Storage::persist`] and [`Storage::resume`] work, so row files can stay open
+/// The part files of the two phases: created and written, made durable at the vote, committed,
+/// probed ([`Storage`], contract points 1 to 4).
+#[async_trait]
+pub trait Parts: Send + Sync + Debug {
+    /// Whether [`Parts::persist`] and [`Parts::resume`] work, so row files can stay open
     /// across checkpoints. Where they do not, the writer rolls every file at every checkpoint.
     fn can_resume(&self) -> bool;
 
@@ -127,7 +140,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// [`crate::Error::Conflict`] if the in-progress name exists already.
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>>;
 
-    /// Starts new, empty in-progress part files at `locations` ([`Storage::create`] for each),
+    /// Starts new, empty in-progress part files at `locations` ([`Parts::create`] for each),
     /// returned in order; the first failure is returned, and files created before it are
     /// ordinary in-progress leftovers (a restore or `abort` removes them).
     ///
@@ -160,10 +173,10 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// disk, one fsync per file and one per directory. Returns one handle per part, in order.
     async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>>;
 
-    /// Seals `parts` as [`Storage::seal`] does, as files a pre-commit merge *carries*: sealed
-    /// (durable, hidden) under their in-progress names so that [`Storage::read_hidden`] can
+    /// Seals `parts` as [`Parts::seal`] does, as files a pre-commit merge *carries*: sealed
+    /// (durable, hidden) under their in-progress names so that [`Listing::read_hidden`] can
     /// read them back (`docs/design/delta.md` section 11). Only parts whose
-    /// [`PartWriter::can_carry`] is true. Local disk: [`Storage::seal`] (the default). Object
+    /// [`PartWriter::can_carry`] is true. Local disk: [`Parts::seal`] (the default). Object
     /// stores: the whole file as one hidden object written by a plain PUT under its
     /// in-progress name, a [`PendingHandle::Staged`] handle, and the part's multipart upload
     /// (S3) aborted: an upload in progress cannot be read.
@@ -171,7 +184,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
         self.seal(parts).await
     }
 
-    /// Whether a carried file (sealed by [`Storage::seal_carried`]) can be committed as it
+    /// Whether a carried file (sealed by [`Parts::seal_carried`]) can be committed as it
     /// is, under its own final name, without a rewrite: local disk (a rename). The default is
     /// `false`, the answer of object stores, where a hidden object cannot become a final one
     /// without a copy (S3 cannot commit a staged object at all): there a lone carried file due
@@ -188,30 +201,20 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// failure of one does not stop the others.
     async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>>;
 
-    /// Lists the hidden part files under the base location, and the names that only look like
-    /// one ([`Leftover::name`] `None`), in any order; nothing inside another sink's base
-    /// (contract 5).
-    async fn list_leftovers(&self) -> Result<Vec<Leftover>>;
+    /// Where `committable` stands, without changing anything: the dry run of
+    /// [`Parts::commit`], with the same proof for "already committed".
+    async fn probe(&self, committable: &Committable) -> Result<CommitState>;
+}
 
-    /// The leftovers a writer that carries no files can leave: [`Storage::list_leftovers`],
-    /// except that a backend may leave out the hidden objects that only a pre-commit merge
-    /// writes ([`Storage::seal_carried`]) where finding them costs a listing of every object
-    /// under the base: on S3, whose part files are multipart uploads, this lists the uploads
-    /// only. A writer restore uses it when its sink has no merge policy and its state carries
-    /// no files. The default lists everything.
-    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
-        self.list_leftovers().await
-    }
-
-    /// Removes one hidden part file. Refuses any path that is not a part name of the exact
-    /// shape filesink writes ([`PartName`]). Removing a file that is already gone succeeds.
-    async fn remove_leftover(&self, path: &str) -> Result<()>;
-
+/// Metadata objects under `_filesink/` and `_delta_log/`: written once without replacing,
+/// read, listed, deleted (the manifests, the ledger, a Delta log).
+#[async_trait]
+pub trait MetadataStore: Send + Sync + Debug {
     /// Writes a small metadata object (a checkpoint manifest, a Delta log entry) at `path`:
     /// atomically (a reader sees all of it or nothing), durably (when this returns it survives
     /// a crash), and without replacing: an existing object is [`crate::Error::Conflict`].
     /// Whether a put by another writer *at the same moment* is refused too is
-    /// [`Storage::refuses_replace`].
+    /// [`MetadataStore::refuses_replace`].
     ///
     /// Metadata paths: every metadata method takes paths relative to the base inside the
     /// metadata namespace, `_filesink/` (the protocol's) and `_delta_log/` (a Delta table's
@@ -221,7 +224,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// no metadata call can write, replace, read or delete a data file or a part file.
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()>;
 
-    /// Whether [`Storage::put_metadata`] refuses to replace an object that another writer put
+    /// Whether [`MetadataStore::put_metadata`] refuses to replace an object that another writer put
     /// at the same moment, so that of two writers racing for one name exactly one succeeds
     /// and the other gets [`crate::Error::Conflict`]. `true` on local disk
     /// (`renameat2(RENAME_NOREPLACE)`, or `link` + `unlink`) and on object stores whose
@@ -261,7 +264,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// left out. Empty if the directory does not exist. Object stores list from `after` on
     /// (S3's `start-after`), so the cost is in the names after it; local disk reads the
     /// directory and filters. Names only: a caller that acts on an object reads it with
-    /// [`Storage::get_metadata`], which makes it durable.
+    /// [`MetadataStore::get_metadata`], which makes it durable.
     async fn list_metadata_from(&self, dir: &str, after: &str) -> Result<Vec<MetadataEntry>>;
 
     /// Deletes a metadata object; deleting one that is gone succeeds.
@@ -274,6 +277,53 @@ pub trait Storage: Send + Sync + Debug + 'static {
     fn leaves_metadata_temps(&self) -> bool {
         false
     }
+}
+
+/// Who runs a job: one live run per job (a kernel lock on local disk, a renewed claim on object
+/// stores), and the Delta single-writer claim.
+#[async_trait]
+pub trait Leases: Send + Sync + Debug {
+    /// Takes the ownership of `job` for this run ([`ownership`]), without waiting: if another
+    /// live run holds it, [`crate::Error::JobBusy`] naming that run, and nothing changed.
+    async fn acquire_job(&self, job: &str, options: &LeaseOptions) -> Result<Box<dyn JobLease>>;
+
+    /// Who holds `job` right now, without taking it (for listings); `None` if no live run
+    /// does.
+    async fn job_holder(&self, job: &str) -> Result<Option<String>>;
+
+    /// Takes the single-writer claim of the Delta table at the base, for a writer that runs
+    /// alone on a store whose metadata puts cannot refuse to replace
+    /// ([`MetadataStore::refuses_replace`] is `false`): a second such writer is refused with
+    /// [`crate::Error::JobBusy`] while the claim lives (`docs/design/delta.md` section 6).
+    /// Stores that refuse to replace need no claim: the default holds nothing.
+    async fn acquire_table_writer(&self, options: &LeaseOptions) -> Result<Box<dyn JobLease>> {
+        let _ = options;
+        Ok(Box::new(ownership::External))
+    }
+}
+
+/// What the base holds besides metadata: hidden leftovers and visible files, read and removed
+/// by cleanup, compaction and vacuum (contract point 5).
+#[async_trait]
+pub trait Listing: Send + Sync + Debug {
+    /// Lists the hidden part files under the base location, and the names that only look like
+    /// one ([`Leftover::name`] `None`), in any order; nothing inside another sink's base
+    /// (contract 5).
+    async fn list_leftovers(&self) -> Result<Vec<Leftover>>;
+
+    /// The leftovers a writer that carries no files can leave: [`Listing::list_leftovers`],
+    /// except that a backend may leave out the hidden objects that only a pre-commit merge
+    /// writes ([`Parts::seal_carried`]) where finding them costs a listing of every object
+    /// under the base: on S3, whose part files are multipart uploads, this lists the uploads
+    /// only. A writer restore uses it when its sink has no merge policy and its state carries
+    /// no files. The default lists everything.
+    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
+        self.list_leftovers().await
+    }
+
+    /// Removes one hidden part file. Refuses any path that is not a part name of the exact
+    /// shape filesink writes ([`PartName`]). Removing a file that is already gone succeeds.
+    async fn remove_leftover(&self, path: &str) -> Result<()>;
 
     /// Reads a committed data file whole, under its final name `path` (relative to the base):
     /// a compaction round's input (`docs/design/delta.md` section 9). Any visible file may be
@@ -292,7 +342,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// with `.` or `_` (never a hidden part file, never anything in `_filesink/` or
     /// `_delta_log/`; [`crate::protocol::validate_final_part_path`]). Which part names are
     /// this sink's own (its jobs, prefixes and suffixes) is the caller's rule
-    /// (`job::OwnNames`), as for [`Storage::remove_leftover`]. Removing a file that is
+    /// (`job::OwnNames`), as for [`Listing::remove_leftover`]. Removing a file that is
     /// already gone succeeds.
     async fn remove_data_file(&self, path: &str) -> Result<()>;
 
@@ -303,35 +353,13 @@ pub trait Storage: Send + Sync + Debug + 'static {
     /// ([`crate::protocol::validate_hidden_path`]), or that is in a hidden directory, with
     /// [`crate::Error::InvalidInput`]. A file
     /// that does not exist is [`crate::Error::DataLost`]. On S3 only carried objects
-    /// ([`Storage::seal_carried`]) have such a name: a multipart upload in progress cannot be
+    /// ([`Parts::seal_carried`]) have such a name: a multipart upload in progress cannot be
     /// read back.
     async fn read_hidden(&self, path: &str) -> Result<Bytes>;
 
     /// Lists the visible data files under the base (every name readers see: no component
     /// starting with `.` or `_`), in any order; nothing inside another sink's base.
     async fn list_visible(&self) -> Result<Vec<VisibleFile>>;
-
-    /// Where `committable` stands, without changing anything: the dry run of
-    /// [`Storage::commit`], with the same proof for "already committed".
-    async fn probe(&self, committable: &Committable) -> Result<CommitState>;
-
-    /// Takes the ownership of `job` for this run ([`ownership`]), without waiting: if another
-    /// live run holds it, [`crate::Error::JobBusy`] naming that run, and nothing changed.
-    async fn acquire_job(&self, job: &str, options: &LeaseOptions) -> Result<Box<dyn JobLease>>;
-
-    /// Who holds `job` right now, without taking it (for listings); `None` if no live run
-    /// does.
-    async fn job_holder(&self, job: &str) -> Result<Option<String>>;
-
-    /// Takes the single-writer claim of the Delta table at the base, for a writer that runs
-    /// alone on a store whose metadata puts cannot refuse to replace
-    /// ([`Storage::refuses_replace`] is `false`): a second such writer is refused with
-    /// [`crate::Error::JobBusy`] while the claim lives (`docs/design/delta.md` section 6).
-    /// Stores that refuse to replace need no claim: the default holds nothing.
-    async fn acquire_table_writer(&self, options: &LeaseOptions) -> Result<Box<dyn JobLease>> {
-        let _ = options;
-        Ok(Box::new(ownership::External))
-    }
 
     /// The bases of other sinks that this base is inside of (a directory above holding
     /// `_filesink/`, a prefix above holding `_filesink/sink.json`) or that are inside it. A
@@ -343,7 +371,7 @@ pub trait Storage: Send + Sync + Debug + 'static {
     }
 }
 
-/// Checks a path for [`Storage::replace_metadata`]: a metadata path outside `_filesink/`,
+/// Checks a path for [`MetadataStore::replace_metadata`]: a metadata path outside `_filesink/`,
 /// whose objects are written once.
 pub(crate) fn validate_replaceable_path(path: &str) -> Result<()> {
     crate::protocol::validate_metadata_path(path).map_err(crate::Error::InvalidInput)?;
@@ -355,7 +383,7 @@ pub(crate) fn validate_replaceable_path(path: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks a path for [`Storage::read_hidden`]: an in-progress part name of the exact shape
+/// Checks a path for [`Listing::read_hidden`]: an in-progress part name of the exact shape
 /// filesink writes, in a visible directory (a bucket; never `_filesink/`, `_delta_log/` or a
 /// hidden directory).
 pub(crate) fn validate_hidden_part_path(path: &str) -> Result<()> {
@@ -371,7 +399,7 @@ pub(crate) fn validate_hidden_part_path(path: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks the name [`Storage::list_metadata_from`] lists after: empty, or one file name.
+/// Checks the name [`MetadataStore::list_metadata_from`] lists after: empty, or one file name.
 pub(crate) fn validate_list_start(after: &str) -> Result<()> {
     if after.is_empty() {
         return Ok(());
@@ -385,7 +413,7 @@ pub(crate) fn validate_list_start(after: &str) -> Result<()> {
     Ok(())
 }
 
-/// Other sinks around or inside a base ([`Storage::other_sinks`]), as paths or URLs for
+/// Other sinks around or inside a base ([`Listing::other_sinks`]), as paths or URLs for
 /// messages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OtherSinks {
@@ -402,7 +430,7 @@ impl OtherSinks {
     }
 }
 
-/// A visible data file found by [`Storage::list_visible`].
+/// A visible data file found by [`Listing::list_visible`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VisibleFile {
     /// Its path relative to the base.
@@ -414,7 +442,7 @@ pub struct VisibleFile {
     pub modified_ms: i64,
 }
 
-/// Where a committable stands ([`Storage::probe`]).
+/// Where a committable stands ([`Parts::probe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitState {
     /// Visible under its final name with the recorded content: committing reports
@@ -428,7 +456,7 @@ pub enum CommitState {
     Missing,
 }
 
-/// A metadata object found by [`Storage::list_metadata`].
+/// A metadata object found by [`MetadataStore::list_metadata`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetadataEntry {
     /// Its name inside the listed directory.
@@ -468,18 +496,18 @@ pub trait PartWriter: Send + Debug {
     async fn write(&mut self, data: &[u8]) -> Result<()>;
 
     /// Makes the bytes written so far durable (not the file's name: that is the backend's
-    /// [`Storage::seal`] or [`Storage::persist`], the only callers of this method).
+    /// [`Parts::seal`] or [`Parts::persist`], the only callers of this method).
     /// Idempotent: a second call without writes in between changes nothing.
     async fn sync(&mut self) -> Result<()>;
 
-    /// Whether [`Storage::seal_carried`] can seal this part as a carried file, one that can be
+    /// Whether [`Parts::seal_carried`] can seal this part as a carried file, one that can be
     /// read back: true unless bytes of it are already out where they cannot be read (an S3
     /// part uploaded: the file reached the part size). Default: true.
     fn can_carry(&self) -> bool {
         true
     }
 
-    /// Closes the part and returns its handle. Only [`Storage::seal`] calls it, after `sync`.
+    /// Closes the part and returns its handle. Only [`Parts::seal`] calls it, after `sync`.
     async fn close(self: Box<Self>) -> Result<PendingHandle>;
 
     /// For wrappers (fault injection) that hand their backend's parts on.

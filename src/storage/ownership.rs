@@ -3,7 +3,7 @@
 //! Two runs of one job at once (a cron job that overlaps itself, an operator who restarts a run
 //! that is not dead) would both restore from the same manifest, and each one's restore removes
 //! the hidden files the other is writing and is about to promise in its next manifest. So a
-//! [`crate::Coordinator`] owns its job for as long as it runs: [`crate::storage::Storage::acquire_job`]
+//! [`crate::Coordinator`] owns its job for as long as it runs: [`crate::storage::Leases::acquire_job`]
 //! before it touches anything, [`JobLease::check`] before every manifest write, release when
 //! it stops. A second run is refused at once with [`Error::JobBusy`], before it changes
 //! anything. `filesink abort` and `filesink commit` take the same ownership before they act on
@@ -89,7 +89,7 @@ impl Default for LeaseOptions {
     }
 }
 
-/// A job held by this run ([`crate::storage::Storage::acquire_job`]). Dropping it releases
+/// A job held by this run ([`crate::storage::Leases::acquire_job`]). Dropping it releases
 /// the job (on object stores in the background; [`JobLease::release`] waits for it).
 #[async_trait]
 pub trait JobLease: Send + Sync + Debug {

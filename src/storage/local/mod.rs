@@ -33,8 +33,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState,
-    Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
+    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState, Leases,
+    Leftover, Listing, MetadataEntry, MetadataStore, OtherSinks, PartLocation, PartWriter, Parts,
+    Storage, VisibleFile,
 };
 use crate::protocol::{
     looks_in_progress, metadata_temp_name, parse_hidden_name, split_rel, validate_final_part_path,
@@ -450,9 +451,9 @@ impl Inner {
 /// How [`Inner::put_durable`] treats an existing object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Put {
-    /// [`Storage::put_metadata`]: never replaced ([`Error::Conflict`]).
+    /// [`Storage::put_metadata`](crate::storage::MetadataStore::put_metadata): never replaced ([`Error::Conflict`]).
     NoReplace,
-    /// [`Storage::replace_metadata`]: replaced atomically.
+    /// [`Storage::replace_metadata`](crate::storage::MetadataStore::replace_metadata): replaced atomically.
     Replace,
 }
 
@@ -491,11 +492,10 @@ impl Storage for LocalStorage {
     fn place(&self) -> String {
         self.base().display().to_string()
     }
+}
 
-    fn leaves_metadata_temps(&self) -> bool {
-        true
-    }
-
+#[async_trait]
+impl Parts for LocalStorage {
     fn can_resume(&self) -> bool {
         true
     }
@@ -574,109 +574,36 @@ impl Storage for LocalStorage {
         }
     }
 
-    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
-        let inner = self.inner.clone();
-        blocking(move || inner.list_leftovers()).await
-    }
-
-    async fn remove_leftover(&self, path: &str) -> Result<()> {
-        validate_rel_path(path).map_err(|e| Error::corrupt("leftover path", e))?;
-        let (_, name) = split_rel(path);
-        if parse_hidden_name(name).is_none() {
-            return Err(Error::InvalidInput(format!(
-                "`{path}` is not an in-progress part name of the shape filesink writes; filesink \
-                 only removes its own hidden files"
-            )));
-        }
-        let (inner, path) = (self.inner.clone(), path.to_string());
-        blocking(move || {
-            inner.remove_hidden(&inner.abs(&path))?;
-            tracing::debug!(file = %path, "hidden file removed");
-            Ok(())
-        })
-        .await
-    }
-
-    async fn acquire_job(
-        &self,
-        job: &str,
-        _options: &super::LeaseOptions,
-    ) -> Result<Box<dyn super::JobLease>> {
-        let inner = self.inner.clone();
-        let job = job.to_string();
-        blocking(move || {
-            let dir = crate::protocol::job_dir(&job);
-            validate_rel_path(&dir).map_err(Error::InvalidInput)?;
-            inner.ensure_dir(&dir)?;
-            let path = inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
-            let me = super::ownership::describe_self();
-            let started = std::time::Instant::now();
-            loop {
-                match inner.fs.try_lock(&path, me.as_bytes()) {
-                    Ok(Some(lock)) => {
-                        let key = lock_key(&path);
-                        HELD_HERE
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .insert(key.clone());
-                        return Ok(
-                            Box::new(LocalLease { _lock: lock, key }) as Box<dyn super::JobLease>
-                        );
-                    }
-                    Ok(None) => {
-                        let holder = inner
-                            .fs
-                            .lock_holder(&path)
-                            .ok()
-                            .flatten()
-                            .map(|t| String::from_utf8_lossy(&t).into_owned());
-                        if being_released(holder.as_deref(), &path)
-                            && started.elapsed() < RELEASE_WAIT_MAX
-                        {
-                            std::thread::sleep(std::time::Duration::from_millis(5));
-                            continue;
-                        }
-                        let holder = holder.unwrap_or_else(|| "a run that just stopped".into());
-                        return Err(Error::job_busy(
-                            &job,
-                            format!(
-                                "a live run holds the lock `{}` ({holder}); nothing was changed",
-                                path.display()
-                            ),
-                        ));
-                    }
-                    Err(e) => return Err(Error::io("lock", path, e)),
-                }
+    async fn probe(&self, c: &Committable) -> Result<CommitState> {
+        c.validate()?;
+        let PendingHandle::LocalFile { in_progress_path } = &c.pending else {
+            return Err(Error::NotSupported(
+                "the local backend holds only local files".into(),
+            ));
+        };
+        let dst = self.inner.abs(&c.final_path);
+        let src = self.inner.abs(in_progress_path);
+        let (inner, c) = (self.inner.clone(), c.clone());
+        blocking(move || match inner.check_final(&dst, &c) {
+            Ok(()) => Ok(CommitState::Committed),
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(if inner.fs.stat(&src).is_ok_and(|s| s.is_file) {
+                    CommitState::Pending
+                } else {
+                    CommitState::Missing
+                })
             }
+            Err(Error::Conflict { .. }) => Ok(CommitState::Conflict),
+            Err(e) => Err(e),
         })
         .await
     }
+}
 
-    /// A lock this process is releasing (`HELD_HERE`) is waited for, as
-    /// [`Storage::acquire_job`] waits for it: it names no live run.
-    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
-        let dir = crate::protocol::job_dir(job);
-        validate_rel_path(&dir).map_err(Error::InvalidInput)?;
-        let path = self.inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
-        let fs = self.inner.fs.clone();
-        blocking(move || {
-            let started = std::time::Instant::now();
-            loop {
-                let holder = match fs.lock_holder(&path) {
-                    Ok(h) => h.map(|t| String::from_utf8_lossy(&t).into_owned()),
-                    Err(e) => return Err(Error::io("query the lock", path, e)),
-                };
-                if holder.is_some()
-                    && being_released(holder.as_deref(), &path)
-                    && started.elapsed() < RELEASE_WAIT_MAX
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                    continue;
-                }
-                return Ok(holder);
-            }
-        })
-        .await
+#[async_trait]
+impl MetadataStore for LocalStorage {
+    fn leaves_metadata_temps(&self) -> bool {
+        true
     }
 
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
@@ -766,6 +693,117 @@ impl Storage for LocalStorage {
         })
         .await
     }
+}
+
+#[async_trait]
+impl Leases for LocalStorage {
+    async fn acquire_job(
+        &self,
+        job: &str,
+        _options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        let inner = self.inner.clone();
+        let job = job.to_string();
+        blocking(move || {
+            let dir = crate::protocol::job_dir(&job);
+            validate_rel_path(&dir).map_err(Error::InvalidInput)?;
+            inner.ensure_dir(&dir)?;
+            let path = inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
+            let me = super::ownership::describe_self();
+            let started = std::time::Instant::now();
+            loop {
+                match inner.fs.try_lock(&path, me.as_bytes()) {
+                    Ok(Some(lock)) => {
+                        let key = lock_key(&path);
+                        HELD_HERE
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .insert(key.clone());
+                        return Ok(
+                            Box::new(LocalLease { _lock: lock, key }) as Box<dyn super::JobLease>
+                        );
+                    }
+                    Ok(None) => {
+                        let holder = inner
+                            .fs
+                            .lock_holder(&path)
+                            .ok()
+                            .flatten()
+                            .map(|t| String::from_utf8_lossy(&t).into_owned());
+                        if being_released(holder.as_deref(), &path)
+                            && started.elapsed() < RELEASE_WAIT_MAX
+                        {
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                            continue;
+                        }
+                        let holder = holder.unwrap_or_else(|| "a run that just stopped".into());
+                        return Err(Error::job_busy(
+                            &job,
+                            format!(
+                                "a live run holds the lock `{}` ({holder}); nothing was changed",
+                                path.display()
+                            ),
+                        ));
+                    }
+                    Err(e) => return Err(Error::io("lock", path, e)),
+                }
+            }
+        })
+        .await
+    }
+
+    /// A lock this process is releasing (`HELD_HERE`) is waited for, as
+    /// [`Storage::acquire_job`](crate::storage::Leases::acquire_job) waits for it: it names no live run.
+    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
+        let dir = crate::protocol::job_dir(job);
+        validate_rel_path(&dir).map_err(Error::InvalidInput)?;
+        let path = self.inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
+        let fs = self.inner.fs.clone();
+        blocking(move || {
+            let started = std::time::Instant::now();
+            loop {
+                let holder = match fs.lock_holder(&path) {
+                    Ok(h) => h.map(|t| String::from_utf8_lossy(&t).into_owned()),
+                    Err(e) => return Err(Error::io("query the lock", path, e)),
+                };
+                if holder.is_some()
+                    && being_released(holder.as_deref(), &path)
+                    && started.elapsed() < RELEASE_WAIT_MAX
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                }
+                return Ok(holder);
+            }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Listing for LocalStorage {
+    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+        let inner = self.inner.clone();
+        blocking(move || inner.list_leftovers()).await
+    }
+
+    async fn remove_leftover(&self, path: &str) -> Result<()> {
+        validate_rel_path(path).map_err(|e| Error::corrupt("leftover path", e))?;
+        let (_, name) = split_rel(path);
+        if parse_hidden_name(name).is_none() {
+            return Err(Error::InvalidInput(format!(
+                "`{path}` is not an in-progress part name of the shape filesink writes; filesink \
+                 only removes its own hidden files"
+            )));
+        }
+        let (inner, path) = (self.inner.clone(), path.to_string());
+        blocking(move || {
+            inner.remove_hidden(&inner.abs(&path))?;
+            tracing::debug!(file = %path, "hidden file removed");
+            Ok(())
+        })
+        .await
+    }
 
     async fn read_data_file(&self, path: &str) -> Result<Bytes> {
         validate_visible_path(path).map_err(Error::InvalidInput)?;
@@ -814,31 +852,6 @@ impl Storage for LocalStorage {
     async fn other_sinks(&self) -> Result<OtherSinks> {
         let inner = self.inner.clone();
         blocking(move || inner.other_sinks()).await
-    }
-
-    async fn probe(&self, c: &Committable) -> Result<CommitState> {
-        c.validate()?;
-        let PendingHandle::LocalFile { in_progress_path } = &c.pending else {
-            return Err(Error::NotSupported(
-                "the local backend holds only local files".into(),
-            ));
-        };
-        let dst = self.inner.abs(&c.final_path);
-        let src = self.inner.abs(in_progress_path);
-        let (inner, c) = (self.inner.clone(), c.clone());
-        blocking(move || match inner.check_final(&dst, &c) {
-            Ok(()) => Ok(CommitState::Committed),
-            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                Ok(if inner.fs.stat(&src).is_ok_and(|s| s.is_file) {
-                    CommitState::Pending
-                } else {
-                    CommitState::Missing
-                })
-            }
-            Err(Error::Conflict { .. }) => Ok(CommitState::Conflict),
-            Err(e) => Err(e),
-        })
-        .await
     }
 }
 

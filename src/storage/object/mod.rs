@@ -30,7 +30,7 @@
 //! can read back its own bytes before the other's put lands): there the job's claim
 //! ([`super::ownership`]) is what keeps a second run out.
 //!
-//! **Row files do not stay open** across checkpoints on S3 ([`Storage::can_resume`] is false):
+//! **Row files do not stay open** across checkpoints on S3 ([`Storage::can_resume`](crate::storage::Parts::can_resume) is false):
 //! every part file rolls at every checkpoint.
 //!
 //! # Other stores: staging object + copy-if-not-exists
@@ -63,8 +63,9 @@ use tokio::task::JoinSet;
 #[cfg(feature = "s3")]
 use super::sigv4::BucketClient;
 use super::{
-    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState,
-    Leftover, MetadataEntry, OtherSinks, PartLocation, PartWriter, Storage, VisibleFile,
+    validate_hidden_part_path, validate_list_start, validate_replaceable_path, CommitState, Leases,
+    Leftover, Listing, MetadataEntry, MetadataStore, OtherSinks, PartLocation, PartWriter, Parts,
+    Storage, VisibleFile,
 };
 use crate::protocol::{
     parse_hidden_name, split_rel, validate_final_part_path, validate_metadata_dir,
@@ -286,7 +287,10 @@ impl Storage for ObjectStorage {
     fn place(&self) -> String {
         self.inner.url.clone()
     }
+}
 
+#[async_trait]
+impl Parts for ObjectStorage {
     fn can_resume(&self) -> bool {
         false
     }
@@ -416,61 +420,24 @@ impl Storage for ObjectStorage {
         .await
     }
 
-    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
-        self.inner.list_leftovers(true).await
-    }
-
-    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
-        self.inner.list_leftovers(false).await
-    }
-
-    async fn remove_leftover(&self, path: &str) -> Result<()> {
-        let inner = &self.inner;
-        if let Some((final_path, upload_id)) = path.rsplit_once('#') {
-            return inner.abort_upload(final_path, upload_id).await;
+    async fn probe(&self, c: &Committable) -> Result<CommitState> {
+        c.validate()?;
+        match &c.pending {
+            PendingHandle::Multipart { upload_id, parts } => {
+                self.inner.probe_multipart(c, upload_id, parts).await
+            }
+            PendingHandle::Staged { staging_path } => {
+                self.inner.probe_staged(c, staging_path).await
+            }
+            other => Err(Error::NotSupported(format!(
+                "an object store cannot hold a {other:?} handle"
+            ))),
         }
-        inner.remove_hidden(path).await
     }
+}
 
-    async fn acquire_job(
-        &self,
-        job: &str,
-        options: &super::LeaseOptions,
-    ) -> Result<Box<dyn super::JobLease>> {
-        let inner = &self.inner;
-        let claim = super::ownership::Claim::acquire(
-            inner.store.clone(),
-            &inner.prefix,
-            &inner.url,
-            job,
-            options,
-        )
-        .await?;
-        Ok(Box::new(claim))
-    }
-
-    async fn acquire_table_writer(
-        &self,
-        options: &super::LeaseOptions,
-    ) -> Result<Box<dyn super::JobLease>> {
-        let inner = &self.inner;
-        let claim = super::ownership::Claim::acquire_in(
-            inner.store.clone(),
-            &inner.prefix,
-            &inner.url,
-            crate::protocol::paths::TABLE_OWNERS_DIR.to_owned(),
-            crate::protocol::paths::TABLE_CLAIM_NAME,
-            options,
-        )
-        .await?;
-        Ok(Box::new(claim))
-    }
-
-    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
-        let inner = &self.inner;
-        super::ownership::Claim::holder(inner.store.as_ref(), &inner.prefix, &inner.url, job).await
-    }
-
+#[async_trait]
+impl MetadataStore for ObjectStorage {
     async fn put_metadata(&self, path: &str, bytes: &[u8]) -> Result<()> {
         validate_metadata_path(path).map_err(Error::InvalidInput)?;
         let inner = &self.inner;
@@ -564,6 +531,76 @@ impl Storage for ObjectStorage {
         self.inner.list_metadata_from(dir, after).await
     }
 
+    async fn delete_metadata(&self, path: &str) -> Result<()> {
+        validate_metadata_path(path).map_err(Error::InvalidInput)?;
+        let inner = &self.inner;
+        match inner.store.delete(&inner.key(path)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(inner.store_error("delete", path, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Leases for ObjectStorage {
+    async fn acquire_job(
+        &self,
+        job: &str,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        let inner = &self.inner;
+        let claim = super::ownership::Claim::acquire(
+            inner.store.clone(),
+            &inner.prefix,
+            &inner.url,
+            job,
+            options,
+        )
+        .await?;
+        Ok(Box::new(claim))
+    }
+
+    async fn acquire_table_writer(
+        &self,
+        options: &super::LeaseOptions,
+    ) -> Result<Box<dyn super::JobLease>> {
+        let inner = &self.inner;
+        let claim = super::ownership::Claim::acquire_in(
+            inner.store.clone(),
+            &inner.prefix,
+            &inner.url,
+            crate::protocol::paths::TABLE_OWNERS_DIR.to_owned(),
+            crate::protocol::paths::TABLE_CLAIM_NAME,
+            options,
+        )
+        .await?;
+        Ok(Box::new(claim))
+    }
+
+    async fn job_holder(&self, job: &str) -> Result<Option<String>> {
+        let inner = &self.inner;
+        super::ownership::Claim::holder(inner.store.as_ref(), &inner.prefix, &inner.url, job).await
+    }
+}
+
+#[async_trait]
+impl Listing for ObjectStorage {
+    async fn list_leftovers(&self) -> Result<Vec<Leftover>> {
+        self.inner.list_leftovers(true).await
+    }
+
+    async fn list_leftovers_uncarried(&self) -> Result<Vec<Leftover>> {
+        self.inner.list_leftovers(false).await
+    }
+
+    async fn remove_leftover(&self, path: &str) -> Result<()> {
+        let inner = &self.inner;
+        if let Some((final_path, upload_id)) = path.rsplit_once('#') {
+            return inner.abort_upload(final_path, upload_id).await;
+        }
+        inner.remove_hidden(path).await
+    }
+
     async fn read_data_file(&self, path: &str) -> Result<Bytes> {
         validate_visible_path(path).map_err(Error::InvalidInput)?;
         self.inner.read_whole(path, "data file").await
@@ -592,30 +629,6 @@ impl Storage for ObjectStorage {
 
     async fn list_visible(&self) -> Result<Vec<VisibleFile>> {
         self.inner.list_visible().await
-    }
-
-    async fn probe(&self, c: &Committable) -> Result<CommitState> {
-        c.validate()?;
-        match &c.pending {
-            PendingHandle::Multipart { upload_id, parts } => {
-                self.inner.probe_multipart(c, upload_id, parts).await
-            }
-            PendingHandle::Staged { staging_path } => {
-                self.inner.probe_staged(c, staging_path).await
-            }
-            other => Err(Error::NotSupported(format!(
-                "an object store cannot hold a {other:?} handle"
-            ))),
-        }
-    }
-
-    async fn delete_metadata(&self, path: &str) -> Result<()> {
-        validate_metadata_path(path).map_err(Error::InvalidInput)?;
-        let inner = &self.inner;
-        match inner.store.delete(&inner.key(path)?).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(inner.store_error("delete", path, e)),
-        }
     }
 }
 

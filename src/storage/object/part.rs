@@ -83,7 +83,7 @@ impl ObjectPart {
         Ok(())
     }
 
-    /// Seals this part as a carried file ([`crate::storage::Storage::seal_carried`]): its
+    /// Seals this part as a carried file ([`crate::storage::Parts::seal_carried`]): its
     /// whole content, still in the buffer, as one hidden object written by a plain PUT under
     /// its in-progress name (a staged object's own write), then its multipart upload aborted,
     /// if it has one. The PUT first: a crash between the two leaves an upload and an object,

@@ -17,7 +17,7 @@
 //! **One entry per checkpoint** (invariant 4): an entry is put at (last version read) + 1 and
 //! only after every version up to it was read without finding `txn(appId) ≥ N`. If two entries
 //! carried `(appId, N)` at versions w1 < w2, the writer of w2 read w1 before its put and
-//! stopped. This needs a put that refuses to replace ([`Storage::refuses_replace`]); where the
+//! stopped. This needs a put that refuses to replace ([`Storage::refuses_replace`](crate::storage::MetadataStore::refuses_replace)); where the
 //! store cannot refuse, [`DeltaTable::open`] refuses a writer unless the user says it is the
 //! table's only one.
 //!

@@ -377,7 +377,7 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::LocalStorage;
+    use crate::storage::{LocalStorage, MetadataStore};
 
     fn entry(lines: &str) -> Vec<u8> {
         lines.as_bytes().to_vec()
