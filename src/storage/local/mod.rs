@@ -865,6 +865,9 @@ impl Inner {
             io::ErrorKind::AlreadyExists => {
                 Error::conflict(&path, "an in-progress file of that name exists already")
             }
+            _ if e.raw_os_error() == Some(libc::EMFILE) => {
+                Error::io("create", &path, too_many_open_files(e))
+            }
             _ => Error::io("create", &path, e),
         })?;
         self.unsynced_dirs.lock().unwrap().insert(self.abs(dir));
@@ -975,6 +978,28 @@ impl Inner {
         }
         result
     }
+}
+
+/// `e` (EMFILE) with what to do about it: a writer holds one file open per partition it is
+/// writing, and the process's limit of open files is below that.
+fn too_many_open_files(e: io::Error) -> io::Error {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct passed.
+    let limits = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+        0 => format!("{} here, at most {}", limit.rlim_cur, limit.rlim_max),
+        _ => "unknown here".to_string(),
+    };
+    io::Error::new(
+        e.kind(),
+        format!(
+            "{e}: a part file is open for every partition being written until the next \
+             checkpoint; raise the limit of open files (`ulimit -n`: {limits}), or write fewer \
+             partitions between checkpoints"
+        ),
+    )
 }
 
 /// An in-progress file on local disk.
