@@ -5,11 +5,12 @@
 use std::io::Write;
 
 use filesink::job::Manifest;
+use filesink::table::delta::TableOutcome;
 use filesink::{CommitOutcome, Committable};
 use serde_json::json;
 
 use super::exit::{code_of, CliError, CliResult, CONFLICT, DATA_LOST, ERROR};
-use super::lake::{require_checkpoint, FileState, Lake};
+use super::lake::{require_checkpoint, FileState, HeldJobs, Lake};
 use super::util::{human_bytes, parse_job};
 use filesink::storage::Location;
 
@@ -164,8 +165,7 @@ fn predict(c: &Committable, state: filesink::Result<FileState>) -> FileOutcome {
 }
 
 /// How the text and JSON outputs name what the log step did.
-fn table_outcome_name(o: &filesink::table::delta::TableOutcome) -> String {
-    use filesink::table::delta::TableOutcome;
+fn table_outcome_name(o: &TableOutcome) -> String {
     match o {
         TableOutcome::Committed(v) => format!("committed at table version {v}"),
         TableOutcome::AlreadyCommitted => "already in the log".into(),
@@ -179,6 +179,31 @@ fn table_outcome_name(o: &filesink::table::delta::TableOutcome) -> String {
 /// Runs `filesink commit`.
 pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
     let lake = Lake::open_sink(Location::parse(&args.url)?).await?;
+    let names = job_names(&lake, &args).await?;
+    // A live run commits its own checkpoints: leave its job alone, and hold the others while
+    // committing so that no run starts under us.
+    let held = lake.hold_jobs(&names, args.dry_run).await?;
+    if let (Some(job), Some((_, holder))) = (&args.job, held.live.first()) {
+        return Err(CliError::refused(format!(
+            "job `{job}` in `{}` is owned by a live run ({holder}); it commits its own \
+             checkpoints, nothing was changed",
+            lake.location
+        )));
+    }
+    let manifests = manifests(&lake, &args, &names, &held).await?;
+    let commits = Commits::commit(&lake, &manifests, &args).await?;
+    if args.json {
+        let v = commits.json(args.dry_run, &held);
+        outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        commits.text(out, &lake, &held, args.dry_run)?;
+    }
+    held.release().await?;
+    commits.into_result()
+}
+
+/// The jobs to commit: `--job`, or every job with manifests.
+async fn job_names(lake: &Lake, args: &CommitArgs) -> CliResult<Vec<String>> {
     // Only the names: the manifests are read below, after the jobs are held (as `abort`
     // does). Read before, a run's newer checkpoint, written between the read and the hold
     // by a run that then died, would be missed: its files left pending, and the command
@@ -199,16 +224,16 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
             names.len()
         )));
     }
-    // A live run commits its own checkpoints: leave its job alone, and hold the others while
-    // committing so that no run starts under us.
-    let held = lake.hold_jobs(&names, args.dry_run).await?;
-    if let (Some(job), Some((_, holder))) = (&args.job, held.live.first()) {
-        return Err(CliError::refused(format!(
-            "job `{job}` in `{}` is owned by a live run ({holder}); it commits its own \
-             checkpoints, nothing was changed",
-            lake.location
-        )));
-    }
+    Ok(names)
+}
+
+/// The manifest `--checkpoint` selects of each of `names` that no live run owns.
+async fn manifests(
+    lake: &Lake,
+    args: &CommitArgs,
+    names: &[String],
+    held: &HeldJobs,
+) -> CliResult<Vec<Manifest>> {
     let mut jobs = lake.jobs().await?;
     // A job that appeared after the listing is not held by us: its run may be live.
     jobs.retain(|j| names.contains(&j.job));
@@ -237,52 +262,94 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
         };
         manifests.push(m);
     }
+    Ok(manifests)
+}
 
-    let mut results = Vec::new();
-    let mut first_error = None;
-    let mut table_outcomes = Vec::new();
-    for m in &manifests {
-        let (files, err) = commit_manifest(&lake, m, false, args.dry_run).await?;
-        // A table job's checkpoint is in the table once its log entry is: written here as the
-        // job's restore would, once every file is committed.
-        let outcome = match (&m.table, &err, args.dry_run) {
-            (Some(_), None, false) => Some(
-                filesink::job::commit_table_entry(
-                    lake.sink()?.storage().clone(),
-                    &lake.location.to_string(),
-                    m,
-                    args.single_writer,
-                )
-                .await
-                .map_err(|e| {
-                    let why = super::ls::error_chain(&e);
-                    first_error.get_or_insert(e);
-                    why
-                }),
-            ),
-            _ => None,
-        };
-        table_outcomes.push(outcome);
-        if let Some(e) = err {
-            first_error.get_or_insert(e);
+/// What committing the manifests did (in a dry run: would do).
+struct Commits<'a> {
+    /// Each manifest, with what became of each of its files.
+    results: Vec<(&'a Manifest, Vec<(Committable, FileOutcome)>)>,
+    /// For each manifest, what writing its table log entry did, or why it failed; `None`
+    /// where no entry was written.
+    table_outcomes: Vec<Option<Result<TableOutcome, String>>>,
+    /// The first error, committing a file or writing a log entry.
+    first_error: Option<filesink::Error>,
+}
+
+impl<'a> Commits<'a> {
+    /// Commits the files of `manifests`, and the log entry of each table job's checkpoint.
+    async fn commit(
+        lake: &Lake,
+        manifests: &'a [Manifest],
+        args: &CommitArgs,
+    ) -> CliResult<Commits<'a>> {
+        let mut results = Vec::new();
+        let mut first_error = None;
+        let mut table_outcomes = Vec::new();
+        for m in manifests {
+            let (files, err) = commit_manifest(lake, m, false, args.dry_run).await?;
+            // A table job's checkpoint is in the table once its log entry is: written here as
+            // the job's restore would, once every file is committed.
+            let outcome = match (&m.table, &err, args.dry_run) {
+                (Some(_), None, false) => Some(
+                    filesink::job::commit_table_entry(
+                        lake.sink()?.storage().clone(),
+                        &lake.location.to_string(),
+                        m,
+                        args.single_writer,
+                    )
+                    .await
+                    .map_err(|e| {
+                        let why = super::ls::error_chain(&e);
+                        first_error.get_or_insert(e);
+                        why
+                    }),
+                ),
+                _ => None,
+            };
+            table_outcomes.push(outcome);
+            if let Some(e) = err {
+                first_error.get_or_insert(e);
+            }
+            results.push((m, files));
         }
-        results.push((m, files));
+        Ok(Commits {
+            results,
+            table_outcomes,
+            first_error,
+        })
     }
-    let count = |f: fn(&FileOutcome) -> bool| -> usize {
-        results
+
+    /// How many files have an outcome `f` holds for.
+    fn count(&self, f: fn(&FileOutcome) -> bool) -> usize {
+        self.results
             .iter()
             .flat_map(|(_, files)| files.iter())
             .filter(|(_, o)| f(o))
             .count()
-    };
-    let committed = count(|o| matches!(o, FileOutcome::Committed | FileOutcome::WouldCommit));
-    let already = count(|o| matches!(o, FileOutcome::AlreadyCommitted));
-    let failed = count(|o| matches!(o, FileOutcome::Failed(..)));
+    }
 
-    if args.json {
-        let v = json!({
-            "dry_run": args.dry_run,
-            "jobs": results.iter().enumerate().map(|(i, (m, files))| json!({
+    /// How many files were committed (in a dry run: would be).
+    fn committed(&self) -> usize {
+        self.count(|o| matches!(o, FileOutcome::Committed | FileOutcome::WouldCommit))
+    }
+
+    /// How many files were committed already.
+    fn already(&self) -> usize {
+        self.count(|o| matches!(o, FileOutcome::AlreadyCommitted))
+    }
+
+    /// How many files could not be committed.
+    fn failed(&self) -> usize {
+        self.count(|o| matches!(o, FileOutcome::Failed(..)))
+    }
+
+    /// What the commits did as JSON; `held` names the jobs skipped, owned by a live run.
+    fn json(&self, dry_run: bool, held: &HeldJobs) -> serde_json::Value {
+        let table_outcomes = &self.table_outcomes;
+        json!({
+            "dry_run": dry_run,
+            "jobs": self.results.iter().enumerate().map(|(i, (m, files))| json!({
                 "job": m.job,
                 "checkpoint_id": m.checkpoint_id,
                 "table": m.table.as_ref().map(|t| json!({
@@ -301,90 +368,109 @@ pub async fn run(args: CommitArgs, out: &mut dyn Write) -> CliResult {
                     "error": match o { FileOutcome::Failed(_, e) => Some(e), _ => None },
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-            "committed": committed,
-            "already_committed": already,
-            "failed": failed,
+            "committed": self.committed(),
+            "already_committed": self.already(),
+            "failed": self.failed(),
             "skipped_live_jobs": held.live.iter().map(|(job, holder)| json!({
                 "job": job,
                 "holder": holder,
             })).collect::<Vec<_>>(),
-        });
-        outln!(out, "{}", serde_json::to_string_pretty(&v).expect("json"));
-    } else {
+        })
+    }
+
+    /// What the commits did as text; `held` names the jobs skipped, owned by a live run.
+    fn text(&self, out: &mut dyn Write, lake: &Lake, held: &HeldJobs, dry_run: bool) -> CliResult {
         for (job, holder) in &held.live {
             outln!(
                 out,
                 "job `{job}`: skipped, owned by a live run ({holder}); it commits its own checkpoints"
             );
         }
-        if manifests.is_empty() {
+        if self.results.is_empty() {
             outln!(
                 out,
                 "no manifests in `{}`; nothing to commit",
                 lake.location
             );
         }
-        for (i, (m, files)) in results.iter().enumerate() {
-            outln!(
-                out,
-                "job `{}` checkpoint {}: {} file(s)",
-                m.job,
-                m.checkpoint_id,
-                files.len()
-            );
-            match table_outcomes.get(i).and_then(Option::as_ref) {
-                Some(Ok(o)) => outln!(out, "  delta log entry: {}", table_outcome_name(o)),
-                Some(Err(why)) => outln!(
-                    out,
-                    "  delta log entry: not written ({why}); the job's next run writes it"
-                ),
-                None if m.table.is_some() => outln!(
-                    out,
-                    "  delta log entry: not written; the job's next run writes it once every \
-                     file is committed"
-                ),
-                None => {}
-            }
-            for (c, o) in files {
-                let why = match o {
-                    FileOutcome::Failed(_, e) => format!(": {e}"),
-                    _ => String::new(),
-                };
-                outln!(
-                    out,
-                    "  {:<18} {}  ({}, {} records){why}",
-                    o.name(),
-                    c.final_path,
-                    human_bytes(c.size_bytes),
-                    c.record_count
-                );
-            }
+        for (i, (m, files)) in self.results.iter().enumerate() {
+            let table_outcome = self.table_outcomes.get(i).and_then(Option::as_ref);
+            text_checkpoint(out, m, table_outcome, files)?;
         }
-        let verb = if args.dry_run {
-            "would commit"
-        } else {
-            "committed"
+        let verb = if dry_run { "would commit" } else { "committed" };
+        outln!(
+            out,
+            "total: {verb} {}, already committed {}, failed {}",
+            self.committed(),
+            self.already(),
+            self.failed()
+        );
+        Ok(())
+    }
+
+    /// The command's result: an error if a file could not be committed or a log entry
+    /// written.
+    fn into_result(self) -> CliResult {
+        let failed = self.failed();
+        if failed > 0 {
+            return Err(failure(
+                failed,
+                self.first_error,
+                self.results.iter().flat_map(|(_, f)| f.iter()),
+            ));
+        }
+        if let Some(e) = self.first_error {
+            // Every file is committed, but a table's log entry was not written.
+            return Err(CliError::context(
+                "the files are committed, but a Delta log entry was not written (the job's next \
+                 run writes it)",
+                e,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The text of manifest `m`'s commit: its table log entry (`table_outcome`), and its files.
+fn text_checkpoint(
+    out: &mut dyn Write,
+    m: &Manifest,
+    table_outcome: Option<&Result<TableOutcome, String>>,
+    files: &[(Committable, FileOutcome)],
+) -> CliResult {
+    outln!(
+        out,
+        "job `{}` checkpoint {}: {} file(s)",
+        m.job,
+        m.checkpoint_id,
+        files.len()
+    );
+    match table_outcome {
+        Some(Ok(o)) => outln!(out, "  delta log entry: {}", table_outcome_name(o)),
+        Some(Err(why)) => outln!(
+            out,
+            "  delta log entry: not written ({why}); the job's next run writes it"
+        ),
+        None if m.table.is_some() => outln!(
+            out,
+            "  delta log entry: not written; the job's next run writes it once every \
+             file is committed"
+        ),
+        None => {}
+    }
+    for (c, o) in files {
+        let why = match o {
+            FileOutcome::Failed(_, e) => format!(": {e}"),
+            _ => String::new(),
         };
         outln!(
             out,
-            "total: {verb} {committed}, already committed {already}, failed {failed}"
+            "  {:<18} {}  ({}, {} records){why}",
+            o.name(),
+            c.final_path,
+            human_bytes(c.size_bytes),
+            c.record_count
         );
-    }
-    held.release().await?;
-    if failed > 0 {
-        return Err(failure(
-            failed,
-            first_error,
-            results.iter().flat_map(|(_, f)| f.iter()),
-        ));
-    }
-    if let Some(e) = first_error {
-        // Every file is committed, but a table's log entry was not written.
-        return Err(CliError::context(
-            "the files are committed, but a Delta log entry was not written (the job's next \
-             run writes it)",
-            e,
-        ));
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use chrono::FixedOffset;
 use filesink::bucket::{parse_time_zone, HivePartitioner, TimePartitioning};
 use filesink::ingest::{
     check_distinct, check_schema, default_job_name, CheckpointEvery, Cursor, Ingest, IngestStatus,
-    Input, InputFormat, Observer, SourcePosition, Stage, StageTimes, Step,
+    IngestSummary, Input, InputFormat, Observer, SourcePosition, Stage, StageTimes, Step,
 };
 use filesink::maintain::CompactOptions;
 use filesink::storage::LeaseOptions;
@@ -325,7 +325,146 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     let started = Instant::now();
     // Every argument is checked before anything is created: an invalid one exits 2 and
     // leaves no lake, no `sink.json`, no job behind.
-    let location = Location::parse(&args.to)?;
+    let checked = Checked::check(&args).await?;
+    let ingest = checked.engine(&args)?;
+    let summary = run_engine(ingest, &checked).await?;
+    if summary.status == IngestStatus::AlreadyFinished {
+        return already_finished(out, args.json, &checked.job, &summary);
+    }
+    let rates = Rates::of(&summary, started);
+    if args.json {
+        let v = finished_json(&checked, &summary, &rates);
+        outln!(out, "{v}");
+    } else {
+        finished_text(out, &checked, &summary, &rates)?;
+    }
+    Ok(())
+}
+
+/// The arguments of `ingest`, checked, and what they resolve to.
+struct Checked {
+    /// Where to write (`--to`).
+    location: Location,
+    /// The time directories (`--partition-by-time`, in `--time-zone`).
+    time: Option<TimePartitioning>,
+    /// The schema of the input a `--schema` file gives.
+    explicit: Option<arrow::datatypes::Schema>,
+    /// The output format.
+    format: FileFormat,
+    /// Its codec as `--compression` spells it.
+    codec: String,
+    /// The inputs, resolved.
+    inputs: Vec<Input>,
+    /// Their format.
+    input_format: InputFormat,
+    /// The job name, given or derived from the inputs.
+    job: String,
+    /// The absolute `--bad-records` path.
+    bad_records_path: Option<PathBuf>,
+}
+
+impl Checked {
+    /// Checks the arguments and resolves the inputs; creates nothing.
+    async fn check(args: &IngestArgs) -> CliResult<Checked> {
+        let location = Location::parse(&args.to)?;
+        let time = partitioning(args)?;
+        let explicit = match args.schema.as_deref() {
+            Some(path) => Some(read_schema_file(path)?),
+            None => None,
+        };
+        let (format, codec) = output_format(args)?;
+        let inputs = resolve_inputs(&args.inputs).await?;
+        let input_format = resolve_input_format(&inputs, args.input_format.map(Into::into))?;
+        let job = match &args.job {
+            Some(j) => j.clone(),
+            None => default_job_name(&inputs).ok_or_else(|| {
+                CliError::usage(
+                    "reading standard input needs --job NAME: a job name cannot be derived from it",
+                )
+            })?,
+        };
+        let bad_records_path = match &args.bad_records {
+            Some(p) => Some(check_bad_records_path(p, &location, &inputs)?),
+            None => None,
+        };
+        if let (Some(schema), InputFormat::Jsonl) = (&explicit, input_format) {
+            check_schema(schema).map_err(|e| {
+                CliError::usage(format!(
+                    "--schema `{}`: {e}",
+                    args.schema.as_ref().expect("set").display()
+                ))
+            })?;
+        }
+        Ok(Checked {
+            location,
+            time,
+            explicit,
+            format,
+            codec,
+            inputs,
+            input_format,
+            job,
+            bad_records_path,
+        })
+    }
+
+    /// The engine the arguments ask for; the output is created only once the job is known to
+    /// start.
+    fn engine(&self, args: &IngestArgs) -> CliResult<Ingest> {
+        let location = &self.location;
+        let mut ingest = Ingest::new(self.inputs.clone())
+            .input_format(self.input_format)
+            .format(self.format.clone())
+            .partition_by(args.partition_by.clone())
+            .checkpoint_every(args.checkpoint_every)
+            .job(self.job.clone())
+            .lease_ttl(args.lease_ttl.unwrap_or(LeaseOptions::DEFAULT_TTL));
+        ingest = match location {
+            // Created only once the job is known to start.
+            Location::Local(path) => ingest.to_local(path),
+            Location::S3 { .. } => {
+                let (storage, _) = open_storage(location).map_err(|e| {
+                    CliError::context(format!("cannot use `{location}` as output"), e)
+                })?;
+                ingest.to_storage(storage)
+            }
+        };
+        if let Some(time) = &self.time {
+            ingest = ingest
+                .partition_by_time(time.column(), time.pattern())
+                .time_zone(time.offset());
+        }
+        if let Some(schema) = &self.explicit {
+            ingest = ingest.schema(schema.clone());
+        }
+        if let Some(n) = args.parallelism {
+            ingest = ingest.parallelism(n.into());
+        }
+        ingest = table(ingest, args, location)?;
+        if let Some((options, every)) = compaction(args)? {
+            ingest = ingest.compact_in_background(options, every);
+        }
+        if let Some(policy) = merge_policy(args)? {
+            ingest = ingest.merge_small_files(policy);
+        } else if let Some(delay) = args.max_visibility_delay {
+            ingest = ingest.max_visibility_delay(delay);
+        }
+        if let Some(bytes) = args.memory {
+            ingest = ingest.memory_bytes_max(bytes);
+        }
+        if let Some(bytes) = args.max_part_size {
+            ingest = ingest.part_size_bytes_max(bytes);
+        }
+        if let Some(path) = &self.bad_records_path {
+            ingest = ingest.bad_records(path.clone());
+        }
+        Ok(ingest)
+    }
+}
+
+/// The directories the arguments ask for: `--partition-by` columns, checked, and the time
+/// directories of `--partition-by-time` in `--time-zone`.
+fn partitioning(args: &IngestArgs) -> CliResult<Option<TimePartitioning>> {
     if !args.partition_by.is_empty() {
         HivePartitioner::new(args.partition_by.clone())
             .map_err(|e| CliError::usage(format!("invalid --partition-by: {e}")))?;
@@ -352,105 +491,38 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                 e => CliError::usage(format!("invalid --partition-by-time: {e}")),
             })?;
     }
-    let explicit = match args.schema.as_deref() {
-        Some(path) => Some(read_schema_file(path)?),
-        None => None,
-    };
-    let (format, codec) = output_format(&args)?;
-    let inputs = resolve_inputs(&args.inputs).await?;
-    let input_format = resolve_input_format(&inputs, args.input_format.map(Into::into))?;
-    let job = match &args.job {
-        Some(j) => j.clone(),
-        None => default_job_name(&inputs).ok_or_else(|| {
-            CliError::usage(
-                "reading standard input needs --job NAME: a job name cannot be derived from it",
-            )
-        })?,
-    };
-    let bad_records_path = match &args.bad_records {
-        Some(p) => Some(check_bad_records_path(p, &location, &inputs)?),
-        None => None,
-    };
-    if let (Some(schema), InputFormat::Jsonl) = (&explicit, input_format) {
-        check_schema(schema).map_err(|e| {
-            CliError::usage(format!(
-                "--schema `{}`: {e}",
-                args.schema.as_ref().expect("set").display()
-            ))
-        })?;
-    }
+    Ok(time)
+}
 
-    let mut ingest = Ingest::new(inputs.clone())
-        .input_format(input_format)
-        .format(format)
-        .partition_by(args.partition_by.clone())
-        .checkpoint_every(args.checkpoint_every)
-        .job(job.clone())
-        .lease_ttl(args.lease_ttl.unwrap_or(LeaseOptions::DEFAULT_TTL));
-    ingest = match &location {
-        // Created only once the job is known to start.
-        Location::Local(path) => ingest.to_local(path),
-        Location::S3 { .. } => {
-            let (storage, _) = open_storage(&location)
-                .map_err(|e| CliError::context(format!("cannot use `{location}` as output"), e))?;
-            ingest.to_storage(storage)
-        }
-    };
-    if let Some(time) = &time {
-        ingest = ingest
-            .partition_by_time(time.column(), time.pattern())
-            .time_zone(time.offset());
-    }
-    if let Some(schema) = explicit {
-        ingest = ingest.schema(schema);
-    }
-    if let Some(n) = args.parallelism {
-        ingest = ingest.parallelism(n.into());
-    }
+/// `ingest` committing into the table at `location` the arguments ask for (`--table`,
+/// `--single-writer`, `--schema-evolution`), if any.
+fn table(ingest: Ingest, args: &IngestArgs, location: &Location) -> CliResult<Ingest> {
     match (args.table, args.format) {
-        (Some(TableArg::Delta), OutputFormat::Parquet) => {
-            ingest = ingest.delta_table(
-                DeltaOptions::new()
-                    .single_writer(args.single_writer)
-                    .add_columns(args.schema_evolution == Some(SchemaEvolutionArg::AddColumns))
-                    .location(location.to_string()),
-            );
-        }
-        (Some(TableArg::Delta), _) => return Err(CliError::usage(
+        (Some(TableArg::Delta), OutputFormat::Parquet) => Ok(ingest.delta_table(
+            DeltaOptions::new()
+                .single_writer(args.single_writer)
+                .add_columns(args.schema_evolution == Some(SchemaEvolutionArg::AddColumns))
+                .location(location.to_string()),
+        )),
+        (Some(TableArg::Delta), _) => Err(CliError::usage(
             "--table delta holds Parquet files; it cannot be combined with --format jsonl or csv",
         )),
-        (None, _) if args.schema_evolution.is_some() => {
-            return Err(CliError::usage(
-                "--schema-evolution changes a table's schema; it needs --table delta",
-            ))
-        }
-        (None, _) if args.single_writer => {
-            return Err(CliError::usage(
-                "--single-writer is about a table's writers; it needs --table delta",
-            ))
-        }
-        (None, _) => {}
+        (None, _) if args.schema_evolution.is_some() => Err(CliError::usage(
+            "--schema-evolution changes a table's schema; it needs --table delta",
+        )),
+        (None, _) if args.single_writer => Err(CliError::usage(
+            "--single-writer is about a table's writers; it needs --table delta",
+        )),
+        (None, _) => Ok(ingest),
     }
-    if let Some((options, every)) = compaction(&args)? {
-        ingest = ingest.compact_in_background(options, every);
-    }
-    if let Some(policy) = merge_policy(&args)? {
-        ingest = ingest.merge_small_files(policy);
-    } else if let Some(delay) = args.max_visibility_delay {
-        ingest = ingest.max_visibility_delay(delay);
-    }
-    if let Some(bytes) = args.memory {
-        ingest = ingest.memory_bytes_max(bytes);
-    }
-    if let Some(bytes) = args.max_part_size {
-        ingest = ingest.part_size_bytes_max(bytes);
-    }
-    if let Some(path) = bad_records_path {
-        ingest = ingest.bad_records(path);
-    }
+}
+
+/// Runs the engine with its progress on standard error; an error says where the run failed.
+async fn run_engine(ingest: Ingest, checked: &Checked) -> CliResult<IngestSummary> {
+    let (job, location) = (&checked.job, &checked.location);
     let mut progress = Progress::default();
-    let summary = match ingest.run_with(&mut progress).await {
-        Ok(summary) => summary,
+    match ingest.run_with(&mut progress).await {
+        Ok(summary) => Ok(summary),
         Err(e) => {
             let context = match progress.failed_at {
                 Some(Step::Open) => format!("cannot open job `{job}` in `{location}`"),
@@ -462,105 +534,151 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
                 Some(Step::LastCheckpoint) => format!("last checkpoint of job `{job}` failed"),
                 _ => return Err(ingest_error(e)),
             };
-            return Err(CliError::context(context, e));
+            Err(CliError::context(context, e))
         }
-    };
-
-    if summary.status == IngestStatus::AlreadyFinished {
-        let records = summary.records_total;
-        if args.json {
-            let v = serde_json::json!({
-                "job": job,
-                "status": "already_finished",
-                "checkpoint": summary.last_checkpoint,
-                "records": records,
-                "compaction": summary.compaction.as_ref().map(compaction_json),
-            });
-            outln!(out, "{v}");
-        } else {
-            outln!(
-                out,
-                "job `{job}` already finished at checkpoint {} ({records} records); nothing to do",
-                summary.last_checkpoint
-            );
-            if let Some(c) = &summary.compaction {
-                compaction_text(c, out)?;
-            }
-        }
-        return Ok(());
     }
-    let elapsed = started.elapsed().as_secs_f64().max(1e-6);
-    let records_per_s = summary.records as f64 / elapsed;
-    let mb_per_s = summary.input_bytes as f64 / 1e6 / elapsed;
-    // Uncompressed input bytes read per byte committed (headers and blank lines count; a
-    // resumed run counts what it read and committed itself).
-    let ratio = (summary.bytes > 0).then(|| summary.input_bytes as f64 / summary.bytes as f64);
-    if args.json {
+}
+
+/// The summary of a run that found job `job` finished already.
+fn already_finished(
+    out: &mut dyn Write,
+    json: bool,
+    job: &str,
+    summary: &IngestSummary,
+) -> CliResult {
+    let records = summary.records_total;
+    if json {
         let v = serde_json::json!({
             "job": job,
-            "status": "finished",
-            "location": location.to_string(),
-            "records": summary.records_total,
-            "records_this_run": summary.records,
-            "bad_records": summary.bad_records,
-            "files": summary.files,
-            "bytes": summary.bytes,
-            "checkpoints": summary.checkpoints,
-            "last_checkpoint": summary.last_checkpoint,
-            "elapsed_s": elapsed,
-            "records_per_s": records_per_s,
-            "input_mb_per_s": mb_per_s,
-            "input_bytes": summary.input_bytes,
-            "compression": codec,
-            "compression_ratio": ratio,
-            "stage_seconds": {
-                "input": summary.stage_times.input.as_secs_f64(),
-                "write": summary.stage_times.write.as_secs_f64(),
-                "checkpoint": summary.stage_times.checkpoint.as_secs_f64(),
-            },
-            "limited_by": summary.stage_times.limiting().map(|s| match s {
-                Stage::Input => "input",
-                Stage::Write => "write",
-                Stage::Checkpoint => "checkpoint",
-            }),
+            "status": "already_finished",
+            "checkpoint": summary.last_checkpoint,
+            "records": records,
             "compaction": summary.compaction.as_ref().map(compaction_json),
         });
         outln!(out, "{v}");
     } else {
-        let resumed = if summary.resumed {
-            format!(" (resumed; {} records in total)", summary.records_total)
-        } else {
-            String::new()
-        };
         outln!(
             out,
-            "job `{job}` finished: {} records, {} bad, from {} input(s) into `{location}`{resumed}",
-            summary.records,
-            summary.bad_records,
-            inputs.len()
+            "job `{job}` already finished at checkpoint {} ({records} records); nothing to do",
+            summary.last_checkpoint
         );
-        outln!(
-            out,
-            "  committed {} file(s), {} in {} checkpoint(s)",
-            summary.files,
-            human_bytes(summary.bytes),
-            summary.checkpoints
-        );
-        outln!(
-            out,
-            "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
-        );
-        let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
-        outln!(
-            out,
-            "  compression {codec}: ratio {ratio} (uncompressed input bytes read / bytes committed)"
-        );
-        if summary.stage_times.limiting().is_some() {
-            outln!(out, "  {}", summary.stage_times.describe());
-        }
         if let Some(c) = &summary.compaction {
             compaction_text(c, out)?;
         }
+    }
+    Ok(())
+}
+
+/// How fast a run went.
+struct Rates {
+    /// Seconds since the command started.
+    elapsed: f64,
+    /// Records written per second.
+    records_per_s: f64,
+    /// Megabytes of input read per second.
+    mb_per_s: f64,
+    /// Uncompressed input bytes read per byte committed.
+    ratio: Option<f64>,
+}
+
+impl Rates {
+    /// The rates of the run `summary` tells of, for a command started at `started`.
+    fn of(summary: &IngestSummary, started: Instant) -> Rates {
+        let elapsed = started.elapsed().as_secs_f64().max(1e-6);
+        let records_per_s = summary.records as f64 / elapsed;
+        let mb_per_s = summary.input_bytes as f64 / 1e6 / elapsed;
+        // Uncompressed input bytes read per byte committed (headers and blank lines count; a
+        // resumed run counts what it read and committed itself).
+        let ratio = (summary.bytes > 0).then(|| summary.input_bytes as f64 / summary.bytes as f64);
+        Rates {
+            elapsed,
+            records_per_s,
+            mb_per_s,
+            ratio,
+        }
+    }
+}
+
+/// The summary of a finished run, as JSON.
+fn finished_json(checked: &Checked, summary: &IngestSummary, rates: &Rates) -> serde_json::Value {
+    serde_json::json!({
+        "job": checked.job,
+        "status": "finished",
+        "location": checked.location.to_string(),
+        "records": summary.records_total,
+        "records_this_run": summary.records,
+        "bad_records": summary.bad_records,
+        "files": summary.files,
+        "bytes": summary.bytes,
+        "checkpoints": summary.checkpoints,
+        "last_checkpoint": summary.last_checkpoint,
+        "elapsed_s": rates.elapsed,
+        "records_per_s": rates.records_per_s,
+        "input_mb_per_s": rates.mb_per_s,
+        "input_bytes": summary.input_bytes,
+        "compression": checked.codec,
+        "compression_ratio": rates.ratio,
+        "stage_seconds": {
+            "input": summary.stage_times.input.as_secs_f64(),
+            "write": summary.stage_times.write.as_secs_f64(),
+            "checkpoint": summary.stage_times.checkpoint.as_secs_f64(),
+        },
+        "limited_by": summary.stage_times.limiting().map(|s| match s {
+            Stage::Input => "input",
+            Stage::Write => "write",
+            Stage::Checkpoint => "checkpoint",
+        }),
+        "compaction": summary.compaction.as_ref().map(compaction_json),
+    })
+}
+
+/// The summary of a finished run, as text.
+fn finished_text(
+    out: &mut dyn Write,
+    checked: &Checked,
+    summary: &IngestSummary,
+    rates: &Rates,
+) -> CliResult {
+    let (job, location, codec) = (&checked.job, &checked.location, &checked.codec);
+    let Rates {
+        elapsed,
+        records_per_s,
+        mb_per_s,
+        ratio,
+    } = rates;
+    let resumed = if summary.resumed {
+        format!(" (resumed; {} records in total)", summary.records_total)
+    } else {
+        String::new()
+    };
+    outln!(
+        out,
+        "job `{job}` finished: {} records, {} bad, from {} input(s) into `{location}`{resumed}",
+        summary.records,
+        summary.bad_records,
+        checked.inputs.len()
+    );
+    outln!(
+        out,
+        "  committed {} file(s), {} in {} checkpoint(s)",
+        summary.files,
+        human_bytes(summary.bytes),
+        summary.checkpoints
+    );
+    outln!(
+        out,
+        "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
+    );
+    let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+    outln!(
+        out,
+        "  compression {codec}: ratio {ratio} (uncompressed input bytes read / bytes committed)"
+    );
+    if summary.stage_times.limiting().is_some() {
+        outln!(out, "  {}", summary.stage_times.describe());
+    }
+    if let Some(c) = &summary.compaction {
+        compaction_text(c, out)?;
     }
     Ok(())
 }

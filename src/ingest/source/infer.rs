@@ -2,7 +2,7 @@
 //! ([`INFER_RECORDS`](super::INFER_RECORDS), more for fields null so far), by the JSON typing
 //! rule that CSV follows too; in the records' key order.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Cursor as IoCursor};
 use std::time::Instant;
 
@@ -74,176 +74,266 @@ pub fn infer_schema(
     stdin_deadline: Option<Instant>,
     stdin_records: usize,
 ) -> Result<(Schema, Option<StdinRecords>)> {
-    let (mut reader, mut prefix) = match input.is_stdin() {
-        false => {
-            let (reader, _) =
-                open_file(input).map_err(|e| Error::io("open input", &input.display, e))?;
-            let r = RecordReader {
-                reader,
-                offset: 0,
-                line: 1,
-                crc: 0,
-                csv: format == InputFormat::Csv,
-            };
-            (InferReader::File(r), None)
-        }
-        true => {
-            let csv = format == InputFormat::Csv;
-            let mut stdin = StdinRecords::start(input, csv, !strict)?;
-            // A CSV header alone says nothing about the types: wait for a row too.
-            let least = if csv { 2 } else { 1 };
-            stdin
-                .fill(INFER_RECORDS + 1, least, stdin_deadline)
-                .map_err(|e| Error::io("read", &input.display, e))?;
-            (
-                InferReader::Queued(stdin.peek(INFER_RECORDS + 1)),
-                Some(stdin),
-            )
-        }
+    let mut sample = Sample::open(input, format, strict, stdin_deadline, stdin_records)?;
+    let schema = match format {
+        InputFormat::Jsonl => sample.json_schema()?,
+        InputFormat::Csv => sample.csv_schema()?,
     };
-    let read_err = |e: io::Error| Error::io("read input", &input.display, e);
-    let mut buf = Vec::new();
-    match format {
-        InputFormat::Jsonl => {
-            let mut values = Vec::new();
-            let mut key_order: Vec<String> = Vec::new();
-            let mut seen_keys = std::collections::HashSet::new();
-            // Integer literals serde_json reads as floats (`-0`, beyond 64 bits), by column.
-            let mut float_read = std::collections::HashMap::new();
-            let mut read = 0;
-            while values.len() < INFER_RECORDS {
-                buf.clear();
-                let Some(line) = reader
-                    .next_record_within(&mut buf, !strict)
-                    .map_err(read_err)?
-                else {
-                    break;
+    Ok((schema, sample.stdin))
+}
+
+/// The records of an input that schema inference reads, and how it reads them
+/// ([`infer_schema`]).
+struct Sample<'a> {
+    /// The input.
+    input: &'a Input,
+    /// Where the records come from.
+    reader: InferReader,
+    /// Standard input's records, kept for the run; `None` for a file.
+    stdin: Option<StdinRecords>,
+    /// Whether a malformed record is an error.
+    strict: bool,
+    /// How long standard input is waited for.
+    stdin_deadline: Option<Instant>,
+    /// How many records of standard input a field `null` so far waits for at most.
+    stdin_records: usize,
+}
+
+/// What the first records of a JSON input say.
+#[derive(Default)]
+struct JsonSeen {
+    /// The records read (objects), then, for each field `null` in all of them, an object of
+    /// its first value.
+    values: Vec<serde_json::Value>,
+    /// The top-level keys, in the order they first appeared.
+    key_order: Vec<String>,
+    /// Integer literals serde_json reads as floats (`-0`, beyond 64 bits), by column.
+    float_read: HashMap<String, Vec<String>>,
+    /// How many records were read.
+    read: usize,
+}
+
+impl<'a> Sample<'a> {
+    /// Opens `input` for inference; standard input is read until it has sent enough records
+    /// or `stdin_deadline` has passed.
+    fn open(
+        input: &'a Input,
+        format: InputFormat,
+        strict: bool,
+        stdin_deadline: Option<Instant>,
+        stdin_records: usize,
+    ) -> Result<Sample<'a>> {
+        let (reader, stdin) = match input.is_stdin() {
+            false => {
+                let (reader, _) =
+                    open_file(input).map_err(|e| Error::io("open input", &input.display, e))?;
+                let r = RecordReader {
+                    reader,
+                    offset: 0,
+                    line: 1,
+                    crc: 0,
+                    csv: format == InputFormat::Csv,
                 };
-                read += 1;
-                match serde_json::from_slice::<serde_json::Value>(&buf) {
-                    Ok(v @ serde_json::Value::Object(_)) => {
-                        json_types::float_read_integers(&buf, None, &mut float_read);
-                        if let Ok(keys) = serde_json::from_slice::<KeyOrder>(&buf) {
-                            for k in keys.0 {
-                                if seen_keys.insert(k.clone()) {
-                                    key_order.push(k);
-                                }
+                (InferReader::File(r), None)
+            }
+            true => {
+                let csv = format == InputFormat::Csv;
+                let mut stdin = StdinRecords::start(input, csv, !strict)?;
+                // A CSV header alone says nothing about the types: wait for a row too.
+                let least = if csv { 2 } else { 1 };
+                stdin
+                    .fill(INFER_RECORDS + 1, least, stdin_deadline)
+                    .map_err(|e| Error::io("read", &input.display, e))?;
+                (
+                    InferReader::Queued(stdin.peek(INFER_RECORDS + 1)),
+                    Some(stdin),
+                )
+            }
+        };
+        Ok(Sample {
+            input,
+            reader,
+            stdin,
+            strict,
+            stdin_deadline,
+            stdin_records,
+        })
+    }
+
+    /// The error of a failed read.
+    fn read_err(&self, e: io::Error) -> Error {
+        Error::io("read input", &self.input.display, e)
+    }
+
+    /// The schema of JSON lines, in the records' key order.
+    fn json_schema(&mut self) -> Result<Schema> {
+        let mut seen = self.first_json_records()?;
+        self.first_values(&mut seen);
+        if seen.values.is_empty() {
+            // No records, no columns: an empty input is not an error.
+            return Ok(Schema::empty());
+        }
+        let schema = arrow::json::reader::infer_json_schema_from_iterator(
+            seen.values.iter().map(Ok::<_, ArrowError>),
+        )
+        .map_err(|e| cannot_infer(self.input, e))?;
+        let schema = refine_inferred(schema, &seen.values, &seen.float_read)
+            .map_err(|e| cannot_infer(self.input, e))?;
+        Ok(in_key_order(schema, &seen.key_order))
+    }
+
+    /// Reads the first [`INFER_RECORDS`] JSON objects.
+    fn first_json_records(&mut self) -> Result<JsonSeen> {
+        let mut seen = JsonSeen::default();
+        let mut seen_keys = HashSet::new();
+        let mut buf = Vec::new();
+        while seen.values.len() < INFER_RECORDS {
+            buf.clear();
+            let Some(line) = self
+                .reader
+                .next_record_within(&mut buf, !self.strict)
+                .map_err(|e| self.read_err(e))?
+            else {
+                break;
+            };
+            seen.read += 1;
+            match serde_json::from_slice::<serde_json::Value>(&buf) {
+                Ok(v @ serde_json::Value::Object(_)) => {
+                    json_types::float_read_integers(&buf, None, &mut seen.float_read);
+                    if let Ok(keys) = serde_json::from_slice::<KeyOrder>(&buf) {
+                        for k in keys.0 {
+                            if seen_keys.insert(k.clone()) {
+                                seen.key_order.push(k);
                             }
                         }
-                        values.push(v);
                     }
-                    Ok(_) if strict => {
-                        return Err(malformed(&input.display, line, "not a JSON object"));
-                    }
-                    Err(e) if strict => {
-                        return Err(malformed(&input.display, line, &json_error(&e)))
-                    }
-                    _ => {}
+                    seen.values.push(v);
                 }
-            }
-            // A field null in all of them would be typed `Null`, and every later value of it
-            // would be a bad record: read on for its first value.
-            let mut waiting: Vec<&String> = key_order
-                .iter()
-                .filter(|k| !values.iter().any(|v| v.get(k).is_some_and(typed)))
-                .collect();
-            while !waiting.is_empty() && read < INFER_NULL_RECORDS {
-                buf.clear();
-                // What cannot be read here (a record too long, in a strict run) stops the run
-                // where the run reaches it, after the records before it: not here.
-                let Ok(next) = reader.next_record_within(&mut buf, !strict) else {
-                    break;
-                };
-                let Some(_) = next else {
-                    // A stream: its next records, if they come before the first checkpoint
-                    // is due (as many records as it waits for, or its deadline).
-                    let wait = stdin_records.min(INFER_NULL_RECORDS);
-                    let Some(stdin) = prefix.as_mut() else {
-                        break;
-                    };
-                    let mut rest = stdin.peek_after(read, wait);
-                    if rest.is_empty() {
-                        if !stdin.more_arrived(wait, INFER_NULL_STDIN_BYTES, stdin_deadline) {
-                            break;
-                        }
-                        rest = stdin.peek_after(read, wait);
-                    }
-                    reader = InferReader::Queued(rest);
-                    continue;
-                };
-                read += 1;
-                // A malformed record is the decoding's to report.
-                let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_slice(&buf) else {
-                    continue;
-                };
-                // Only the fields it gives their first values: its other fields, unlike the
-                // first records', could change the types those gave.
-                let mut found = serde_json::Map::new();
-                waiting.retain(|k| match v.get(k).filter(|x| typed(x)) {
-                    Some(x) => {
-                        found.insert(k.to_string(), x.clone());
-                        false
-                    }
-                    None => true,
-                });
-                if !found.is_empty() {
-                    let keys: Vec<&str> = found.keys().map(String::as_str).collect();
-                    json_types::float_read_integers(&buf, Some(&keys), &mut float_read);
-                    values.push(serde_json::Value::Object(found));
+                Ok(_) if self.strict => {
+                    return Err(malformed(&self.input.display, line, "not a JSON object"));
                 }
+                Err(e) if self.strict => {
+                    return Err(malformed(&self.input.display, line, &json_error(&e)))
+                }
+                _ => {}
             }
-            if values.is_empty() {
-                // No records, no columns: an empty input is not an error.
-                return Ok((Schema::empty(), prefix));
-            }
-            let schema = arrow::json::reader::infer_json_schema_from_iterator(
-                values.iter().map(Ok::<_, ArrowError>),
-            )
-            .map_err(|e| cannot_infer(input, e))?;
-            let schema = refine_inferred(schema, &values, &float_read)
-                .map_err(|e| cannot_infer(input, e))?;
-            Ok((in_key_order(schema, &key_order), prefix))
         }
-        InputFormat::Csv => {
-            let Some(_) = reader.next_record(&mut buf).map_err(read_err)? else {
-                // No header, no records: an empty input is not an error.
-                return Ok((Schema::empty(), prefix));
+        Ok(seen)
+    }
+
+    /// Reads on for the first value of each field `null` in all the records `seen` so far,
+    /// up to [`INFER_NULL_RECORDS`] records, and adds those values to `seen`.
+    fn first_values(&mut self, seen: &mut JsonSeen) {
+        // A field null in all of them would be typed `Null`, and every later value of it
+        // would be a bad record: read on for its first value.
+        let mut waiting: Vec<&String> = seen
+            .key_order
+            .iter()
+            .filter(|k| !seen.values.iter().any(|v| v.get(k).is_some_and(typed)))
+            .collect();
+        let mut buf = Vec::new();
+        while !waiting.is_empty() && seen.read < INFER_NULL_RECORDS {
+            buf.clear();
+            // What cannot be read here (a record too long, in a strict run) stops the run
+            // where the run reaches it, after the records before it: not here.
+            let Ok(next) = self.reader.next_record_within(&mut buf, !self.strict) else {
+                break;
             };
-            let columns = csv_fields(&buf).len();
-            let mut records = 0;
-            let mut rec = Vec::new();
-            while records < INFER_RECORDS {
-                rec.clear();
-                let Some(line) = reader
-                    .next_record_within(&mut rec, !strict)
-                    .map_err(read_err)?
-                else {
+            let Some(_) = next else {
+                // A stream: its next records, if they come before the first checkpoint
+                // is due (as many records as it waits for, or its deadline).
+                if !self.more_of_stream(seen.read) {
                     break;
-                };
-                let n = csv_fields(&rec).len();
-                if n != columns {
-                    if strict {
-                        return Err(malformed(
-                            &input.display,
-                            line,
-                            &format!("expected {columns} fields, found {n}"),
-                        ));
-                    }
-                    continue;
                 }
-                buf.extend_from_slice(&rec);
-                records += 1;
+                continue;
+            };
+            seen.read += 1;
+            // A malformed record is the decoding's to report.
+            let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_slice(&buf) else {
+                continue;
+            };
+            // Only the fields it gives their first values: its other fields, unlike the
+            // first records', could change the types those gave.
+            let mut found = serde_json::Map::new();
+            waiting.retain(|k| match v.get(k).filter(|x| typed(x)) {
+                Some(x) => {
+                    found.insert(k.to_string(), x.clone());
+                    false
+                }
+                None => true,
+            });
+            if !found.is_empty() {
+                let keys: Vec<&str> = found.keys().map(String::as_str).collect();
+                json_types::float_read_integers(&buf, Some(&keys), &mut seen.float_read);
+                seen.values.push(serde_json::Value::Object(found));
             }
-            let (schema, _) = arrow::csv::reader::Format::default()
-                .with_header(true)
-                .infer_schema(IoCursor::new(&buf), None)
-                .map_err(|e| cannot_infer(input, e))?;
-            // With no record at all the columns have no types yet: `Null` (a job with them
-            // takes the types of its first records, in a later run).
-            match records {
-                0 => Ok((schema, prefix)),
-                _ => Ok((csv_text_where_empty(schema), prefix)),
+        }
+    }
+
+    /// Reads standard input's records after the first `read` from now on, once they come;
+    /// false if there are none (a file, or a stream that sent no more in time).
+    fn more_of_stream(&mut self, read: usize) -> bool {
+        let wait = self.stdin_records.min(INFER_NULL_RECORDS);
+        let Some(stdin) = self.stdin.as_mut() else {
+            return false;
+        };
+        let mut rest = stdin.peek_after(read, wait);
+        if rest.is_empty() {
+            if !stdin.more_arrived(wait, INFER_NULL_STDIN_BYTES, self.stdin_deadline) {
+                return false;
             }
+            rest = stdin.peek_after(read, wait);
+        }
+        self.reader = InferReader::Queued(rest);
+        true
+    }
+
+    /// The schema of CSV records, from their header and first [`INFER_RECORDS`] rows.
+    fn csv_schema(&mut self) -> Result<Schema> {
+        let mut buf = Vec::new();
+        let Some(_) = self
+            .reader
+            .next_record(&mut buf)
+            .map_err(|e| self.read_err(e))?
+        else {
+            // No header, no records: an empty input is not an error.
+            return Ok(Schema::empty());
+        };
+        let columns = csv_fields(&buf).len();
+        let mut records = 0;
+        let mut rec = Vec::new();
+        while records < INFER_RECORDS {
+            rec.clear();
+            let Some(line) = self
+                .reader
+                .next_record_within(&mut rec, !self.strict)
+                .map_err(|e| self.read_err(e))?
+            else {
+                break;
+            };
+            let n = csv_fields(&rec).len();
+            if n != columns {
+                if self.strict {
+                    return Err(malformed(
+                        &self.input.display,
+                        line,
+                        &format!("expected {columns} fields, found {n}"),
+                    ));
+                }
+                continue;
+            }
+            buf.extend_from_slice(&rec);
+            records += 1;
+        }
+        let (schema, _) = arrow::csv::reader::Format::default()
+            .with_header(true)
+            .infer_schema(IoCursor::new(&buf), None)
+            .map_err(|e| cannot_infer(self.input, e))?;
+        // With no record at all the columns have no types yet: `Null` (a job with them
+        // takes the types of its first records, in a later run).
+        match records {
+            0 => Ok(schema),
+            _ => Ok(csv_text_where_empty(schema)),
         }
     }
 }
