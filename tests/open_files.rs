@@ -44,7 +44,14 @@ fn a_low_soft_limit_of_open_files_is_raised() {
     let lake = dir.path().join("lake");
     let o = filesink_limited(
         "-Sn 64",
-        &["ingest", s(&input), "--to", s(&lake), "--partition-by", "key"],
+        &[
+            "ingest",
+            s(&input),
+            "--to",
+            s(&lake),
+            "--partition-by",
+            "key",
+        ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_exactly_once(&common::visible_parquet_ids(&lake), 0..600);
@@ -57,7 +64,14 @@ fn a_run_out_of_open_files_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let input = input(dir.path(), 300);
     let lake = dir.path().join("lake");
-    let args = ["ingest", s(&input), "--to", s(&lake), "--partition-by", "key"];
+    let args = [
+        "ingest",
+        s(&input),
+        "--to",
+        s(&lake),
+        "--partition-by",
+        "key",
+    ];
     let o = filesink_limited("-n 64", &args);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
