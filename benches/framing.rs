@@ -14,8 +14,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use arrow::datatypes::{DataType, Field, Schema};
 use common::{bench_root, test_mode};
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
@@ -31,11 +29,7 @@ fn source(input: &Input) -> InputSource {
         vec![input.clone()],
         InputFormat::Jsonl,
         std::sync::Arc::new(schema),
-        true,
         vec![Prefix::START],
-        None,
-        false,
-        Duration::from_secs(1),
     )
 }
 

@@ -870,10 +870,7 @@ async fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
             }
             e => ingest_error(e),
         };
-        let is_object = a
-            .split_once("://")
-            .is_some_and(|(s, _)| s.eq_ignore_ascii_case("s3") || s.eq_ignore_ascii_case("s3a"));
-        if is_object {
+        if Location::s3_rest(a).is_some() {
             inputs.extend(Input::s3(a).await.map_err(open_error)?);
         } else {
             inputs.push(Input::resolve(a).map_err(open_error)?);

@@ -155,7 +155,7 @@ impl JobRun {
         }
         seek_custom(&mut plan, restored.as_ref()).await?;
         if coordinator.is_finished() {
-            let table_exists = coordinator.table().is_some_and(|t| t.version().is_some());
+            let table_exists = coordinator.table_version().is_some();
             let last_checkpoint = coordinator.last_checkpoint();
             let summary = already_finished(
                 &mut plan,

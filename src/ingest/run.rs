@@ -40,7 +40,7 @@ struct Compacting {
 
 impl Compacting {
     fn start_when_ready(&mut self, coordinator: &Coordinator) {
-        if self.running.is_none() && coordinator.table().is_some_and(|t| t.version().is_some()) {
+        if self.running.is_none() && coordinator.table_version().is_some() {
             if let Some((options, every)) = self.pending.take() {
                 self.running = Some(compaction::Background::start(
                     self.storage.clone(),
@@ -166,12 +166,18 @@ impl JobRun {
             plan.inputs.clone(),
             plan.input_format,
             Arc::new(self.schema.clone()),
-            plan.strict,
             self.position.read.clone(),
-            self.stdin_prefix.take(),
-            self.finished_before && !self.rereads_stream,
-            plan.schedule.linger(),
-        );
+        )
+        .with_linger(plan.schedule.linger());
+        if !plan.strict {
+            source = source.setting_bad_records_aside();
+        }
+        if let Some(records) = self.stdin_prefix.take() {
+            source = source.with_stdin_records(records);
+        }
+        if self.finished_before && !self.rereads_stream {
+            source = source.with_stdin_done();
+        }
         if self.rereads_stream {
             source = source.with_stream_reread();
         }

@@ -562,6 +562,13 @@ impl Coordinator {
         self.table.as_ref()
     }
 
+    /// The version of the job's Delta table as the job last saw it: `None` if the job writes
+    /// no table, or the table has no version yet (its first entry is the job's first
+    /// checkpoint with files), or a commit runs in the background.
+    pub fn table_version(&self) -> Option<i64> {
+        self.table.as_ref().and_then(|t| t.version())
+    }
+
     /// Whether an abandoned compaction round waits for the next checkpoint to record it (and
     /// delete its output).
     pub(crate) fn has_abandoned(&self) -> bool {

@@ -74,11 +74,11 @@ impl Coordinator {
     /// job with several writers hands each writer its share through a queue of its own and
     /// returns without waiting for the writes: a writer waits only for its own work, and the
     /// caller goes on (decoding the next records) while the writers encode. A queue holds
-    /// [`SHARES_QUEUED`] shares; a full one makes the caller wait. An error of a queued write
+    /// two shares; a full one makes the caller wait. An error of a queued write
     /// is returned by a later call that hands the same writer a share, by
     /// [`Coordinator::written`], or by the next checkpoint, which waits for every queued write
     /// before its vote.
-    pub(crate) async fn write_queued(
+    pub async fn write_queued(
         &mut self,
         batch: Option<&RecordBatch>,
         buckets: Vec<(BucketId, RecordBatch)>,
@@ -195,7 +195,7 @@ impl Coordinator {
     /// also after queued writes were cut short (a [`Coordinator::stop_writes`] or a
     /// `write_queued` whose future was dropped halfway): their writers may have left records
     /// out that the caller handed over.
-    pub(crate) async fn written(&mut self) -> Result<()> {
+    pub async fn written(&mut self) -> Result<()> {
         let Some(joined) = self.join_queues(false).await else {
             return Ok(());
         };
@@ -268,13 +268,13 @@ impl Coordinator {
     /// that is never completed); what they wrote since the last checkpoint is removed by the job's next
     /// restore, and their errors are not reported (as a crash's would not be). The writers
     /// are gone with them: reopen the job to write again.
-    pub(crate) async fn stop_writes(&mut self) {
+    pub async fn stop_writes(&mut self) {
         let _ = self.join_queues(true).await;
     }
 
     /// In-progress files open across the job's writers (as of their last write, while they
     /// write from queues).
-    pub(crate) fn open_files(&self) -> usize {
+    pub fn open_files(&self) -> usize {
         match &self.queues {
             Some(q) => q
                 .open_files

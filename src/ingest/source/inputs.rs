@@ -61,22 +61,17 @@ pub struct InputSource {
 
 impl InputSource {
     /// A source over `inputs` that reads each input on from what `read` says was read of it
-    /// (an input that grew is read on; an unchanged one yields nothing). With `strict`, a
-    /// malformed record is an error; otherwise it is returned in [`Chunk::bad`].
-    ///
-    /// A chunk of standard input closes once it has waited `linger` for more records after
-    /// its first; with `stdin_done`, standard input is not read at all.
-    #[allow(clippy::too_many_arguments)]
+    /// (an input that grew is read on; an unchanged one yields nothing). A malformed record is
+    /// an error, unless the source [sets bad records aside](InputSource::setting_bad_records_aside).
+    /// A chunk of standard input closes once it has waited [`InputSource::with_linger`] (100
+    /// ms by default) for more records after its first.
     pub fn new(
         inputs: Vec<Input>,
         format: InputFormat,
         schema: SchemaRef,
-        strict: bool,
         read: Vec<Prefix>,
-        stdin: Option<StdinRecords>,
-        stdin_done: bool,
-        linger: Duration,
     ) -> InputSource {
+        let (strict, stdin, stdin_done, linger) = (true, None, false, Duration::from_millis(100));
         assert_eq!(read.len(), inputs.len(), "one prefix per input");
         let cursor = match read.first() {
             Some(p) => Cursor {
@@ -120,6 +115,31 @@ impl InputSource {
     /// any other must begin with what the job read.
     pub fn with_stream_reread(mut self) -> InputSource {
         self.stream_reread = true;
+        self
+    }
+
+    /// Sets malformed records aside in [`Chunk::bad`] instead of failing on the first.
+    pub fn setting_bad_records_aside(mut self) -> InputSource {
+        self.strict = false;
+        self
+    }
+
+    /// Starts standard input with the records inference already read of it
+    /// ([`infer_schema`](super::infer_schema)).
+    pub fn with_stdin_records(mut self, records: StdinRecords) -> InputSource {
+        self.stdin = Some(records);
+        self
+    }
+
+    /// Does not read standard input at all: the job read it to its end already.
+    pub fn with_stdin_done(mut self) -> InputSource {
+        self.stdin_done = true;
+        self
+    }
+
+    /// How long a chunk of standard input waits for more records after its first.
+    pub fn with_linger(mut self, linger: Duration) -> InputSource {
+        self.linger = linger;
         self
     }
 

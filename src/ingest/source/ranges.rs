@@ -784,7 +784,6 @@ fn x_to_8n(mut n: u64) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use arrow::datatypes::{DataType, Field, Schema};
 
@@ -853,16 +852,11 @@ mod tests {
             Field::new("n", DataType::Int64, true),
             Field::new("s", DataType::Utf8, true),
         ]));
-        InputSource::new(
-            inputs.to_vec(),
-            InputFormat::Jsonl,
-            schema,
-            strict,
-            read,
-            None,
-            false,
-            Duration::from_secs(1),
-        )
+        let source = InputSource::new(inputs.to_vec(), InputFormat::Jsonl, schema, read);
+        match strict {
+            true => source,
+            false => source.setting_bad_records_aside(),
+        }
     }
 
     /// Every record (input, line, bytes), the bad records, what is read of each input at the

@@ -67,16 +67,7 @@ fn a_continued_last_line_is_refused_where_reading_resumes() {
             .unwrap();
         f.write_all(&bytes(added)).unwrap(); // another gzip member
         let format = InputFormat::from_path(name).unwrap();
-        let mut source = InputSource::new(
-            vec![input.clone()],
-            format,
-            schema.clone(),
-            true,
-            vec![read],
-            None,
-            false,
-            Duration::from_secs(1),
-        );
+        let mut source = InputSource::new(vec![input.clone()], format, schema.clone(), vec![read]);
         let got = source.next_raw(100);
         let checked = check_read("j", &[input], &[read]);
         if refused {
