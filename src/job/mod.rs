@@ -677,11 +677,7 @@ impl Coordinator {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let buckets = self
-            .sink
-            .config
-            .bucket_assigner
-            .assign(batch, chrono::Utc::now())?;
+        let buckets = self.sink.config.assign(batch)?;
         self.write_shares(buckets).await
     }
 

@@ -102,12 +102,7 @@ impl Coordinator {
     ) -> Result<()> {
         let mut all = Vec::new();
         if let Some(batch) = batch.filter(|b| b.num_rows() > 0) {
-            all.push(
-                self.sink
-                    .config
-                    .bucket_assigner
-                    .assign(batch, chrono::Utc::now())?,
-            );
+            all.push(self.sink.config.assign(batch)?);
         }
         if !buckets.is_empty() {
             all.push(buckets);

@@ -225,6 +225,16 @@ pub(crate) struct SinkConfig {
 }
 
 impl SinkConfig {
+    /// `batch` split into its buckets by the sink's assigner, at the current processing time:
+    /// the one place the sink's writers and the coordinator assign (the ingest's decoding
+    /// threads split with the same assigner, `InputSource::with_assigner`).
+    pub(crate) fn assign(
+        &self,
+        batch: &arrow::record_batch::RecordBatch,
+    ) -> Result<Vec<(crate::bucket::BucketId, arrow::record_batch::RecordBatch)>> {
+        self.bucket_assigner.assign(batch, chrono::Utc::now())
+    }
+
     /// See [`Sink::partition_path_bytes_max`](super::Sink::partition_path_bytes_max).
     pub(crate) fn partition_path_bytes_max(&self) -> Option<usize> {
         let path_max = self.storage.path_bytes_max()?;

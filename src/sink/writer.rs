@@ -6,7 +6,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use chrono::Utc;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 
@@ -367,7 +366,7 @@ impl SinkWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let buckets = self.config.bucket_assigner.assign(batch, Utc::now())?;
+        let buckets = self.config.assign(batch)?;
         self.write_assigned(buckets).await
     }
 
