@@ -35,6 +35,11 @@ fn input(dir: &std::path::Path, partitions: usize) -> std::path::PathBuf {
     path
 }
 
+/// `filesink ingest INPUT --to LAKE --partition-by key`.
+fn ingest_args<'a>(input: &'a std::path::Path, lake: &'a std::path::Path) -> [&'a str; 6] {
+    ["ingest", s(input), "--to", s(lake), "--partition-by", "key"]
+}
+
 /// A soft limit below the partitions being written is raised to the hard limit: the run
 /// finishes, every record once.
 #[test]
@@ -42,17 +47,7 @@ fn a_low_soft_limit_of_open_files_is_raised() {
     let dir = tempfile::tempdir().unwrap();
     let input = input(dir.path(), 300);
     let lake = dir.path().join("lake");
-    let o = filesink_limited(
-        "-Sn 64",
-        &[
-            "ingest",
-            s(&input),
-            "--to",
-            s(&lake),
-            "--partition-by",
-            "key",
-        ],
-    );
+    let o = filesink_limited("-Sn 64", &ingest_args(&input, &lake));
     assert!(o.status.success(), "{}", stderr(&o));
     assert_exactly_once(&common::visible_parquet_ids(&lake), 0..600);
 }
@@ -64,14 +59,7 @@ fn a_run_out_of_open_files_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let input = input(dir.path(), 300);
     let lake = dir.path().join("lake");
-    let args = [
-        "ingest",
-        s(&input),
-        "--to",
-        s(&lake),
-        "--partition-by",
-        "key",
-    ];
+    let args = ingest_args(&input, &lake);
     let o = filesink_limited("-n 64", &args);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
