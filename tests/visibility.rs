@@ -105,3 +105,51 @@ fn row_files_stay_open_no_longer_than_the_visibility_delay() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!dir.path().join("lake").exists());
 }
+
+/// With `--checkpoint-every Nrows` and no `--schema`, a stream that stays open is
+/// checkpointed every N records: schema inference waits for no more records than the first
+/// checkpoint does (it used to hold the stream until 1,000 records or its end), in JSON lines
+/// and in CSV (whose header is not a record).
+#[test]
+fn a_row_schedule_checkpoints_a_stream_before_the_inference_window_fills() {
+    for (input_format, header) in [("jsonl", None), ("csv", Some("id,note"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = dir.path().join("lake");
+        let format = FileFormat::json_lines();
+        let mut child = spawn_with_piped_stdin(&[
+            "ingest",
+            "-",
+            "--job",
+            "rows",
+            "--to",
+            s(&lake),
+            "--input-format",
+            input_format,
+            "--format",
+            "jsonl",
+            "--checkpoint-every",
+            "10rows",
+        ]);
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(h) = header {
+            writeln!(stdin, "{h}").unwrap();
+        }
+        for i in 0..25i64 {
+            match header {
+                None => writeln!(stdin, "{{\"id\":{i},\"note\":\"n{i}\"}}").unwrap(),
+                Some(_) => writeln!(stdin, "{i},n{i}").unwrap(),
+            }
+        }
+        stdin.flush().unwrap();
+        // Two checkpoints' worth while the stream stays open.
+        wait_visible(&lake, &format, &(0..20).collect::<Vec<_>>());
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{input_format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(ids_visible(&lake, &format), (0..25).collect::<Vec<_>>());
+    }
+}

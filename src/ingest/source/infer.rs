@@ -141,8 +141,12 @@ impl<'a> Sample<'a> {
                 let mut stdin = StdinRecords::start(input, csv, !strict)?;
                 // A CSV header alone says nothing about the types: wait for a row too.
                 let least = if csv { 2 } else { 1 };
+                // No more records than the first checkpoint waits for: a stream that sends
+                // fewer than the inference window and stays open is checkpointed on its
+                // schedule, not held until the window fills or the stream ends.
+                let wanted = (INFER_RECORDS + 1).min(stdin_records.max(least));
                 stdin
-                    .fill(INFER_RECORDS + 1, least, stdin_deadline)
+                    .fill(wanted, least, stdin_deadline)
                     .map_err(|e| Error::io("read", &input.display, e))?;
                 (
                     InferReader::Queued(stdin.peek(INFER_RECORDS + 1)),
