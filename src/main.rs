@@ -10,7 +10,7 @@ mod cli;
 
 fn main() -> ExitCode {
     keep_freed_memory();
-    raise_open_files_limit();
+    filesink::storage::local::raise_open_files_limit();
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => {
@@ -44,25 +44,6 @@ fn main() -> ExitCode {
         Err(e) => {
             e.report();
             ExitCode::from(e.code())
-        }
-    }
-}
-
-/// Raises the soft limit of open files to the hard limit, as Go's runtime and many servers do
-/// at start: an ingest holds one part file open per partition in progress, and the usual soft
-/// limit (1,024) is far below what the hard limit allows. Nothing else changes; a limit that
-/// cannot be raised stays as it was.
-fn raise_open_files_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
 }

@@ -102,8 +102,7 @@ impl JobRun {
             None => {
                 // No lake, so no job to resume: the job is new, and an inference error stops
                 // it now, before anything is created.
-                let schema = std::mem::replace(&mut fresh.schema, Ok(Schema::empty()));
-                fresh.schema = Ok(schema?);
+                fresh.schema = Ok(fresh.schema?);
                 match &plan.output {
                     Output::Local(p) => {
                         check_not_inside_a_sink(p)?;
@@ -320,7 +319,7 @@ async fn table_options(
     storage: &Arc<dyn Storage>,
     fresh: &mut Result<Schema>,
 ) -> Result<(Option<DeltaOptions>, Option<Schema>)> {
-    let Some(options) = plan.table.take() else {
+    let Some(options) = plan.table.clone() else {
         return Ok((None, None));
     };
     let schema = match peek_schema(storage.as_ref(), &plan.job).await? {
@@ -332,15 +331,10 @@ async fn table_options(
             s
         }
     };
-    let location = match (&options.location, &plan.output) {
-        (Some(l), _) => l.clone(),
-        (None, Output::Local(p)) => p.display().to_string(),
-        (None, Output::Storage(s)) => s.place(),
-    };
+    let location = plan.location();
     if let Some((c, _)) = &mut plan.compact {
         *c = c.clone().location(location.clone());
     }
-    plan.table = Some(options.clone());
     let options = options
         .schema(Arc::new(schema.clone()))
         .partition_by(plan.partition_by.clone())

@@ -983,14 +983,9 @@ impl Inner {
 /// `e` (EMFILE) with what to do about it: a writer holds one file open per partition it is
 /// writing, and the process's limit of open files is below that.
 fn too_many_open_files(e: io::Error) -> io::Error {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes the struct passed.
-    let limits = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
-        0 => format!("{} here, at most {}", limit.rlim_cur, limit.rlim_max),
-        _ => "unknown here".to_string(),
+    let limits = match open_files_limit() {
+        Some((soft, hard)) => format!("{soft} here, at most {hard}"),
+        None => "unknown here".to_string(),
     };
     io::Error::new(
         e.kind(),
@@ -1000,6 +995,38 @@ fn too_many_open_files(e: io::Error) -> io::Error {
              partitions between checkpoints"
         ),
     )
+}
+
+/// The process's limit of open files: (soft, hard).
+fn open_files_limit() -> Option<(libc::rlim_t, libc::rlim_t)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct passed.
+    match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+        0 => Some((limit.rlim_cur, limit.rlim_max)),
+        _ => None,
+    }
+}
+
+/// Raises the process's soft limit of open files to its hard limit, as Go's runtime and many
+/// servers do at start: a writer holds one part file open per partition in progress, and the
+/// usual soft limit (1,024) is far below what the hard limit allows. A limit that cannot be
+/// raised stays as it was. For a program's `main`, before it starts threads; `filesink`
+/// calls it.
+pub fn raise_open_files_limit() {
+    let Some((_, hard)) = open_files_limit().filter(|(soft, hard)| soft < hard) else {
+        return;
+    };
+    let limit = libc::rlimit {
+        rlim_cur: hard,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit only reads the struct passed.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
 }
 
 /// An in-progress file on local disk.
