@@ -300,6 +300,7 @@ fn build_sink(plan: &IngestPlan, storage: &Arc<dyn Storage>) -> Result<Sink> {
     let mut builder = Sink::builder_shared(storage.clone())
         .format(plan.format.clone())
         .buffer_bytes_max(plan.writer_bytes_max)
+        .open_files_max(plan.writer_files_max)
         .rolling_policy(plan.rolling.clone());
     if let Some(p) = &plan.partitioner {
         builder = builder.bucket_assigner(p.clone());

@@ -54,6 +54,8 @@ pub(super) struct IngestPlan {
     pub(super) scale_max: u64,
     /// The encoders' memory budget per writer.
     pub(super) writer_bytes_max: u64,
+    /// The part files each writer keeps open at most.
+    pub(super) writer_files_max: usize,
     pub(super) rolling: RollingPolicy,
     pub(super) table: Option<DeltaOptions>,
     pub(super) merge: Option<MergePolicy>,
@@ -161,6 +163,7 @@ impl IngestPlan {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let (scale_max, writer_bytes_max) = memory_split(memory_bytes_max, writers);
+        let writer_files_max = open_files_split(writers);
         let rolling = rolling_policy(row_visibility_delay, part_size_bytes_max)?;
         if merge.is_some() && table.is_some() {
             return Err(Error::Config(
@@ -189,6 +192,7 @@ impl IngestPlan {
             writers,
             scale_max,
             writer_bytes_max,
+            writer_files_max,
             rolling,
             table,
             merge,
@@ -335,6 +339,17 @@ fn partitioning(
 /// How `memory_bytes_max` is shared: chunks grow with the open files only as far as half the
 /// budget holds them in flight (see `CHUNKS_QUEUED`), and the writers share the rest. Returns
 /// the largest chunk scale and each writer's budget.
+/// Each writer's share of the process's soft limit of open files
+/// ([`crate::SinkBuilder::open_files_max`]), after room for the inputs, the lake's metadata,
+/// connections and the files the runtime holds: 256 descriptors, or half the limit if that is
+/// smaller.
+fn open_files_split(writers: usize) -> usize {
+    let soft = crate::storage::local::open_files_limit().map_or(1024, |(soft, _)| soft);
+    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+    let reserve = (soft / 2).min(256);
+    ((soft - reserve) / writers.max(1)).max(1)
+}
+
 fn memory_split(memory_bytes_max: u64, writers: usize) -> (u64, u64) {
     let decoders = writers as u64;
     let queued = match writers {

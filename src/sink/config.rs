@@ -11,6 +11,7 @@ use crate::format::FileFormat;
 use crate::protocol::names::{
     validate_writer_id, PartName, IN_PROGRESS_MARKER, WRITER_ID_BYTES_MAX,
 };
+use crate::sink::spill::OPEN_FILE_BYTES;
 use crate::sink::Sink;
 use crate::storage::Storage;
 use crate::{Error, Result};
@@ -204,6 +205,7 @@ pub struct SinkBuilder {
     output_file_config: OutputFileConfig,
     writer_id: String,
     buffer_bytes_max: u64,
+    open_files_max: Option<usize>,
     file_stats: bool,
     merge: Option<MergePolicy>,
 }
@@ -219,6 +221,9 @@ pub(crate) struct SinkConfig {
     pub(crate) suffix: String,
     pub(crate) writer_id: String,
     pub(crate) buffer_bytes_max: u64,
+    /// The most files a writer keeps open ([`SinkBuilder::open_files_max`], within the
+    /// budget's share): at least 1.
+    pub(crate) open_files_max: usize,
     pub(crate) file_stats: bool,
     /// The pre-commit merge, if on.
     pub(crate) merge: Option<MergePolicy>,
@@ -272,6 +277,7 @@ impl SinkBuilder {
             output_file_config: OutputFileConfig::default(),
             writer_id: Self::DEFAULT_WRITER_ID.to_string(),
             buffer_bytes_max: Self::DEFAULT_BUFFER_BYTES_MAX,
+            open_files_max: None,
             file_stats: Self::DEFAULT_FILE_STATS,
             merge: None,
         }
@@ -324,13 +330,26 @@ impl SinkBuilder {
     /// uploading it, so many open files on S3 call for a budget of that order per file, or
     /// they roll small.
     ///
-    /// A Parquet file holding any rows costs about 150 KiB of buffers (parquet-rs's dictionary
-    /// tables) whatever its row count, so with many partitions receiving rows at once the
-    /// budget should be at least that times the number of partitions; below it the budget is
-    /// still kept, at the cost of many small files.
-    /// [`SinkBuilder::build`] refuses 0.
+    /// Each open file also counts 16 KiB against it, and a writer keeps at most a quarter of
+    /// the budget's worth of files open ([`SinkBuilder::open_files_max`]); the records of
+    /// other partitions are gathered within the budget (spilled beyond it) and written at the
+    /// vote, one file each. [`SinkBuilder::build`] refuses 0.
     pub fn buffer_bytes_max(mut self, bytes: u64) -> Self {
         self.buffer_bytes_max = bytes;
+        self
+    }
+
+    /// The most part files a writer keeps open at once (open and rolled, until they are
+    /// sealed), and so the most file descriptors its files hold. Records of a partition
+    /// beyond it are *gathered* until the next vote, in memory within the budget and spilled
+    /// to a scratch file in `TMPDIR` beyond it, and written there into one file per partition
+    /// ([`crate::sink::spill`]): many partitions cost neither small files nor descriptors.
+    /// Whatever is set here, a writer keeps at most a quarter of its budget's worth of open
+    /// files, each counted at 16 KiB (8,192 under 512 MiB). Default: a quarter of the
+    /// process's soft limit of open files (256 under the usual 1,024), which leaves room for
+    /// other writers and the rest of the process. [`SinkBuilder::build`] refuses 0.
+    pub fn open_files_max(mut self, files: usize) -> Self {
+        self.open_files_max = Some(files);
         self
     }
 
@@ -369,6 +388,17 @@ impl SinkBuilder {
         if self.buffer_bytes_max == 0 {
             return Err(Error::Config("buffer_bytes_max must be positive".into()));
         }
+        if self.open_files_max == Some(0) {
+            return Err(Error::Config("open_files_max must be positive".into()));
+        }
+        let open_files_max = self
+            .open_files_max
+            .unwrap_or_else(default_open_files_max)
+            .min(
+                usize::try_from(self.buffer_bytes_max / (4 * OPEN_FILE_BYTES))
+                    .unwrap_or(usize::MAX),
+            )
+            .max(1);
         if self.file_stats && !matches!(self.format, FileFormat::Parquet(_)) {
             return Err(Error::Config(format!(
                 "file statistics come from the Parquet footer; the format is {}",
@@ -419,11 +449,19 @@ impl SinkBuilder {
                 suffix,
                 writer_id: self.writer_id,
                 buffer_bytes_max: self.buffer_bytes_max,
+                open_files_max,
                 file_stats: self.file_stats,
                 merge: self.merge,
             }),
         })
     }
+}
+
+/// Default [`SinkBuilder::open_files_max`]: a quarter of the process's soft limit of open
+/// files (1,024 assumed where it cannot be read).
+fn default_open_files_max() -> usize {
+    let soft = crate::storage::local::open_files_limit().map_or(1024, |(soft, _)| soft);
+    usize::try_from(soft / 4).unwrap_or(usize::MAX).max(1)
 }
 
 #[cfg(test)]

@@ -129,6 +129,7 @@ use crate::Result;
 
 pub(crate) mod committer;
 pub(crate) mod config;
+pub(crate) mod spill;
 pub mod state;
 pub(crate) mod writer;
 

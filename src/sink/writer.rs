@@ -15,6 +15,7 @@ use crate::protocol::{
     PreparedCheckpoint, ResumableFile, WriterState, FORMAT_VERSION,
 };
 use crate::sink::config::SinkConfig;
+use crate::sink::spill::{Gather, OPEN_FILE_BYTES};
 use crate::sink::{Committer, MergePolicy, RollingPolicy};
 use crate::storage::{PartLocation, PartWriter};
 use crate::{Error, Result};
@@ -73,6 +74,9 @@ pub struct SinkWriter {
     /// The size of the batches written since the encoders last copied the slices they keep
     /// ([`SinkWriter::compact_encoders`]): what those slices may keep alive.
     loose_bytes: u64,
+    /// Buckets beyond the open-files cap, written at the vote ([`crate::sink::spill`]); what
+    /// their batches hold in memory is part of `buffered_bytes_total`.
+    gather: Gather,
 }
 
 #[derive(Debug)]
@@ -188,6 +192,7 @@ impl SinkWriter {
             carried: Vec::new(),
             input_ended: false,
             loose_bytes: 0,
+            gather: Gather::default(),
         }
     }
 
@@ -381,15 +386,18 @@ impl SinkWriter {
         for (bucket, b) in &buckets {
             crate::protocol::bucket_id::check_partition_path(bucket, path_max)
                 .map_err(Error::InvalidInput)?;
-            if let Some(part) = self.open.get(bucket) {
-                if let Some(schema) = &part.schema {
-                    if schema.fields() != b.schema().fields() {
-                        return Err(Error::InvalidInput(format!(
-                            "batch schema {} does not match the schema {} of the open file in bucket `{bucket}`",
-                            b.schema(),
-                            schema
-                        )));
-                    }
+            let schema = match self.open.get(bucket) {
+                Some(part) => part.schema.as_ref(),
+                None => self.gather.schema(bucket),
+            };
+            if let Some(schema) = schema {
+                if schema.fields() != b.schema().fields() {
+                    return Err(Error::InvalidInput(format!(
+                        "batch schema {} does not match the schema {} of the records bucket \
+                         `{bucket}` holds in its open file (or gathered for the next checkpoint)",
+                        b.schema(),
+                        schema
+                    )));
                 }
             }
             if let crate::format::FileFormat::Csv(_) = self.config.format {
@@ -509,6 +517,12 @@ impl SinkWriter {
         self.open.len()
     }
 
+    /// Partitions whose records wait for the next vote because the open-files cap
+    /// ([`crate::SinkBuilder::open_files_max`]) left them without a file of their own.
+    pub fn gathered_partitions(&self) -> usize {
+        self.gather.len()
+    }
+
     /// Bytes this writer keeps in memory: what its encoders buffer (for Parquet, what the
     /// open row groups hold, `ArrowWriter::memory_size`) and what the backend holds of its
     /// files before handing them on ([`PartWriter::memory_bytes`]: S3 parts not yet uploaded,
@@ -532,7 +546,8 @@ impl SinkWriter {
                                 .iter()
                                 .map(|p| { p.file.as_ref().map_or(0, |f| f.memory_bytes()) })
                         )
-                        .sum::<u64>(),
+                        .sum::<u64>()
+                        + self.gather.memory_bytes(),
             "the running total matches the encoders and the parts"
         );
         self.buffered_bytes_total
@@ -641,43 +656,44 @@ impl SinkWriter {
                 self.roll(bucket).await?;
             }
         }
-        self.open_files_of(buckets.iter().map(|(b, _)| b), now)
-            .await?;
+        // New buckets get files together, as many as the open-files cap leaves room for; the
+        // others are gathered until the vote.
+        let mut new: Vec<&BucketId> = Vec::new();
+        for (bucket, _) in &buckets {
+            if !self.open.contains_key(bucket) && !self.gather.contains(bucket) {
+                new.push(bucket);
+            }
+        }
+        if !new.is_empty() {
+            let room = self.room_for_files().await?;
+            self.open_files_of(new.into_iter().take(room), now).await?;
+        }
         // The buckets' batches are slices of one batch (or the whole of it): any of them
         // reports the size of all its buffers.
         self.loose_bytes += buckets
             .first()
             .map_or(0, |(_, b)| b.get_array_memory_size() as u64);
+        let mut gathered = Vec::new();
         for (bucket, batch) in buckets {
-            // Rolled since by the memory bound (a file it had written to in an earlier call).
-            self.open_files_of(std::iter::once(&bucket), now).await?;
-            let share =
-                usize::try_from(self.config.buffer_bytes_max / (2 * self.open.len().max(1) as u64))
-                    .unwrap_or(usize::MAX);
-            let part = self.open.get_mut(&bucket).expect("opened above");
-            if part.encoder.is_none() {
-                let resumed = part.file.len_bytes() > 0;
-                let mut encoder = self.config.format.encoder(batch.schema(), resumed)?;
-                // What a file reserves ahead stays within its share of the budget.
-                encoder.reserve_at_most(share);
-                part.encoder = Some(encoder);
-                part.schema = Some(batch.schema());
+            // Without a file: gathered this checkpoint already, or rolled since by the memory
+            // bound or its size (a file it had written to in an earlier call) and no room for
+            // another. Rows of another schema than the gathered ones get a file regardless.
+            if !self.open.contains_key(&bucket)
+                && (self.gather.contains(&bucket)
+                    || (self.gather.takes(&batch.schema()) && self.room_for_files().await? == 0))
+            {
+                gathered.push((bucket, batch));
+                continue;
             }
-            self.scratch.clear();
-            part.encoder
-                .as_mut()
-                .expect("set above")
-                .write(&batch, &mut self.scratch)?;
-            write_bytes(part, &self.scratch).await?;
-            part.account(&mut self.buffered_bytes_total);
-            part.record_count += batch.num_rows() as u64;
-            part.last_write = now;
-            let size = part.file.len_bytes() + part.buffered_bytes;
-            if size >= policy.part_size_bytes_max {
-                self.roll(&bucket).await?;
-            }
+            self.write_to_file(&bucket, &batch, now).await?;
             // After every bucket, not once per batch: a batch that spreads over many buckets
             // must not raise the peak by all of them at once.
+            self.bound_memory().await?;
+        }
+        if !gathered.is_empty() {
+            let before = self.gather.memory_bytes();
+            self.gather.push(gathered)?;
+            self.buffered_bytes_total += self.gather.memory_bytes() - before;
             self.bound_memory().await?;
         }
         if self.loose_bytes >= LOOSE_BYTES_MAX.min(self.config.buffer_bytes_max / 16) {
@@ -687,6 +703,86 @@ impl SinkWriter {
             self.seal_rolled().await?;
         }
         Ok(())
+    }
+
+    /// How many more files may be opened now under the open-files cap
+    /// ([`crate::SinkBuilder::open_files_max`]), which counts the open files and the rolled
+    /// ones not sealed yet (they hold their descriptors until then): when the rolled ones are
+    /// in the way, they are sealed now.
+    async fn room_for_files(&mut self) -> Result<usize> {
+        let cap = self.config.open_files_max;
+        if self.open.len() + self.rolled.len() >= cap && !self.rolled.is_empty() {
+            self.seal_rolled().await?;
+        }
+        Ok(cap.saturating_sub(self.open.len() + self.rolled.len()))
+    }
+
+    /// Writes `batch` into the open file of `bucket` (a new one if it has none), rolling the
+    /// file once it reaches the part size.
+    async fn write_to_file(
+        &mut self,
+        bucket: &BucketId,
+        batch: &RecordBatch,
+        now: SystemTime,
+    ) -> Result<()> {
+        self.open_files_of(std::iter::once(bucket), now).await?;
+        let share =
+            usize::try_from(self.config.buffer_bytes_max / (2 * self.open.len().max(1) as u64))
+                .unwrap_or(usize::MAX);
+        let part = self.open.get_mut(bucket).expect("opened above");
+        if part.encoder.is_none() {
+            let resumed = part.file.len_bytes() > 0;
+            let mut encoder = self.config.format.encoder(batch.schema(), resumed)?;
+            // What a file reserves ahead stays within its share of the budget.
+            encoder.reserve_at_most(share);
+            part.encoder = Some(encoder);
+            part.schema = Some(batch.schema());
+        }
+        self.scratch.clear();
+        part.encoder
+            .as_mut()
+            .expect("set above")
+            .write(batch, &mut self.scratch)?;
+        write_bytes(part, &self.scratch).await?;
+        part.account(&mut self.buffered_bytes_total);
+        part.record_count += batch.num_rows() as u64;
+        part.last_write = now;
+        let size = part.file.len_bytes() + part.buffered_bytes;
+        if size >= self.config.rolling_policy.part_size_bytes_max {
+            self.roll(bucket).await?;
+        }
+        Ok(())
+    }
+
+    /// The vote's first step for gathered buckets: each gets a file (in groups, opened
+    /// together), its records are written in the order they came (spilled ones read back),
+    /// and the file rolls. The open-files cap still holds: the rolled files are sealed
+    /// whenever the next group would pass it.
+    async fn write_gathered(&mut self, now: SystemTime) -> Result<()> {
+        if self.gather.len() == 0 {
+            return Ok(());
+        }
+        self.buffered_bytes_total -= self.gather.memory_bytes();
+        let mut drained = self.gather.take()?;
+        let group = ROLLED_OPEN_MAX.min(self.config.open_files_max).max(1);
+        loop {
+            let next = drained.upcoming(group);
+            if next.is_empty() {
+                return Ok(());
+            }
+            if self.open.len() + self.rolled.len() + next.len() > self.config.open_files_max {
+                self.seal_rolled().await?;
+            }
+            self.open_files_of(next.iter(), now).await?;
+            for _ in 0..next.len() {
+                let (bucket, batches) = drained.next().await?.expect("listed as upcoming");
+                for batch in batches {
+                    self.write_to_file(&bucket, &batch, now).await?;
+                    self.bound_memory().await?;
+                }
+                self.roll(&bucket).await?;
+            }
+        }
     }
 
     /// Has every open file's encoder copy the slices it keeps into buffers of its own
@@ -702,11 +798,23 @@ impl SinkWriter {
         Ok(())
     }
 
-    /// Keeps what the writer holds in memory within `buffer_bytes_max`. While over it:
+    /// What the buffers may hold: the budget less what the open files cost beyond their
+    /// buffers ([`OPEN_FILE_BYTES`] each, at most a quarter of the budget in all: the
+    /// open-files cap keeps it there unless the budget is tiny).
+    fn buffer_limit(&self) -> u64 {
+        let budget = self.config.buffer_bytes_max;
+        let files = (self.open.len() as u64).saturating_mul(OPEN_FILE_BYTES);
+        budget - files.min(budget / 4)
+    }
+
+    /// Keeps what the writer holds in memory within the budget ([`SinkWriter::buffer_limit`]).
+    /// While over it:
     ///
     /// - if the backend holds bytes of rolled files (S3 last parts, staged objects), the rolled
     ///   files are sealed now instead of at the checkpoint, which hands those bytes to the
     ///   store;
+    /// - if the gathered buckets hold more than any open file, they are spilled to the scratch
+    ///   file ([`crate::sink::spill`]);
     /// - otherwise the open file that holds the most is taken: an encoder buffer of a decent
     ///   row group (at least [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the budget, or half
     ///   of the budget's share per open file, whichever is smallest) is flushed to its file,
@@ -716,26 +824,32 @@ impl SinkWriter {
     ///   now, sealed with the next group, committed at the next checkpoint), which frees its
     ///   encoder and, once sealed, the backend's buffer.
     ///
-    /// Rolling and sealing early are always safe: a rolled file is an ordinary pending file of
-    /// the next checkpoint.
+    /// Rolling, sealing and spilling early are always safe: a rolled file is an ordinary
+    /// pending file of the next checkpoint, and spilled records are written at its vote.
     async fn bound_memory(&mut self) -> Result<()> {
         let budget = self.config.buffer_bytes_max;
         // With many open files the largest may still be small: half of a fair share of the
         // budget still makes a row group rather than a file.
         let fair_share = budget / (2 * self.open.len().max(1) as u64);
         let flush_min = ROW_GROUP_FLUSH_BYTES_MIN.min(budget / 4).min(fair_share);
-        while self.buffered_bytes_total > budget {
+        while self.buffered_bytes_total > self.buffer_limit() {
             if self.rolled_held_bytes > 0 {
                 self.seal_rolled().await?;
                 continue;
             }
-            let Some((bucket, largest)) = self
+            let largest = self
                 .open
                 .values()
                 .filter(|p| p.memory_bytes() > 0)
                 .max_by_key(|p| p.memory_bytes())
-                .map(|p| (p.bucket.clone(), p.memory_bytes()))
-            else {
+                .map(|p| (p.bucket.clone(), p.memory_bytes()));
+            let gathered = self.gather.memory_bytes();
+            if gathered > 0 && largest.as_ref().is_none_or(|(_, bytes)| gathered >= *bytes) {
+                self.gather.spill().await?;
+                self.buffered_bytes_total -= gathered;
+                continue;
+            }
+            let Some((bucket, largest)) = largest else {
                 break;
             };
             let part = self.open.get_mut(&bucket).expect("found above");
@@ -884,6 +998,7 @@ impl SinkWriter {
         for bucket in to_roll {
             self.roll(&bucket).await?;
         }
+        self.write_gathered(now).await?;
         self.seal_rolled().await?;
 
         // Row files that stay open: durable up to their current length.
@@ -1326,16 +1441,13 @@ mod tests {
     }
 
     #[test]
-    fn many_partitions_under_a_small_budget_flush_row_groups_and_keep_one_file_each() {
-        // 200 files gather about 1.5 MiB of rows in all, over a budget of 512 KiB: every
-        // file's buffer is small, and each is flushed as a row group rather than rolled (which
-        // would make a file per flush).
-        let (files, row_groups) = write_under_budget(200, 100, 512 * 1024);
+    fn many_partitions_under_a_small_budget_keep_one_file_each() {
+        // 200 partitions gather about 1.5 MiB of rows in all, over a budget of 512 KiB: 8
+        // files are open (a quarter of the budget at 16 KiB each); the other partitions are
+        // gathered, spilled whenever they hold the most, and written at the vote. Rolling
+        // files to stay in the budget would have made a file per flush.
+        let (files, _) = write_under_budget(200, 100, 512 * 1024);
         assert_eq!(files, 200, "one file per partition");
-        assert!(
-            row_groups.iter().all(|&n| n > 1),
-            "every file got row groups flushed early: {row_groups:?}"
-        );
     }
 
     #[test]

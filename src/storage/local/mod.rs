@@ -980,8 +980,9 @@ impl Inner {
     }
 }
 
-/// `e` (EMFILE) with what to do about it: a writer holds one file open per partition it is
-/// writing, and the process's limit of open files is below that.
+/// `e` (EMFILE) with what to do about it: the writers hold part files open (each at most its
+/// `open_files_max`), and the process's limit of open files is below what they and the rest of
+/// the process hold.
 fn too_many_open_files(e: io::Error) -> io::Error {
     let limits = match open_files_limit() {
         Some((soft, hard)) => format!("{soft} here, at most {hard}"),
@@ -990,15 +991,15 @@ fn too_many_open_files(e: io::Error) -> io::Error {
     io::Error::new(
         e.kind(),
         format!(
-            "{e}: a part file is open for every partition being written until the next \
-             checkpoint; raise the limit of open files (`ulimit -n`: {limits}), or write fewer \
-             partitions between checkpoints"
+            "{e}: the writers keep part files open (each at most its `open_files_max`, \
+             a share of the limit at start); raise the limit of open files (`ulimit -n`: \
+             {limits}), or open fewer files elsewhere in the process"
         ),
     )
 }
 
 /// The process's limit of open files: (soft, hard).
-fn open_files_limit() -> Option<(libc::rlim_t, libc::rlim_t)> {
+pub(crate) fn open_files_limit() -> Option<(libc::rlim_t, libc::rlim_t)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
