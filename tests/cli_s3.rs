@@ -1056,3 +1056,37 @@ fn a_run_paused_past_its_lease_cleans_up_and_says_it_lost_the_job() {
     assert!(ls["leftovers"].as_array().unwrap().is_empty(), "{ls}");
     assert_eq!(visible_ids(&bucket, &prefix), (0..10).collect::<Vec<_>>());
 }
+
+/// Many partitions under a small budget on S3: each writer keeps a few uploads open, gathers
+/// the other partitions' records, and writes them at the vote, one object each, every record
+/// once.
+#[test]
+fn partitions_beyond_the_open_files_cap_get_one_object_each_on_s3() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let lines: String = (0..2_000)
+        .map(|i| format!("{{\"id\":{i},\"key\":\"k{:03}\"}}\n", i % 200))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let to = url(&bucket, &prefix);
+    run_ok(&[
+        "ingest",
+        s(&input),
+        "--to",
+        &to,
+        "--partition-by",
+        "key",
+        "--memory",
+        "1MiB",
+        "--checkpoint-every",
+        "1000rows",
+    ]);
+    assert_eq!(
+        visible_ids(&bucket, &prefix),
+        (0..2_000).collect::<Vec<i64>>()
+    );
+    // Two checkpoints of 1,000 records, each touching all 200 partitions.
+    assert_eq!(visible_objects(&bucket, &prefix).len(), 400);
+}

@@ -96,7 +96,11 @@ fn partitions_beyond_the_open_files_limit_are_gathered_one_file_each() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_exactly_once(&common::visible_parquet_ids(&tiny), 600..1200);
     // 4 checkpoints of 150 records over 300 partitions: 150 files each.
-    assert_eq!(parquet_files(&tiny), 600, "one file per partition per checkpoint");
+    assert_eq!(
+        parquet_files(&tiny),
+        600,
+        "one file per partition per checkpoint"
+    );
 }
 
 /// The visible Parquet files under `lake`.
