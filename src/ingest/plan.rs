@@ -336,9 +336,6 @@ fn partitioning(
     Ok((time, time_by, partitioner))
 }
 
-/// How `memory_bytes_max` is shared: chunks grow with the open files only as far as half the
-/// budget holds them in flight (see `CHUNKS_QUEUED`), and the writers share the rest. Returns
-/// the largest chunk scale and each writer's budget.
 /// Each writer's share of the process's soft limit of open files
 /// ([`crate::SinkBuilder::open_files_max`]), after room for the inputs, the lake's metadata,
 /// connections and the files the runtime holds: 256 descriptors, or half the limit if that is
@@ -350,6 +347,9 @@ fn open_files_split(writers: usize) -> usize {
     ((soft - reserve) / writers.max(1)).max(1)
 }
 
+/// How `memory_bytes_max` is shared: chunks grow with the open files only as far as half the
+/// budget holds them in flight (see `CHUNKS_QUEUED`), and the writers share the rest. Returns
+/// the largest chunk scale and each writer's budget.
 fn memory_split(memory_bytes_max: u64, writers: usize) -> (u64, u64) {
     let decoders = writers as u64;
     let queued = match writers {

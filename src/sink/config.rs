@@ -343,7 +343,7 @@ impl SinkBuilder {
     /// sealed), and so the most file descriptors its files hold. Records of a partition
     /// beyond it are *gathered* until the next vote, in memory within the budget and spilled
     /// to a scratch file in `TMPDIR` beyond it, and written there into one file per partition
-    /// ([`crate::sink::spill`]): many partitions cost neither small files nor descriptors.
+    /// (see `src/sink/spill.rs`): many partitions cost neither small files nor descriptors.
     /// Whatever is set here, a writer keeps at most a quarter of its budget's worth of open
     /// files, each counted at 16 KiB (8,192 under 512 MiB). Default: a quarter of the
     /// process's soft limit of open files (256 under the usual 1,024), which leaves room for

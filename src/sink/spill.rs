@@ -49,10 +49,13 @@
 //!   came, runs are older than the rows in memory, and the vote reads runs in the order they
 //!   were written.
 //! - What the gathered rows hold in memory is counted in the writer's budget
-//!   ([`crate::SinkWriter::buffered_bytes`]): one batch per write, not one per bucket (at
-//!   100,000 partitions a write brings most buckets a row or two, and a batch per bucket
-//!   would cost more in arrays than in rows). A run costs a few bytes per bucket; the vote
-//!   holds a batch of each run at a time.
+//!   ([`crate::SinkWriter::buffered_bytes`]), until the vote has written them: one batch per
+//!   write, not one per bucket (at 100,000 partitions a write brings most buckets a row or
+//!   two, and a batch per bucket would cost more in arrays than in rows).
+//! - Runs are few and large: the writer spills once the gathered rows hold a quarter of its
+//!   budget (or when nothing else can be freed without rolling a file), so a checkpoint that
+//!   gathers G bytes makes about 4G / budget runs. The vote holds one batch of about 256 KiB
+//!   of each run at a time, and a run's index costs 12 bytes per bucket in it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -71,7 +74,10 @@ use crate::{Error, Result};
 /// files: 8,192 under 512 MiB.
 pub(crate) const OPEN_FILE_BYTES: u64 = 16 * 1024;
 
-/// Rows per batch of a run in the scratch file.
+/// About the size of a batch of a run in the scratch file: the vote holds one of each run.
+const RUN_BATCH_BYTES: u64 = 256 * 1024;
+
+/// The most rows in a batch of a run, however small the rows.
 const RUN_BATCH_ROWS: usize = 8192;
 
 /// Encoded batches are written to the scratch file in pieces of about this size, so a spill
@@ -96,7 +102,7 @@ struct Run {
     offset: u64,
     len: u64,
     /// (bucket, rows) in the run's order.
-    buckets: Vec<(u32, u64)>,
+    buckets: Vec<(u32, u32)>,
 }
 
 /// The gathered buckets of one writer, and its scratch file.
@@ -201,18 +207,22 @@ impl Gather {
         }
         let sorted = self.sorted();
         let batches: Vec<&RecordBatch> = self.written.iter().map(|w| &w.batch).collect();
+        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let batch_rows = usize::try_from(RUN_BATCH_BYTES * rows.max(1) / self.bytes.max(1))
+            .unwrap_or(RUN_BATCH_ROWS)
+            .clamp(64, RUN_BATCH_ROWS);
         let scratch = self.scratch.as_mut().expect("created above");
         let offset = scratch.len;
         let ipc = |e: arrow::error::ArrowError| scratch_error("write", std::io::Error::other(e));
         let mut stream =
             arrow_ipc::writer::StreamWriter::try_new(Vec::new(), &schema).map_err(ipc)?;
         let mut buckets = Vec::with_capacity(sorted.len());
-        let mut indices: Vec<(usize, usize)> = Vec::with_capacity(RUN_BATCH_ROWS);
+        let mut indices: Vec<(usize, usize)> = Vec::with_capacity(batch_rows);
         for (id, rows) in sorted {
-            buckets.push((id, rows.len() as u64));
+            buckets.push((id, rows.len() as u32));
             for row in rows {
                 indices.push(row);
-                if indices.len() == RUN_BATCH_ROWS {
+                if indices.len() == batch_rows {
                     write_rows(&mut stream, &batches, &mut indices, scratch).await?;
                 }
             }
@@ -316,8 +326,17 @@ impl Drained {
             batches.extend(run.rows_of(id).await?);
         }
         if self.in_memory.peek().is_some_and(|(next, _)| *next == id) {
-            let (_, rows) = self.in_memory.next().expect("peeked");
-            let sources: Vec<&RecordBatch> = self.written.iter().map(|w| &w.batch).collect();
+            let (_, mut rows) = self.in_memory.next().expect("peeked");
+            // Only the writes that hold the bucket's rows (in the order they came).
+            let mut sources: Vec<&RecordBatch> = Vec::new();
+            let mut last = None;
+            for (w, _) in &mut rows {
+                if last != Some(*w) {
+                    last = Some(*w);
+                    sources.push(&self.written[*w].batch);
+                }
+                *w = sources.len() - 1;
+            }
             for piece in rows.chunks(RUN_BATCH_ROWS) {
                 batches.push(
                     arrow::compute::interleave_record_batch(&sources, piece)
@@ -334,7 +353,7 @@ struct RunReader {
     /// `None` while a read is under way on a blocking thread.
     stream: Option<arrow_ipc::reader::StreamReader<std::io::BufReader<RangeReader>>>,
     /// The buckets left, in the run's order.
-    buckets: std::iter::Peekable<std::vec::IntoIter<(u32, u64)>>,
+    buckets: std::iter::Peekable<std::vec::IntoIter<(u32, u32)>>,
     /// The batch being read, and the next row of it.
     current: Option<(RecordBatch, usize)>,
 }

@@ -77,6 +77,9 @@ pub struct SinkWriter {
     /// Buckets beyond the open-files cap, written at the vote ([`crate::sink::spill`]); what
     /// their batches hold in memory is part of `buffered_bytes_total`.
     gather: Gather,
+    /// What the gathered rows the vote is writing held in memory when it took them: counted
+    /// in `buffered_bytes_total` until it has written them.
+    vote_tail_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -193,6 +196,7 @@ impl SinkWriter {
             input_ended: false,
             loose_bytes: 0,
             gather: Gather::default(),
+            vote_tail_bytes: 0,
         }
     }
 
@@ -547,7 +551,8 @@ impl SinkWriter {
                                 .map(|p| { p.file.as_ref().map_or(0, |f| f.memory_bytes()) })
                         )
                         .sum::<u64>()
-                        + self.gather.memory_bytes(),
+                        + self.gather.memory_bytes()
+                        + self.vote_tail_bytes,
             "the running total matches the encoders and the parts"
         );
         self.buffered_bytes_total
@@ -678,9 +683,14 @@ impl SinkWriter {
             // Without a file: gathered this checkpoint already, or rolled since by the memory
             // bound or its size (a file it had written to in an earlier call) and no room for
             // another. Rows of another schema than the gathered ones get a file regardless.
+            let takes = self.gather.takes(&batch.schema())
+                && gathered
+                    .first()
+                    .is_none_or(|(_, b): &(BucketId, RecordBatch)| {
+                        b.schema().fields() == batch.schema().fields()
+                    });
             if !self.open.contains_key(&bucket)
-                && (self.gather.contains(&bucket)
-                    || (self.gather.takes(&batch.schema()) && self.room_for_files().await? == 0))
+                && (self.gather.contains(&bucket) || (takes && self.room_for_files().await? == 0))
             {
                 gathered.push((bucket, batch));
                 continue;
@@ -762,27 +772,36 @@ impl SinkWriter {
         if self.gather.len() == 0 {
             return Ok(());
         }
-        self.buffered_bytes_total -= self.gather.memory_bytes();
+        // The rows still in memory stay counted until they are written.
+        self.vote_tail_bytes = self.gather.memory_bytes();
         let mut drained = self.gather.take()?;
-        let group = ROLLED_OPEN_MAX.min(self.config.open_files_max).max(1);
-        loop {
-            let next = drained.upcoming(group);
-            if next.is_empty() {
-                return Ok(());
-            }
-            if self.open.len() + self.rolled.len() + next.len() > self.config.open_files_max {
-                self.seal_rolled().await?;
-            }
-            self.open_files_of(next.iter(), now).await?;
-            for _ in 0..next.len() {
-                let (bucket, batches) = drained.next().await?.expect("listed as upcoming");
-                for batch in batches {
-                    self.write_to_file(&bucket, &batch, now).await?;
-                    self.bound_memory().await?;
+        let result = async {
+            loop {
+                let cap = self.config.open_files_max;
+                if self.open.len() + self.rolled.len() >= cap {
+                    self.seal_rolled().await?;
                 }
-                self.roll(&bucket).await?;
+                // Row files that stay open may fill the cap: one file at a time then.
+                let room = cap.saturating_sub(self.open.len() + self.rolled.len());
+                let next = drained.upcoming(ROLLED_OPEN_MAX.min(room).max(1));
+                if next.is_empty() {
+                    return Ok(());
+                }
+                self.open_files_of(next.iter(), now).await?;
+                for _ in 0..next.len() {
+                    let (bucket, batches) = drained.next().await?.expect("listed as upcoming");
+                    for batch in batches {
+                        self.write_to_file(&bucket, &batch, now).await?;
+                        self.bound_memory().await?;
+                    }
+                    self.roll(&bucket).await?;
+                }
             }
         }
+        .await;
+        drop(drained);
+        self.buffered_bytes_total -= std::mem::take(&mut self.vote_tail_bytes);
+        result
     }
 
     /// Has every open file's encoder copy the slices it keeps into buffers of its own
@@ -843,8 +862,11 @@ impl SinkWriter {
                 .filter(|p| p.memory_bytes() > 0)
                 .max_by_key(|p| p.memory_bytes())
                 .map(|p| (p.bucket.clone(), p.memory_bytes()));
+            // The gathered rows are spilled once they hold a quarter of the limit (or nothing
+            // else holds memory): each spill is a run the vote reads a batch of at a time, so
+            // runs are few and large.
             let gathered = self.gather.memory_bytes();
-            if gathered > 0 && largest.as_ref().is_none_or(|(_, bytes)| gathered >= *bytes) {
+            if gathered > 0 && (gathered >= self.buffer_limit() / 4 || largest.is_none()) {
                 self.gather.spill().await?;
                 self.buffered_bytes_total -= gathered;
                 continue;
@@ -864,7 +886,13 @@ impl SinkWriter {
             if part.memory_bytes() < largest {
                 continue;
             }
-            // Neither the flush nor the backend freed anything: rolling does.
+            // Neither the flush nor the backend freed anything: spilling the gathered rows
+            // does, if there are any, before rolling makes another file.
+            if gathered > 0 {
+                self.gather.spill().await?;
+                self.buffered_bytes_total -= gathered;
+                continue;
+            }
             self.roll(&bucket).await?;
         }
         Ok(())
@@ -1139,6 +1167,10 @@ impl SinkWriter {
                     _ => {
                         self.write_merged(&bucket, &group).await?;
                         merged_any = true;
+                        // The merged files hold their descriptors until sealed: within the cap.
+                        if self.open.len() + self.rolled.len() >= self.config.open_files_max {
+                            self.seal_rolled().await?;
+                        }
                     }
                 }
             }
