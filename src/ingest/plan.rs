@@ -341,8 +341,7 @@ fn partitioning(
 /// connections and the files the runtime holds: 256 descriptors, or half the limit if that is
 /// smaller.
 fn open_files_split(writers: usize) -> usize {
-    let soft = crate::storage::local::open_files_limit().map_or(1024, |(soft, _)| soft);
-    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+    let soft = crate::storage::local::open_files_soft_limit();
     let reserve = (soft / 2).min(256);
     ((soft - reserve) / writers.max(1)).max(1)
 }

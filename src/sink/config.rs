@@ -460,8 +460,7 @@ impl SinkBuilder {
 /// Default [`SinkBuilder::open_files_max`]: a quarter of the process's soft limit of open
 /// files (1,024 assumed where it cannot be read).
 fn default_open_files_max() -> usize {
-    let soft = crate::storage::local::open_files_limit().map_or(1024, |(soft, _)| soft);
-    usize::try_from(soft / 4).unwrap_or(usize::MAX).max(1)
+    (crate::storage::local::open_files_soft_limit() / 4).max(1)
 }
 
 #[cfg(test)]

@@ -998,8 +998,15 @@ fn too_many_open_files(e: io::Error) -> io::Error {
     )
 }
 
+/// The process's soft limit of open files, 1,024 (the usual default) where it cannot be read.
+pub(crate) fn open_files_soft_limit() -> usize {
+    open_files_limit().map_or(1024, |(soft, _)| {
+        usize::try_from(soft).unwrap_or(usize::MAX)
+    })
+}
+
 /// The process's limit of open files: (soft, hard).
-pub(crate) fn open_files_limit() -> Option<(libc::rlim_t, libc::rlim_t)> {
+fn open_files_limit() -> Option<(libc::rlim_t, libc::rlim_t)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
