@@ -1018,7 +1018,7 @@ impl Coordinator {
             finished,
             source_position: source_position.clone(),
             writers: states,
-            committables: committables.clone(),
+            committables,
             table: None,
         };
         if self.writes_table {
@@ -1049,6 +1049,10 @@ impl Coordinator {
         // The completion point.
         let manifest_path = manifest::manifest_path(&self.job, id);
         let manifest_bytes = manifest.encode();
+        // The committables move on to the commit rather than being copied: at a hundred
+        // thousand files a copy is tens of megabytes (as are the manifest's bytes, dropped
+        // once written).
+        let committables = std::mem::take(&mut manifest.committables);
         let manifest_started = Instant::now();
         self.storage
             .put_metadata(&manifest_path, &manifest_bytes)
@@ -1060,6 +1064,7 @@ impl Coordinator {
                 bytes = manifest_bytes.len(),
             ))
             .await?;
+        drop(manifest_bytes);
         tracing::info!(
             file = %manifest_path,
             files = committables.len(),
