@@ -83,6 +83,13 @@ pub struct SinkWriter {
     /// What the gathered rows the vote is writing held in memory when it took them: counted
     /// in `buffered_bytes_total` until it has written them.
     vote_tail_bytes: u64,
+    /// What the files rolled since the last vote will cost as committables
+    /// ([`SinkWriter::file_cost_bytes`]), reserved out of the budget
+    /// ([`SinkWriter::buffer_limit`]).
+    closed_cost_bytes: u64,
+    /// What the committables handed out at the last vote cost: reserved until the next vote,
+    /// by which time their checkpoint has committed.
+    handed_cost_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -198,6 +205,8 @@ impl SinkWriter {
             carried: Vec::new(),
             input_ended: false,
             loose_bytes: 0,
+            closed_cost_bytes: 0,
+            handed_cost_bytes: 0,
             gather: Gather::default(),
             vote_tail_bytes: 0,
         }
@@ -663,13 +672,42 @@ impl SinkWriter {
         Ok(())
     }
 
-    /// What the buffers may hold: the budget less what the open files cost beyond their
-    /// buffers ([`OPEN_FILE_BYTES`] each, at most a quarter of the budget in all: the
-    /// open-files cap keeps it there unless the budget is tiny).
+    /// What the buffers may hold: the budget less
+    ///
+    /// - what the open files cost beyond their buffers ([`OPEN_FILE_BYTES`] each, at most a
+    ///   quarter of the budget in all: the open-files cap keeps it there unless the budget is
+    ///   tiny);
+    /// - what the closed files will cost until their checkpoint commits (their committables
+    ///   and their lines in the manifest: [`SinkWriter::file_cost_bytes`]), at most half of
+    ///   the budget. A checkpoint of a hundred thousand files costs tens of megabytes, and
+    ///   the writes that follow it run beside its commit.
     fn buffer_limit(&self) -> u64 {
         let budget = self.config.buffer_bytes_max;
         let files = (self.open.len() as u64).saturating_mul(OPEN_FILE_BYTES);
-        budget - files.min(budget / 4)
+        let committables = self.closed_cost_bytes + self.handed_cost_bytes;
+        budget - files.min(budget / 4) - committables.min(budget / 2)
+    }
+
+    /// About what the closed file `part` costs in memory until its checkpoint commits: its
+    /// committable, and about as much again for its entry in the manifest's bytes (and in the
+    /// table's log entry, with statistics). An estimate from its names and statistics, within
+    /// a small factor of what a checkpoint of 100,000 files was measured to hold.
+    fn file_cost_bytes(&self, part: &ClosedPart) -> u64 {
+        /// The committable's fields and JSON keys, beyond its strings.
+        const FIXED_BYTES: usize = 512;
+        /// A column's statistics (its path, bounds and null count, in memory and in JSON).
+        const STATS_COLUMN_BYTES: usize = 384;
+        // The final path twice: the pending handle names a hidden file or an upload beside it.
+        let strings = 2 * part.final_path.len()
+            + part.bucket.as_str().len()
+            + self.config.writer_id.len()
+            + part.supersedes.iter().map(String::len).sum::<usize>();
+        let stats = part
+            .stats
+            .as_ref()
+            .map_or(0, |s| s.columns().len() * STATS_COLUMN_BYTES);
+        let copies = if stats > 0 { 3 } else { 2 };
+        (copies * (FIXED_BYTES + strings + stats)) as u64
     }
 
     /// Keeps what the writer holds in memory within the budget ([`SinkWriter::buffer_limit`]).
@@ -797,7 +835,7 @@ impl SinkWriter {
         let held = part.file.memory_bytes();
         self.buffered_bytes_total += held;
         self.rolled_held_bytes += held;
-        self.rolled.push(ClosedPart {
+        let closed = ClosedPart {
             bucket: part.bucket,
             final_path: part.file.location().final_path.clone(),
             size_bytes: part.file.len_bytes(),
@@ -807,7 +845,9 @@ impl SinkWriter {
             supersedes: part.supersedes,
             stats,
             carried: false,
-        });
+        };
+        self.closed_cost_bytes += self.file_cost_bytes(&closed);
+        self.rolled.push(closed);
         Ok(())
     }
 
@@ -937,6 +977,10 @@ impl SinkWriter {
         state.version = state.format_version();
         self.state = state;
         self.input_ended = false;
+        // The last vote's committables are released: the coordinator waits for their commit
+        // before this vote's manifest, and no write comes in between. This vote's take their
+        // place.
+        self.handed_cost_bytes = std::mem::take(&mut self.closed_cost_bytes);
         Ok(committables)
     }
 }
@@ -1070,6 +1114,47 @@ mod tests {
         // files to stay in the budget would have made a file per flush.
         let (files, _) = write_under_budget(200, 100, 512 * 1024);
         assert_eq!(files, 200, "one file per partition");
+    }
+
+    #[test]
+    fn the_files_of_a_checkpoint_are_counted_until_the_next_vote() {
+        // The committables a vote hands out live on through the manifest and the commit,
+        // beside the next interval's writes: the budget keeps room for them (at least their
+        // manifest lines twice over: the committables themselves and the manifest's bytes)
+        // until the next vote, which releases them.
+        let dir = tempfile::tempdir().unwrap();
+        let budget = 64 << 20;
+        let sink = Sink::local(dir.path())
+            .unwrap()
+            .format(FileFormat::parquet())
+            .bucket_assigner(HivePartitioner::new(["key"]).unwrap())
+            .buffer_bytes_max(budget)
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut writer = sink.create_writer();
+            writer.write(&batch(0, 300)).await.unwrap();
+            let committables = writer.prepare_commit(1).await.unwrap().committables;
+            assert_eq!(committables.len(), 300);
+            let manifest_lines = serde_json::to_vec(&committables).unwrap().len() as u64;
+            let reserved = budget - writer.buffer_limit();
+            assert!(
+                reserved >= 2 * manifest_lines,
+                "{reserved} bytes reserved for committables of {manifest_lines} bytes of JSON"
+            );
+            sink.committer().commit_all(&committables).await.unwrap();
+            assert!(writer
+                .prepare_commit(2)
+                .await
+                .unwrap()
+                .committables
+                .is_empty());
+            assert_eq!(writer.buffer_limit(), budget, "released at the next vote");
+        });
     }
 
     #[test]
