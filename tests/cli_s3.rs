@@ -1090,3 +1090,58 @@ fn partitions_beyond_the_open_files_cap_get_one_object_each_on_s3() {
     // Two checkpoints of 1,000 records, each touching all 200 partitions.
     assert_eq!(visible_objects(&bucket, &prefix).len(), 400);
 }
+
+/// Partitions whose parts being filled would pass the budget on S3: an open upload holds a
+/// whole part before it can send any of it, so a writer keeps at most its budget over two
+/// parts open and gathers the rest. Every partition gets one object per checkpoint, not a
+/// trail of small ones rolled to free memory, and every record lands once.
+#[test]
+fn parts_being_filled_do_not_make_small_objects_on_s3() {
+    let Some(bucket) = bucket() else { return };
+    let (bucket, prefix) = fresh(&bucket);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    // 12 partitions of about 1.5 MiB each of values Parquet cannot shrink (hex of a
+    // pseudo-random sequence): 18 MiB of parts under a budget of 16 MiB.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut lines = String::new();
+    for i in 0..150_000 {
+        let mut pad = String::with_capacity(96);
+        for _ in 0..6 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            pad.push_str(&format!("{x:016x}"));
+        }
+        lines.push_str(&format!(
+            "{{\"id\":{i},\"key\":\"k{:02}\",\"pad\":\"{pad}\"}}\n",
+            i % 12
+        ));
+    }
+    std::fs::write(&input, lines).unwrap();
+    let to = url(&bucket, &prefix);
+    run_ok(&[
+        "ingest",
+        s(&input),
+        "--to",
+        &to,
+        "--partition-by",
+        "key",
+        "--memory",
+        "16MiB",
+        "--parallelism",
+        "1",
+        "--checkpoint-every",
+        "1000000rows",
+    ]);
+    assert_eq!(
+        visible_ids(&bucket, &prefix),
+        (0..150_000).collect::<Vec<i64>>()
+    );
+    // One checkpoint with records (the last): one object per partition.
+    let names: Vec<String> = visible_objects(&bucket, &prefix)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names.len(), 12, "{names:#?}");
+}

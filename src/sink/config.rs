@@ -327,8 +327,8 @@ impl SinkBuilder {
     /// row group, or, when that frees nothing or the buffer is too small for a decent row
     /// group (many partitions), rolls that file. Default 512 MiB. On S3 each open file can
     /// hold up to one part (`ObjectStorage::with_part_size_bytes`, 8 MiB by default) before
-    /// uploading it, so many open files on S3 call for a budget of that order per file, or
-    /// they roll small.
+    /// uploading it, so a writer keeps at most the budget over two parts open there, and
+    /// gathers the other partitions' records.
     ///
     /// Each open file also counts 16 KiB against it, and a writer keeps at most a quarter of
     /// the budget's worth of files open ([`SinkBuilder::open_files_max`]); the records of
@@ -345,9 +345,13 @@ impl SinkBuilder {
     /// to a scratch file in `TMPDIR` beyond it, and written there into one file per partition
     /// (see `src/sink/spill.rs`): many partitions cost neither small files nor descriptors.
     /// Whatever is set here, a writer keeps at most a quarter of its budget's worth of open
-    /// files, each counted at 16 KiB (8,192 under 512 MiB). Default: a quarter of the
-    /// process's soft limit of open files (256 under the usual 1,024), which leaves room for
-    /// other writers and the rest of the process. [`SinkBuilder::build`] refuses 0.
+    /// files, each counted at 16 KiB (8,192 under 512 MiB), and on a store whose open files
+    /// hold a part before uploading it ([`crate::storage::Parts::open_file_held_bytes_max`]:
+    /// S3) at most the budget over two parts (32 under 512 MiB with 8 MiB parts), so that the
+    /// parts being filled cannot crowd the budget into rolling small files. Default: a
+    /// quarter of the process's soft limit of open files (256 under the usual 1,024), which
+    /// leaves room for other writers and the rest of the process. [`SinkBuilder::build`]
+    /// refuses 0.
     pub fn open_files_max(mut self, files: usize) -> Self {
         self.open_files_max = Some(files);
         self
@@ -391,13 +395,12 @@ impl SinkBuilder {
         if self.open_files_max == Some(0) {
             return Err(Error::Config("open_files_max must be positive".into()));
         }
+        // What an open file may keep of the budget: 64 KiB on local disk, two parts on S3.
+        let per_open_file = (4 * OPEN_FILE_BYTES).max(2 * self.storage.open_file_held_bytes_max());
         let open_files_max = self
             .open_files_max
             .unwrap_or_else(default_open_files_max)
-            .min(
-                usize::try_from(self.buffer_bytes_max / (4 * OPEN_FILE_BYTES))
-                    .unwrap_or(usize::MAX),
-            )
+            .min(usize::try_from(self.buffer_bytes_max / per_open_file).unwrap_or(usize::MAX))
             .max(1);
         if self.file_stats && !matches!(self.format, FileFormat::Parquet(_)) {
             return Err(Error::Config(format!(

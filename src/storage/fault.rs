@@ -309,6 +309,10 @@ impl Parts for FaultyStorage {
         self.inner.path_bytes_max()
     }
 
+    fn open_file_held_bytes_max(&self) -> u64 {
+        self.inner.open_file_held_bytes_max()
+    }
+
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>> {
         let s = &self.state;
         let now = s.creates_in_flight.fetch_add(1, Ordering::SeqCst) + 1;

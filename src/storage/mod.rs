@@ -136,6 +136,16 @@ pub trait Parts: Send + Sync + Debug {
         None
     }
 
+    /// The most an open part file holds in memory before it can hand any of it on
+    /// ([`PartWriter::memory_bytes`]): on S3 a whole part, whose upload waits until the part
+    /// is full. The sink keeps at most its budget over twice this many files open
+    /// ([`crate::SinkBuilder::open_files_max`]), so that open files cannot fill the budget
+    /// with bytes nothing can free but rolling them small. Default: 0 (local files write
+    /// their small buffers whenever asked).
+    fn open_file_held_bytes_max(&self) -> u64 {
+        0
+    }
+
     /// Starts a new, empty in-progress part file at `location`. Fails with
     /// [`crate::Error::Conflict`] if the in-progress name exists already.
     async fn create(&self, location: &PartLocation) -> Result<Box<dyn PartWriter>>;

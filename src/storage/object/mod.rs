@@ -295,6 +295,12 @@ impl Parts for ObjectStorage {
         false
     }
 
+    fn open_file_held_bytes_max(&self) -> u64 {
+        // A part fills before its upload starts (a staged object holds its whole file, which
+        // rolls at the part size's order under a budget anyway).
+        self.inner.part_size_bytes as u64
+    }
+
     fn path_bytes_max(&self) -> Option<usize> {
         // S3 (and the stores that speak it) take keys of at most 1,024 bytes; the generic
         // stores' own limits are not known here.
