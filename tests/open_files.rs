@@ -123,3 +123,23 @@ fn parquet_files(lake: &std::path::Path) -> usize {
     walk(lake, &mut n);
     n
 }
+
+/// A resumed job keeps the writers it started with, and they share the limit of open files
+/// (and the memory budget) among themselves: a job of 8 writers rerun over its grown input
+/// on a machine whose new jobs would have fewer stays within the limit, every record once.
+#[test]
+fn a_resumed_job_shares_the_limits_among_its_own_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 300);
+    let lake = dir.path().join("lake");
+    let mut args = ingest_args(&input, &lake).to_vec();
+    args.extend(["--parallelism", "8"]);
+    let o = filesink_limited("-n 64", &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut grown = fs::read_to_string(&input).unwrap();
+    grown.extend((600..1200).map(|i| format!("{{\"id\":{i},\"key\":\"k{:04}\"}}\n", i % 300)));
+    fs::write(&input, grown).unwrap();
+    let o = filesink_limited("-n 64", &ingest_args(&input, &lake));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_exactly_once(&common::visible_parquet_ids(&lake), 0..1200);
+}

@@ -21,7 +21,7 @@ use super::{
     StageTimes, Step,
 };
 use crate::error::{Error, Result};
-use crate::job::manifest;
+use crate::job::manifest::{self, Manifest};
 use crate::job::{Coordinator, Ownership};
 use crate::maintain::CompactOptions;
 use crate::sink::Sink;
@@ -112,8 +112,15 @@ impl JobRun {
                 }
             }
         };
+        // A resumed job keeps its writers: the budget and the open files are shared among
+        // those, not among the writers a new job would have had here.
+        let latest = manifest::latest_manifest(storage.as_ref(), &plan.job, None).await?;
+        if let (None, Some(m)) = (plan.parallelism, &latest) {
+            plan.share_among(m.writers.len());
+        }
         let sink = build_sink(&plan, &storage)?;
-        let (table, table_schema) = table_options(&mut plan, &storage, &mut fresh.schema).await?;
+        let (table, table_schema) =
+            table_options(&mut plan, latest.as_ref(), &storage, &mut fresh.schema).await?;
         *step = Step::Open;
         let mut builder =
             Coordinator::builder(&sink, &plan.job).ownership(Ownership::Lease(plan.lease));
@@ -317,13 +324,14 @@ fn build_sink(plan: &IngestPlan, storage: &Arc<dyn Storage>) -> Result<Sink> {
 /// typed as the table has it (which `fresh` then takes).
 async fn table_options(
     plan: &mut IngestPlan,
+    latest: Option<&Manifest>,
     storage: &Arc<dyn Storage>,
     fresh: &mut Result<Schema>,
 ) -> Result<(Option<DeltaOptions>, Option<Schema>)> {
     let Some(options) = plan.table.clone() else {
         return Ok((None, None));
     };
-    let schema = match peek_schema(storage.as_ref(), &plan.job).await? {
+    let schema = match latest.map(|m| job_schema(m, &plan.job)).transpose()? {
         Some(s) if !crate::table::delta::is_undecided(&s) => s,
         _ => {
             let taken = std::mem::replace(fresh, Ok(Schema::empty()));
@@ -820,12 +828,9 @@ async fn peek_position(storage: &dyn Storage, job: &str) -> Result<Option<Source
     }
 }
 
-/// The record schema of job `job` as its latest manifest says, if it has one.
-async fn peek_schema(storage: &dyn Storage, job: &str) -> Result<Option<Schema>> {
-    let Some(m) = manifest::latest_manifest(storage, job, None).await? else {
-        return Ok(None);
-    };
-    if crate::maintain::compaction_round(&m).is_some() {
+/// The record schema of job `job` as its manifest `m` says; a compaction job's is refused.
+fn job_schema(m: &Manifest, job: &str) -> Result<Schema> {
+    if crate::maintain::compaction_round(m).is_some() {
         return Err(Error::conflict(
             crate::protocol::job_dir(job),
             format!(
@@ -834,7 +839,5 @@ async fn peek_schema(storage: &dyn Storage, job: &str) -> Result<Option<Schema>>
             ),
         ));
     }
-    Ok(Some(
-        SourcePosition::from_json(job, &m.source_position)?.schema,
-    ))
+    Ok(SourcePosition::from_json(job, &m.source_position)?.schema)
 }

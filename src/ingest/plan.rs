@@ -50,6 +50,8 @@ pub(super) struct IngestPlan {
     pub(super) parallelism: Option<usize>,
     /// Writers (and decoding threads) of this run.
     pub(super) writers: usize,
+    /// What the pipeline may hold in memory (`--memory`).
+    pub(super) memory_bytes_max: u64,
     /// How many times the smallest chunk a chunk may grow to ([`super::chunk_scale`]).
     pub(super) scale_max: u64,
     /// The encoders' memory budget per writer.
@@ -190,6 +192,7 @@ impl IngestPlan {
             stop_after_records,
             parallelism,
             writers,
+            memory_bytes_max,
             scale_max,
             writer_bytes_max,
             writer_files_max,
@@ -346,6 +349,16 @@ fn open_files_split(writers: usize) -> usize {
     ((soft - reserve) / writers.max(1)).max(1)
 }
 
+impl IngestPlan {
+    /// Shares the memory budget and the open files among `writers` writers instead: those of
+    /// a resumed job, which keeps the number it started with.
+    pub(super) fn share_among(&mut self, writers: usize) {
+        self.writers = writers.max(1);
+        (self.scale_max, self.writer_bytes_max) = memory_split(self.memory_bytes_max, self.writers);
+        self.writer_files_max = open_files_split(self.writers);
+    }
+}
+
 /// How `memory_bytes_max` is shared: chunks grow with the open files only as far as half the
 /// budget holds them in flight (see `CHUNKS_QUEUED`), and the writers share the rest. Returns
 /// the largest chunk scale and each writer's budget.
@@ -385,4 +398,27 @@ fn rolling_policy(
         rolling = rolling.with_part_size_bytes_max(bytes);
     }
     Ok(rolling)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever the writers (a resumed job keeps its own count: [`IngestPlan::share_among`]),
+    /// their shares together stay within the budget, and take at least half of it.
+    #[test]
+    fn the_memory_split_holds_the_budget_for_any_number_of_writers() {
+        for budget in [64u64 << 20, 512 << 20, 4 << 30] {
+            for writers in 1..=16 {
+                let (scale_max, per_writer) = memory_split(budget, writers);
+                assert!(scale_max >= 1);
+                let for_writers = per_writer * writers as u64;
+                assert!(
+                    for_writers <= budget,
+                    "{writers} writers of {per_writer} over a budget of {budget}"
+                );
+                assert!(for_writers >= budget / 2 - writers as u64);
+            }
+        }
+    }
 }
