@@ -476,8 +476,9 @@ impl Coordinator {
         };
         let mut writers = Vec::with_capacity(parallelism);
         let mut restored_outcomes = Vec::new();
+        let shared = sink.sharing_open_files(parallelism);
         for i in 0..parallelism {
-            let writer_sink = sink.with_writer_id(format!("{job}_{i}"))?;
+            let writer_sink = shared.with_writer_id(format!("{job}_{i}"))?;
             let writer_id = writer_sink.writer_id().to_string();
             let (state, committables): (Option<&WriterState>, Vec<Committable>) = match &latest {
                 Some(m) => (

@@ -224,6 +224,9 @@ pub(crate) struct SinkConfig {
     /// The most files a writer keeps open ([`SinkBuilder::open_files_max`], within the
     /// budget's share): at least 1.
     pub(crate) open_files_max: usize,
+    /// `open_files_max` is the default, not the user's: writers of one job share it
+    /// ([`Sink::sharing_open_files`]).
+    pub(crate) open_files_default: bool,
     pub(crate) file_stats: bool,
     /// The pre-commit merge, if on.
     pub(crate) merge: Option<MergePolicy>,
@@ -350,8 +353,9 @@ impl SinkBuilder {
     /// S3) at most the budget over two parts (32 under 512 MiB with 8 MiB parts), so that the
     /// parts being filled cannot crowd the budget into rolling small files. Default: a
     /// quarter of the process's soft limit of open files (256 under the usual 1,024), which
-    /// leaves room for other writers and the rest of the process. [`SinkBuilder::build`]
-    /// refuses 0.
+    /// leaves room for other writers and the rest of the process; the writers of one job
+    /// ([`crate::Coordinator`]) share three quarters of it when they are more than three.
+    /// [`SinkBuilder::build`] refuses 0.
     pub fn open_files_max(mut self, files: usize) -> Self {
         self.open_files_max = Some(files);
         self
@@ -453,6 +457,7 @@ impl SinkBuilder {
                 writer_id: self.writer_id,
                 buffer_bytes_max: self.buffer_bytes_max,
                 open_files_max,
+                open_files_default: self.open_files_max.is_none(),
                 file_stats: self.file_stats,
                 merge: self.merge,
             }),
@@ -464,6 +469,14 @@ impl SinkBuilder {
 /// files (1,024 assumed where it cannot be read).
 fn default_open_files_max() -> usize {
     (crate::storage::local::open_files_soft_limit() / 4).max(1)
+}
+
+/// The default [`SinkBuilder::open_files_max`] of each of `writers` writers of one job: the
+/// default, or their share of three quarters of the soft limit if that is smaller, so that
+/// however many writers a job has, a quarter of the limit is left to the rest of the process.
+pub(crate) fn default_open_files_max_of(writers: usize) -> usize {
+    let shared = crate::storage::local::open_files_soft_limit() / 4 * 3 / writers.max(1);
+    default_open_files_max().min(shared).max(1)
 }
 
 #[cfg(test)]
@@ -490,5 +503,30 @@ mod tests {
         assert!(matches!(row_stats.build(), Err(Error::Config(m)) if m.contains("Parquet footer")));
         assert!(builder().file_stats(true).build().is_ok());
         assert!(builder().build().is_ok());
+    }
+
+    #[test]
+    fn the_writers_of_a_job_share_the_default_cap_of_open_files_not_one_they_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let builder = || SinkBuilder::new(Arc::new(LocalStorage::new(dir.path()).unwrap()));
+        let soft = crate::storage::local::open_files_soft_limit();
+        let sink = builder().build().unwrap();
+        let alone = sink.config.open_files_max;
+        assert_eq!(alone, (soft / 4).max(1));
+        for writers in [1, 2, 3] {
+            assert_eq!(
+                sink.sharing_open_files(writers).config.open_files_max,
+                alone
+            );
+        }
+        for writers in [4, 8, 64] {
+            let each = sink.sharing_open_files(writers).config.open_files_max;
+            assert!(
+                each * writers <= soft / 4 * 3,
+                "{writers} writers of {each}, limit {soft}"
+            );
+        }
+        let set = builder().open_files_max(100).build().unwrap();
+        assert_eq!(set.sharing_open_files(64).config.open_files_max, 100);
     }
 }

@@ -240,6 +240,22 @@ impl Sink {
         })
     }
 
+    /// The same sink for one of the `writers` writers of a job: a default cap of open files
+    /// becomes the writer's share ([`config::default_open_files_max_of`]); a cap the user set
+    /// stays as it is.
+    pub(crate) fn sharing_open_files(&self, writers: usize) -> Sink {
+        if !self.config.open_files_default {
+            return self.clone();
+        }
+        let mut config = self.config.as_ref().clone();
+        config.open_files_max = config
+            .open_files_max
+            .min(config::default_open_files_max_of(writers));
+        Sink {
+            config: Arc::new(config),
+        }
+    }
+
     /// The same sink with another writer id (for parallel writers of one job).
     pub fn with_writer_id(&self, id: impl Into<String>) -> Result<Sink> {
         let id = id.into();
