@@ -1003,6 +1003,15 @@ impl Coordinator {
         // manifest: the manifest carries what it deferred.
         self.committed().await?;
         let mut committables = std::mem::take(&mut self.uncommitted);
+        committables.reserve_exact(
+            votes
+                .iter()
+                .map(|v| match v {
+                    Some(Done::Prepared(p)) => p.committables.len(),
+                    _ => 0,
+                })
+                .sum(),
+        );
         let mut states = Vec::with_capacity(votes.len());
         for vote in votes {
             if let Some(Done::Prepared(prepared)) = vote {

@@ -64,6 +64,9 @@ static HELD_HERE: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 /// How long taking a job that this process just gave up is retried.
 const RELEASE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Committables a blocking call of [`Parts::commit`] takes at a time.
+const COMMIT_CHUNK_FILES: usize = 4096;
+
 impl Drop for LocalLease {
     fn drop(&mut self) {
         HELD_HERE
@@ -566,12 +569,19 @@ impl Parts for LocalStorage {
     }
 
     async fn commit(&self, committables: &[Committable]) -> Vec<Result<CommitOutcome>> {
-        let inner = self.inner.clone();
-        let owned = committables.to_vec();
-        match tokio::task::spawn_blocking(move || inner.commit_batch(&owned)).await {
-            Ok(results) => results,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        // The blocking pool takes owned committables: a copy of a chunk at a time, not of a
+        // checkpoint of a hundred thousand files at once. Each chunk is a group commit of its
+        // own (its directories fsynced once, before its superseded files go).
+        let mut results = Vec::with_capacity(committables.len());
+        for chunk in committables.chunks(COMMIT_CHUNK_FILES) {
+            let inner = self.inner.clone();
+            let owned = chunk.to_vec();
+            match tokio::task::spawn_blocking(move || inner.commit_batch(&owned)).await {
+                Ok(chunk_results) => results.extend(chunk_results),
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
         }
+        results
     }
 
     async fn probe(&self, c: &Committable) -> Result<CommitState> {
