@@ -339,14 +339,26 @@ fn partitioning(
     Ok((time, time_by, partitioner))
 }
 
+/// Descriptors the rest of an ingest holds at once beside its writers' part files, besides
+/// one per writer (its decoder's input) and one per concurrent directory flush of a commit
+/// ([`crate::storage::local::RealFs::SYNC_THREADS_MAX`]): the standard streams, the runtime, the
+/// job's lock and metadata, the bad-records file.
+const OTHER_FILES: usize = 24;
+
 /// Each writer's share of the process's soft limit of open files
-/// ([`crate::SinkBuilder::open_files_max`]), after room for the inputs, the lake's metadata,
-/// connections and the files the runtime holds: 256 descriptors, or half the limit if that is
-/// smaller.
+/// ([`crate::SinkBuilder::open_files_max`]), after room for everything else the ingest holds
+/// open: 256 descriptors, or half the limit if that is smaller, but never less than what it
+/// may hold at once (`OTHER_FILES`, the decoders' inputs and a commit's directory flushes),
+/// as far as the limit leaves each writer a file.
 fn open_files_split(writers: usize) -> usize {
     let soft = crate::storage::local::open_files_soft_limit();
-    let reserve = (soft / 2).min(256);
-    ((soft - reserve) / writers.max(1)).max(1)
+    let writers = writers.max(1);
+    let others = OTHER_FILES + writers + crate::storage::local::RealFs::SYNC_THREADS_MAX;
+    let reserve = (soft / 2)
+        .min(256)
+        .max(others)
+        .min(soft.saturating_sub(writers));
+    ((soft - reserve) / writers).max(1)
 }
 
 impl IngestPlan {

@@ -266,7 +266,15 @@ impl Fs for RealFs {
                 return done;
             }
         }
-        concurrently(dirs, |d| sync_dir(d))
+        let mut results = concurrently(dirs, |d| sync_dir(d));
+        // A directory that could not be opened for want of descriptors (the writers' part
+        // files hold most of them) is flushed again, alone, once the others let theirs go.
+        for (dir, result) in dirs.iter().zip(results.iter_mut()) {
+            if matches!(result, Err(e) if e.raw_os_error() == Some(libc::EMFILE)) {
+                *result = sync_dir(dir);
+            }
+        }
+        results
     }
 
     fn try_lock(&self, path: &Path, describe: &[u8]) -> io::Result<Option<Box<dyn FsLock>>> {
