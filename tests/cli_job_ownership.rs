@@ -292,3 +292,48 @@ fn a_killed_run_frees_its_job_at_once_on_local_disk() {
     finish_with(rerun, stdin, 0..40);
     assert_exactly_once(&visible_ids(&lake), 0..40);
 }
+
+/// `abort` lists each leftover it keeps once, under its first reason: the in-progress files
+/// of a live run are the live run's, not also "younger than `--older-than`" (as they are).
+#[test]
+fn abort_lists_each_kept_leftover_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let (mut live, mut stdin) = start_live_run(&lake);
+    // Fewer records than a checkpoint takes: they stay in the run's in-progress files.
+    for id in 0..5 {
+        stdin.write_all(line(id).as_bytes()).unwrap();
+    }
+    stdin.flush().unwrap();
+    wait_until_live(&lake, &mut live);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let a = loop {
+        let a = json_of(&run_ok(&[
+            "abort",
+            s(&lake),
+            "--dry-run",
+            "--older-than",
+            "1h",
+            "--json",
+        ]));
+        if !a["kept_live"].as_array().unwrap().is_empty() {
+            break a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the live run's in-progress files never showed: {a}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let live_paths: Vec<&serde_json::Value> = a["kept_live"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| &k["path"])
+        .collect();
+    for path in a["kept_younger"].as_array().unwrap() {
+        assert!(!live_paths.contains(&path), "{path} listed twice: {a}");
+    }
+    finish_with(live, stdin, 5..10);
+    assert_exactly_once(&visible_ids(&lake), 0..10);
+}

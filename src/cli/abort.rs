@@ -185,7 +185,7 @@ struct Plan<'a> {
     temp_candidates: Vec<&'a MetadataTemp>,
     /// The leftovers of jobs owned by a live run, with the job: kept.
     kept_live: Vec<(&'a Leftover, &'a str)>,
-    /// The leftovers no manifest needs, younger than `--older-than`: kept.
+    /// The leftovers no manifest needs, of no live run, younger than `--older-than`: kept.
     kept: Vec<&'a Leftover>,
 }
 
@@ -207,9 +207,14 @@ impl<'a> Plan<'a> {
             .iter()
             .filter_map(|l| held.live_job_of(l).map(|job| (l, job)))
             .collect();
+        // Each kept leftover is listed once, for its first reason: a live run's comes first.
         let kept: Vec<&Leftover> = leftovers
             .iter()
-            .filter(|l| !refs.contains_key(&l.path) && age(now, l) < min_age_ms)
+            .filter(|l| {
+                !refs.contains_key(&l.path)
+                    && age(now, l) < min_age_ms
+                    && held.live_job_of(l).is_none()
+            })
             .collect();
         Plan {
             candidates,
