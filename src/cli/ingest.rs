@@ -465,10 +465,13 @@ impl Checked {
 /// The directories the arguments ask for: `--partition-by` columns, checked, and the time
 /// directories of `--partition-by-time` in `--time-zone`.
 fn partitioning(args: &IngestArgs) -> CliResult<Option<TimePartitioning>> {
-    if !args.partition_by.is_empty() {
-        HivePartitioner::new(args.partition_by.clone())
-            .map_err(|e| CliError::usage(format!("invalid --partition-by: {e}")))?;
-    }
+    let columns = match args.partition_by.is_empty() {
+        true => None,
+        false => Some(
+            HivePartitioner::new(args.partition_by.clone())
+                .map_err(|e| CliError::usage(format!("invalid --partition-by: {e}")))?,
+        ),
+    };
     let time_zone = args
         .time_zone
         .unwrap_or(FixedOffset::east_opt(0).expect("UTC"));
@@ -481,15 +484,13 @@ fn partitioning(args: &IngestArgs) -> CliResult<Option<TimePartitioning>> {
         }
         None => None,
     };
-    if let (false, Some(time)) = (args.partition_by.is_empty(), &time) {
-        HivePartitioner::new(args.partition_by.clone())
-            .and_then(|p| p.with_time(time.clone()))
-            .map_err(|e| match e {
-                filesink::Error::Config(m) => {
-                    CliError::usage(format!("invalid --partition-by-time: {m}"))
-                }
-                e => CliError::usage(format!("invalid --partition-by-time: {e}")),
-            })?;
+    if let (Some(columns), Some(time)) = (columns, &time) {
+        columns.with_time(time.clone()).map_err(|e| match e {
+            filesink::Error::Config(m) => {
+                CliError::usage(format!("invalid --partition-by-time: {m}"))
+            }
+            e => CliError::usage(format!("invalid --partition-by-time: {e}")),
+        })?;
     }
     Ok(time)
 }
