@@ -272,22 +272,6 @@ macro_rules! guarded {
     }};
 }
 
-/// The backend's part inside a part of a [`FaultyStorage`].
-fn into_inner(part: Box<dyn PartWriter>) -> Box<dyn PartWriter> {
-    let any: Box<dyn std::any::Any> = part.into_any();
-    any.downcast::<FaultyPart>()
-        .expect("parts of a FaultyStorage")
-        .inner
-}
-
-fn unwrap_part(part: &mut Box<dyn PartWriter>) -> &mut Box<dyn PartWriter> {
-    &mut part
-        .as_any_mut()
-        .downcast_mut::<FaultyPart>()
-        .expect("parts of a FaultyStorage")
-        .inner
-}
-
 #[async_trait]
 impl Storage for FaultyStorage {
     fn name(&self) -> &'static str {
@@ -331,6 +315,7 @@ impl Parts for FaultyStorage {
         Ok(Box::new(FaultyPart {
             inner: part,
             state: self.state.clone(),
+            synced: false,
         }))
     }
 
@@ -349,37 +334,30 @@ impl Parts for FaultyStorage {
         Ok(Box::new(FaultyPart {
             inner: part,
             state: self.state.clone(),
+            synced: false,
         }))
     }
 
-    async fn seal(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
-        let mut unwrapped = Vec::with_capacity(parts.len());
-        for part in parts {
-            let mut inner = into_inner(part);
-            // The file fsyncs of the vote, one visit per file.
-            guarded!(self.state, FaultPoint::SyncFile, inner.sync().await)?;
-            unwrapped.push(inner);
+    // The backend takes the wrapped parts as its own: each hands on what the backend asks of
+    // it (its `sync`, `close`, `seal_carried`, local file) to the part inside.
+    async fn seal(&self, mut parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
+        for part in &mut parts {
+            // The file fsyncs of the vote, one visit per file (`FaultyPart::sync`).
+            part.sync().await?;
         }
-        guarded!(
-            self.state,
-            FaultPoint::Seal,
-            self.inner.seal(unwrapped).await
-        )
+        guarded!(self.state, FaultPoint::Seal, self.inner.seal(parts).await)
     }
 
     async fn seal_carried(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
-        let mut unwrapped = Vec::with_capacity(parts.len());
-        for part in parts {
-            let inner = into_inner(part);
+        for _ in &parts {
             // One visit per file, as at `seal`; the durable write itself is the backend's
             // (a synced S3 part would be an uploaded part, which cannot be carried).
             guarded!(self.state, FaultPoint::SyncFile, Ok::<(), Error>(()))?;
-            unwrapped.push(inner);
         }
         guarded!(
             self.state,
             FaultPoint::Seal,
-            self.inner.seal_carried(unwrapped).await
+            self.inner.seal_carried(parts).await
         )
     }
 
@@ -388,12 +366,10 @@ impl Parts for FaultyStorage {
     }
 
     async fn persist(&self, parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {
-        let mut inner: Vec<&mut Box<dyn PartWriter>> =
-            parts.iter_mut().map(|p| unwrap_part(p)).collect();
         guarded!(
             self.state,
             FaultPoint::Persist,
-            self.inner.persist(&mut inner).await
+            self.inner.persist(parts).await
         )
     }
 
@@ -572,6 +548,9 @@ impl Listing for FaultyStorage {
 struct FaultyPart {
     inner: Box<dyn PartWriter>,
     state: Arc<FaultState>,
+    /// Synced, and nothing written since: a second `sync` (the backend's own, in a `seal`
+    /// after the wrapper's) changes nothing and is not another visit.
+    synced: bool,
 }
 
 #[async_trait]
@@ -597,11 +576,17 @@ impl PartWriter for FaultyPart {
     }
 
     async fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.synced = false;
         guarded!(self.state, FaultPoint::Write, self.inner.write(data).await)
     }
 
     async fn sync(&mut self) -> Result<()> {
-        guarded!(self.state, FaultPoint::SyncFile, self.inner.sync().await)
+        if self.synced {
+            return self.inner.sync().await;
+        }
+        guarded!(self.state, FaultPoint::SyncFile, self.inner.sync().await)?;
+        self.synced = true;
+        Ok(())
     }
 
     fn can_carry(&self) -> bool {
@@ -612,11 +597,11 @@ impl PartWriter for FaultyPart {
         self.inner.close().await
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
+    async fn seal_carried(self: Box<Self>) -> Result<PendingHandle> {
+        self.inner.seal_carried().await
     }
 
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
+    fn local_file(&mut self) -> Option<super::local::LocalFile> {
+        self.inner.local_file()
     }
 }

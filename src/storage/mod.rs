@@ -520,9 +520,19 @@ pub trait PartWriter: Send + Debug {
     /// Closes the part and returns its handle. Only [`Parts::seal`] calls it, after `sync`.
     async fn close(self: Box<Self>) -> Result<PendingHandle>;
 
-    /// For wrappers (fault injection) that hand their backend's parts on.
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+    /// Seals the part as a carried file ([`Parts::seal_carried`]) on its own. Default: as
+    /// [`Parts::seal`] would, `sync` then `close` (a local file: a sealed in-progress file).
+    /// An object store's part is written whole as one hidden object instead.
+    async fn seal_carried(mut self: Box<Self>) -> Result<PendingHandle> {
+        self.sync().await?;
+        self.close().await
+    }
 
-    /// For wrappers (fault injection) that hand their backend's parts on.
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+    /// What a group flush of local files needs of this part ([`local::LocalStorage`] seals
+    /// and persists its parts together: their buffers written, one flush for all): the file,
+    /// and the bytes buffered but not written yet, taken. `None` for a part that is not a
+    /// local file. A wrapper hands on its inner part's.
+    fn local_file(&mut self) -> Option<local::LocalFile> {
+        None
+    }
 }

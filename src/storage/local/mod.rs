@@ -1100,13 +1100,11 @@ impl LocalStorage {
         let parts = parts.map(local_file).collect::<Result<Vec<_>>>()?;
         let inner = self.inner.clone();
         blocking(move || {
-            for (path, file, buffer) in &parts {
-                write_buffered(file.as_ref(), path, buffer)?;
+            for p in &parts {
+                write_buffered(p.file.as_ref(), &p.path, &p.unwritten)?;
             }
-            let files: Vec<(PathBuf, Arc<dyn FsFile>)> = parts
-                .into_iter()
-                .map(|(path, file, _)| (path, file))
-                .collect();
+            let files: Vec<(PathBuf, Arc<dyn FsFile>)> =
+                parts.into_iter().map(|p| (p.path, p.file)).collect();
             inner.sync_parts(&files)?;
             inner.sync_dirs()?;
             for (path, file) in &files {
@@ -1127,21 +1125,22 @@ impl LocalStorage {
     }
 }
 
-/// The path, file handle and buffered bytes (taken) of one of this backend's parts, for a
-/// group flush.
-fn local_file(
-    part: &mut (dyn PartWriter + 'static),
-) -> Result<(PathBuf, Arc<dyn FsFile>, Vec<u8>)> {
-    match part.as_any_mut().downcast_mut::<LocalPart>() {
-        Some(p) => Ok((
-            p.path.clone(),
-            p.file.clone(),
-            std::mem::take(&mut p.buffer),
-        )),
-        None => Err(Error::NotSupported(
-            "the local backend can only flush its own part files".into(),
-        )),
-    }
+/// A part file on local disk as a group flush takes it ([`PartWriter::local_file`]).
+#[derive(Debug)]
+pub struct LocalFile {
+    /// Where the file is.
+    pub path: PathBuf,
+    /// The open file.
+    pub file: Arc<dyn FsFile>,
+    /// Bytes the part buffered and had not written yet: the flush writes them first.
+    pub unwritten: Vec<u8>,
+}
+
+/// The local file of one of this backend's parts, for a group flush.
+fn local_file(part: &mut (dyn PartWriter + 'static)) -> Result<LocalFile> {
+    part.local_file().ok_or_else(|| {
+        Error::NotSupported("the local backend can only flush its own part files".into())
+    })
 }
 
 #[async_trait]
@@ -1202,12 +1201,12 @@ impl PartWriter for LocalPart {
         })
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
+    fn local_file(&mut self) -> Option<LocalFile> {
+        Some(LocalFile {
+            path: self.path.clone(),
+            file: self.file.clone(),
+            unwritten: std::mem::take(&mut self.buffer),
+        })
     }
 }
 

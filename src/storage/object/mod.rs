@@ -371,18 +371,7 @@ impl Parts for ObjectStorage {
 
     async fn seal_carried(&self, parts: Vec<Box<dyn PartWriter>>) -> Result<Vec<PendingHandle>> {
         // As `seal`: independent files, a bounded number at a time.
-        super::bounded::try_map(parts, SEAL_IN_FLIGHT_MAX, |part| async move {
-            let part = match part.into_any().downcast::<ObjectPart>() {
-                Ok(part) => part,
-                Err(_) => {
-                    return Err(Error::InvalidInput(
-                        "an object store seals only its own parts".into(),
-                    ))
-                }
-            };
-            part.seal_carried().await
-        })
-        .await
+        super::bounded::try_map(parts, SEAL_IN_FLIGHT_MAX, |part| part.seal_carried()).await
     }
 
     async fn persist(&self, _parts: &mut [&mut Box<dyn PartWriter>]) -> Result<()> {

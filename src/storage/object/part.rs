@@ -227,11 +227,7 @@ impl PartWriter for ObjectPart {
         }
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
+    async fn seal_carried(self: Box<Self>) -> Result<PendingHandle> {
+        ObjectPart::seal_carried(*self).await
     }
 }
