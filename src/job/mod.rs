@@ -75,6 +75,7 @@ use tracing::Instrument;
 
 use crate::protocol::{BucketId, PreparedCheckpoint};
 use crate::protocol::{CommitOutcome, Committable, WriterState};
+use crate::sink::writer::Reservation;
 use crate::sink::{Sink, SinkWriter};
 use crate::storage::{JobLease, LeaseOptions, Storage};
 use crate::table::delta::{DeltaOptions, DeltaTable, TableOutcome, TableRemove};
@@ -347,7 +348,9 @@ enum Op {
 /// What a writer answered to an [`Op`].
 enum Done {
     Written,
-    Prepared(PreparedCheckpoint),
+    /// A vote, with what its committables keep reserved of the writer's budget until their
+    /// commit settles.
+    Prepared(PreparedCheckpoint, Reservation),
 }
 
 /// Runs `op` on `writer` and hands the writer back with the outcome.
@@ -361,14 +364,16 @@ async fn run_op(mut writer: JobWriter, op: Op) -> (JobWriter, Result<Done>) {
         Op::Prepare {
             checkpoint_id,
             end_of_input,
-        } => async {
-            if end_of_input {
-                writer.inner.end_of_input().await?;
+        } => {
+            async {
+                if end_of_input {
+                    writer.inner.end_of_input().await?;
+                }
+                let prepared = writer.inner.prepare_commit(checkpoint_id).await?;
+                Ok(Done::Prepared(prepared, writer.inner.take_reservation()))
             }
-            writer.inner.prepare_commit(checkpoint_id).await
+            .await
         }
-        .await
-        .map(Done::Prepared),
     };
     (writer, result)
 }
@@ -1007,16 +1012,18 @@ impl Coordinator {
             votes
                 .iter()
                 .map(|v| match v {
-                    Some(Done::Prepared(p)) => p.committables.len(),
+                    Some(Done::Prepared(p, _)) => p.committables.len(),
                     _ => 0,
                 })
                 .sum(),
         );
         let mut states = Vec::with_capacity(votes.len());
+        let mut reservations = Vec::with_capacity(votes.len());
         for vote in votes {
-            if let Some(Done::Prepared(prepared)) = vote {
+            if let Some(Done::Prepared(prepared, reserved)) = vote {
                 committables.extend(prepared.committables);
                 states.push(prepared.state);
+                reservations.push(reserved);
             }
         }
         let mut manifest = Manifest {
@@ -1097,6 +1104,7 @@ impl Coordinator {
             self.table.take(),
             self.rearranging.take().map(|(_, r)| r).unwrap_or_default(),
             std::mem::take(&mut self.abandoned),
+            reservations,
         );
         if background {
             let span = tracing::info_span!("background_commit", job = %self.job, checkpoint = id);
@@ -1141,7 +1149,11 @@ impl Coordinator {
         table: Option<DeltaTable>,
         removes: Vec<TableRemove>,
         recorded_abandoned: Vec<String>,
+        reservations: Vec<Reservation>,
     ) -> CommitRun {
+        // What the committables keep reserved of their writers' budgets is released when the
+        // commit has settled, with them.
+        let _reserved = reservations;
         let mut run = CommitRun {
             report: CheckpointReport {
                 checkpoint_id: id,

@@ -336,7 +336,9 @@ impl SinkBuilder {
     /// Each open file also counts 16 KiB against it, and a writer keeps at most a quarter of
     /// the budget's worth of files open ([`SinkBuilder::open_files_max`]); the records of
     /// other partitions are gathered within the budget (spilled beyond it) and written at the
-    /// vote, one file each. [`SinkBuilder::build`] refuses 0.
+    /// vote, one file each. The files a vote hands out count too, until their commit settles
+    /// (a [`crate::Coordinator`]'s) or the next vote: about 1.4 KB each for their committables
+    /// and manifest lines, at most half the budget. [`SinkBuilder::build`] refuses 0.
     pub fn buffer_bytes_max(mut self, bytes: u64) -> Self {
         self.buffer_bytes_max = bytes;
         self

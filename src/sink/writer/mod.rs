@@ -1,6 +1,7 @@
 //! Phase one: writing records into in-progress files and voting at each checkpoint.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -87,9 +88,28 @@ pub struct SinkWriter {
     /// ([`SinkWriter::file_cost_bytes`]), reserved out of the budget
     /// ([`SinkWriter::buffer_limit`]).
     closed_cost_bytes: u64,
-    /// What the committables handed out at the last vote cost: reserved until the next vote,
-    /// by which time their checkpoint has committed.
-    handed_cost_bytes: u64,
+    /// What the committables handed out cost, reserved until their commit has settled:
+    /// released by their [`Reservation`] where the caller took charge of it (the
+    /// coordinator), else at the next vote ([`SinkWriter::last_vote_cost_bytes`]).
+    handed_cost_bytes: Arc<AtomicU64>,
+    /// The part of `handed_cost_bytes` that the last vote added and that no [`Reservation`]
+    /// took: the next vote releases it.
+    last_vote_cost_bytes: u64,
+}
+
+/// The memory a writer keeps reserved for the committables of one vote
+/// ([`SinkWriter::take_reservation`]), released when this is dropped: once their commit has
+/// settled.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    handed: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.handed.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug)]
@@ -206,7 +226,8 @@ impl SinkWriter {
             input_ended: false,
             loose_bytes: 0,
             closed_cost_bytes: 0,
-            handed_cost_bytes: 0,
+            handed_cost_bytes: Arc::new(AtomicU64::new(0)),
+            last_vote_cost_bytes: 0,
             gather: Gather::default(),
             vote_tail_bytes: 0,
         }
@@ -363,6 +384,16 @@ impl SinkWriter {
             committables,
             state: self.state.clone(),
         })
+    }
+
+    /// Takes charge of releasing what the committables of the last vote keep reserved of the
+    /// budget: the returned [`Reservation`] releases it when dropped, once their commit has
+    /// settled, instead of the next vote.
+    pub(crate) fn take_reservation(&mut self) -> Reservation {
+        Reservation {
+            handed: self.handed_cost_bytes.clone(),
+            bytes: std::mem::take(&mut self.last_vote_cost_bytes),
+        }
     }
 
     /// The writer state as of the last [`SinkWriter::prepare_commit`] (the state that vote
@@ -684,7 +715,7 @@ impl SinkWriter {
     fn buffer_limit(&self) -> u64 {
         let budget = self.config.buffer_bytes_max;
         let files = (self.open.len() as u64).saturating_mul(OPEN_FILE_BYTES);
-        let committables = self.closed_cost_bytes + self.handed_cost_bytes;
+        let committables = self.closed_cost_bytes + self.handed_cost_bytes.load(Ordering::Relaxed);
         budget - files.min(budget / 4) - committables.min(budget / 2)
     }
 
@@ -719,8 +750,8 @@ impl SinkWriter {
     /// - if the gathered buckets hold more than any open file, they are spilled to the scratch
     ///   file ([`crate::sink::spill`]);
     /// - otherwise the open file that holds the most is taken: an encoder buffer of a decent
-    ///   row group (at least [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the budget, or half
-    ///   of the budget's share per open file, whichever is smallest) is flushed to its file,
+    ///   row group (at least [`ROW_GROUP_FLUSH_BYTES_MIN`], or a quarter of the limit, or half
+    ///   of the limit's share per open file, whichever is smallest) is flushed to its file,
     ///   which stays open, and the backend hands what it holds of the file on where it can
     ///   ([`PartWriter::release_memory`]: local files write their buffer); if that frees
     ///   nothing (an S3 part still below the minimum part size), the file rolls (finished
@@ -730,11 +761,11 @@ impl SinkWriter {
     /// Rolling, sealing and spilling early are always safe: a rolled file is an ordinary
     /// pending file of the next checkpoint, and spilled records are written at its vote.
     async fn bound_memory(&mut self) -> Result<()> {
-        let budget = self.config.buffer_bytes_max;
-        // With many open files the largest may still be small: half of a fair share of the
-        // budget still makes a row group rather than a file.
-        let fair_share = budget / (2 * self.open.len().max(1) as u64);
-        let flush_min = ROW_GROUP_FLUSH_BYTES_MIN.min(budget / 4).min(fair_share);
+        // With many open files the largest may still be small: half of a fair share of what
+        // the buffers may hold still makes a row group rather than a file.
+        let limit = self.buffer_limit();
+        let fair_share = limit / (2 * self.open.len().max(1) as u64);
+        let flush_min = ROW_GROUP_FLUSH_BYTES_MIN.min(limit / 4).min(fair_share);
         while self.buffered_bytes_total > self.buffer_limit() {
             if self.rolled_held_bytes > 0 {
                 self.seal_rolled().await?;
@@ -977,10 +1008,14 @@ impl SinkWriter {
         state.version = state.format_version();
         self.state = state;
         self.input_ended = false;
-        // The last vote's committables are released: the coordinator waits for their commit
-        // before this vote's manifest, and no write comes in between. This vote's take their
-        // place.
-        self.handed_cost_bytes = std::mem::take(&mut self.closed_cost_bytes);
+        // The last vote's committables, if nobody took their reservation, are released: a
+        // caller commits a checkpoint before it takes the next (the coordinator waits for a
+        // background commit before this vote's manifest, and no write comes in between). This
+        // vote's are reserved until their commit settles.
+        let cost = std::mem::take(&mut self.closed_cost_bytes);
+        let last = std::mem::replace(&mut self.last_vote_cost_bytes, cost);
+        self.handed_cost_bytes.fetch_sub(last, Ordering::Relaxed);
+        self.handed_cost_bytes.fetch_add(cost, Ordering::Relaxed);
         Ok(committables)
     }
 }
@@ -1117,11 +1152,11 @@ mod tests {
     }
 
     #[test]
-    fn the_files_of_a_checkpoint_are_counted_until_the_next_vote() {
+    fn the_files_of_a_checkpoint_are_counted_until_their_commit_settles() {
         // The committables a vote hands out live on through the manifest and the commit,
         // beside the next interval's writes: the budget keeps room for them (at least their
         // manifest lines twice over: the committables themselves and the manifest's bytes)
-        // until the next vote, which releases them.
+        // until their commit settles, or else the next vote.
         let dir = tempfile::tempdir().unwrap();
         let budget = 64 << 20;
         let sink = Sink::local(dir.path())
@@ -1154,6 +1189,31 @@ mod tests {
                 .committables
                 .is_empty());
             assert_eq!(writer.buffer_limit(), budget, "released at the next vote");
+
+            // A caller that takes charge of the reservation (the coordinator) releases it once
+            // the commit has settled, not at the next vote.
+            writer.write(&batch(1, 300)).await.unwrap();
+            let committables = writer.prepare_commit(3).await.unwrap().committables;
+            let reserved = writer.take_reservation();
+            assert!(writer.buffer_limit() < budget);
+            sink.committer().commit_all(&committables).await.unwrap();
+            drop(reserved);
+            assert_eq!(
+                writer.buffer_limit(),
+                budget,
+                "released with the reservation"
+            );
+            assert!(writer
+                .prepare_commit(4)
+                .await
+                .unwrap()
+                .committables
+                .is_empty());
+            assert_eq!(
+                writer.buffer_limit(),
+                budget,
+                "and not again at the next vote"
+            );
         });
     }
 
