@@ -340,9 +340,9 @@ fn partitioning(
 }
 
 /// Descriptors the rest of an ingest holds at once beside its writers' part files, besides
-/// one per writer (its decoder's input) and one per concurrent directory flush of a commit
-/// ([`crate::storage::local::RealFs::SYNC_THREADS_MAX`]): the standard streams, the runtime, the
-/// job's lock and metadata, the bad-records file.
+/// one per writer (its decoder's input) and one per directory flush in flight (at most
+/// [`crate::storage::local::RealFs::SYNC_THREADS_MAX`] in the process): the standard
+/// streams, the runtime, the job's lock and metadata, the bad-records file.
 const OTHER_FILES: usize = 24;
 
 /// Each writer's share of the process's soft limit of open files

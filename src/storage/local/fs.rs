@@ -266,12 +266,12 @@ impl Fs for RealFs {
                 return done;
             }
         }
-        let mut results = concurrently(dirs, |d| sync_dir(d));
+        let mut results = concurrently(dirs, |d| DIR_SYNCS.run(|| sync_dir(d)));
         // A directory that could not be opened for want of descriptors (the writers' part
         // files hold most of them) is flushed again, alone, once the others let theirs go.
         for (dir, result) in dirs.iter().zip(results.iter_mut()) {
             if matches!(result, Err(e) if e.raw_os_error() == Some(libc::EMFILE)) {
-                *result = sync_dir(dir);
+                *result = DIR_SYNCS.run(|| sync_dir(dir));
             }
         }
         results
@@ -367,6 +367,47 @@ fn os_lock(file: &File, op: LockOp) -> io::Result<bool> {
             return Ok(false);
         }
         Ok(true)
+    }
+}
+
+/// Directory flushes in flight in the whole process: each holds a descriptor while it runs,
+/// and every writer's vote flushes its directories at the same time, so their number is
+/// bounded for the process, not per group ([`RealFs::SYNC_THREADS_MAX`]).
+static DIR_SYNCS: Slots = Slots::new(RealFs::SYNC_THREADS_MAX);
+
+/// A counting semaphore for blocking threads.
+struct Slots {
+    used: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+    max: usize,
+}
+
+impl Slots {
+    const fn new(max: usize) -> Slots {
+        Slots {
+            used: std::sync::Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+            max,
+        }
+    }
+
+    /// Runs `f` once a slot is free, holding the slot while it runs (a panic included).
+    fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        struct Held<'a>(&'a Slots);
+        impl Drop for Held<'_> {
+            fn drop(&mut self) {
+                *self.0.used.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                self.0.freed.notify_one();
+            }
+        }
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        while *used >= self.max {
+            used = self.freed.wait(used).unwrap_or_else(|e| e.into_inner());
+        }
+        *used += 1;
+        drop(used);
+        let _held = Held(self);
+        f()
     }
 }
 
