@@ -121,6 +121,8 @@ impl JobRun {
         let sink = build_sink(&plan, &storage)?;
         let (table, table_schema) =
             table_options(&mut plan, latest.as_ref(), &storage, &mut fresh.schema).await?;
+        // The coordinator reads the manifest again as it restores: not two at once.
+        drop(latest);
         *step = Step::Open;
         let mut builder =
             Coordinator::builder(&sink, &plan.job).ownership(Ownership::Lease(plan.lease));
