@@ -63,6 +63,17 @@ fn schema_file(lake: &Path) -> PathBuf {
     path
 }
 
+/// A live run ([`start_live_run`]) fed the records `ids`, once it holds its job.
+fn live_run_fed(lake: &Path, ids: std::ops::Range<i64>) -> (Child, ChildStdin) {
+    let (mut live, mut stdin) = start_live_run(lake);
+    for id in ids {
+        stdin.write_all(line(id).as_bytes()).unwrap();
+    }
+    stdin.flush().unwrap();
+    wait_until_live(lake, &mut live);
+    (live, stdin)
+}
+
 /// Feeds the records `ids` to a live run, ends its input and waits for it to succeed.
 fn finish_with(run: Child, mut stdin: ChildStdin, ids: std::ops::Range<i64>) {
     for id in ids {
@@ -154,12 +165,7 @@ fn visible_ids(lake: &Path) -> Vec<i64> {
 fn a_run_that_overlaps_a_live_run_of_its_job_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
-    let (mut live, mut stdin) = start_live_run(&lake);
-    for id in 0..20 {
-        stdin.write_all(line(id).as_bytes()).unwrap();
-    }
-    stdin.flush().unwrap();
-    wait_until_live(&lake, &mut live);
+    let (live, stdin) = live_run_fed(&lake, 0..20);
     // Once the 20 records are checkpointed the live run waits for input and changes nothing.
     wait_until_checkpointed(&lake, 20);
     let before = snapshot(&lake);
@@ -274,13 +280,8 @@ fn a_run_that_overlaps_a_live_run_of_its_job_is_refused_and_changes_nothing() {
 fn a_killed_run_frees_its_job_at_once_on_local_disk() {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
-    let (mut live, mut stdin) = start_live_run(&lake);
     // Fewer records than a checkpoint takes: the rerun starts the job afresh.
-    for id in 0..5 {
-        stdin.write_all(line(id).as_bytes()).unwrap();
-    }
-    stdin.flush().unwrap();
-    wait_until_live(&lake, &mut live);
+    let (mut live, stdin) = live_run_fed(&lake, 0..5);
     live.kill().unwrap(); // SIGKILL: the kernel closes the lock with the process
     live.wait().unwrap();
     drop(stdin);
@@ -299,13 +300,8 @@ fn a_killed_run_frees_its_job_at_once_on_local_disk() {
 fn abort_lists_each_kept_leftover_once() {
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
-    let (mut live, mut stdin) = start_live_run(&lake);
     // Fewer records than a checkpoint takes: they stay in the run's in-progress files.
-    for id in 0..5 {
-        stdin.write_all(line(id).as_bytes()).unwrap();
-    }
-    stdin.flush().unwrap();
-    wait_until_live(&lake, &mut live);
+    let (live, stdin) = live_run_fed(&lake, 0..5);
     let deadline = Instant::now() + Duration::from_secs(30);
     let a = loop {
         let a = json_of(&run_ok(&[

@@ -1057,6 +1057,24 @@ fn a_run_paused_past_its_lease_cleans_up_and_says_it_lost_the_job() {
     assert_eq!(visible_ids(&bucket, &prefix), (0..10).collect::<Vec<_>>());
 }
 
+/// `ingest INPUT --to s3://BUCKET/PREFIX --partition-by key ARGS...`, then every id below
+/// `records` is visible exactly once.
+fn ingest_by_key_exactly_once(
+    input: &std::path::Path,
+    (bucket, prefix): (&str, &str),
+    args: &[&str],
+    records: i64,
+) {
+    let to = url(bucket, prefix);
+    let mut all = vec!["ingest", s(input), "--to", &to, "--partition-by", "key"];
+    all.extend_from_slice(args);
+    run_ok(&all);
+    assert_eq!(
+        visible_ids(bucket, prefix),
+        (0..records).collect::<Vec<i64>>()
+    );
+}
+
 /// Many partitions under a small budget on S3: each writer keeps a few uploads open, gathers
 /// the other partitions' records, and writes them at the vote, one object each, every record
 /// once.
@@ -1070,22 +1088,11 @@ fn partitions_beyond_the_open_files_cap_get_one_object_each_on_s3() {
         .map(|i| format!("{{\"id\":{i},\"key\":\"k{:03}\"}}\n", i % 200))
         .collect();
     std::fs::write(&input, lines).unwrap();
-    let to = url(&bucket, &prefix);
-    run_ok(&[
-        "ingest",
-        s(&input),
-        "--to",
-        &to,
-        "--partition-by",
-        "key",
-        "--memory",
-        "1MiB",
-        "--checkpoint-every",
-        "1000rows",
-    ]);
-    assert_eq!(
-        visible_ids(&bucket, &prefix),
-        (0..2_000).collect::<Vec<i64>>()
+    ingest_by_key_exactly_once(
+        &input,
+        (&bucket, &prefix),
+        &["--memory", "1MiB", "--checkpoint-every", "1000rows"],
+        2_000,
     );
     // Two checkpoints of 1,000 records, each touching all 200 partitions.
     assert_eq!(visible_objects(&bucket, &prefix).len(), 400);
@@ -1119,24 +1126,18 @@ fn parts_being_filled_do_not_make_small_objects_on_s3() {
         ));
     }
     std::fs::write(&input, lines).unwrap();
-    let to = url(&bucket, &prefix);
-    run_ok(&[
-        "ingest",
-        s(&input),
-        "--to",
-        &to,
-        "--partition-by",
-        "key",
-        "--memory",
-        "16MiB",
-        "--parallelism",
-        "1",
-        "--checkpoint-every",
-        "1000000rows",
-    ]);
-    assert_eq!(
-        visible_ids(&bucket, &prefix),
-        (0..150_000).collect::<Vec<i64>>()
+    ingest_by_key_exactly_once(
+        &input,
+        (&bucket, &prefix),
+        &[
+            "--memory",
+            "16MiB",
+            "--parallelism",
+            "1",
+            "--checkpoint-every",
+            "1000000rows",
+        ],
+        150_000,
     );
     // One checkpoint with records (the last): one object per partition.
     let names: Vec<String> = visible_objects(&bucket, &prefix)

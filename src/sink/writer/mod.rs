@@ -1085,12 +1085,9 @@ mod tests {
         }
     }
 
-    /// Writes `batches` batches over `partitions` partitions with `budget`, checking the budget
-    /// after every write; commits; returns (committed files, row groups per file) after
-    /// checking that every id is visible exactly once.
-    fn write_under_budget(partitions: i64, batches: i64, budget: u64) -> (usize, Vec<usize>) {
-        let dir = tempfile::tempdir().unwrap();
-        let sink = Sink::local(dir.path())
+    /// A Parquet sink in `dir` partitioned by `key` with `budget`, and a runtime to drive it.
+    fn parquet_sink(dir: &Path, budget: u64) -> (Sink, tokio::runtime::Runtime) {
+        let sink = Sink::local(dir)
             .unwrap()
             .format(FileFormat::parquet())
             .bucket_assigner(HivePartitioner::new(["key"]).unwrap())
@@ -1101,6 +1098,15 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
+        (sink, rt)
+    }
+
+    /// Writes `batches` batches over `partitions` partitions with `budget`, checking the budget
+    /// after every write; commits; returns (committed files, row groups per file) after
+    /// checking that every id is visible exactly once.
+    fn write_under_budget(partitions: i64, batches: i64, budget: u64) -> (usize, Vec<usize>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, rt) = parquet_sink(dir.path(), budget);
         let committables = rt.block_on(async {
             let mut writer = sink.create_writer();
             for b in 0..batches {
@@ -1159,17 +1165,7 @@ mod tests {
         // until their commit settles, or else the next vote.
         let dir = tempfile::tempdir().unwrap();
         let budget = 64 << 20;
-        let sink = Sink::local(dir.path())
-            .unwrap()
-            .format(FileFormat::parquet())
-            .bucket_assigner(HivePartitioner::new(["key"]).unwrap())
-            .buffer_bytes_max(budget)
-            .build()
-            .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (sink, rt) = parquet_sink(dir.path(), budget);
         rt.block_on(async {
             let mut writer = sink.create_writer();
             writer.write(&batch(0, 300)).await.unwrap();
