@@ -111,6 +111,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// An option of an ingestion ([`crate::ingest::Ingest`]) is refused, alone or beside
+    /// another: nothing was read or created. The message names options by their builder
+    /// methods; [`Error::setting_message`] names them otherwise (the CLI: by their flags).
+    #[error("{}", render(message, &|s: Setting| format!("`{}`", s.method())))]
+    Setting {
+        /// The option refused.
+        setting: Setting,
+        /// What is wrong, naming options as `{method}` ([`Setting::method`]); a `{` of a
+        /// value is doubled.
+        message: String,
+    },
+
     /// The backend or format cannot do what was asked, and filesink will not fall back to
     /// something weaker.
     #[error("not supported: {0}")]
@@ -149,7 +161,142 @@ pub enum Error {
     InputChanged(String),
 }
 
+/// An option of [`crate::ingest::Ingest`], as an [`Error::Setting`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Setting {
+    /// The inputs read ([`crate::ingest::Ingest::new`]).
+    Inputs,
+    /// [`crate::ingest::Ingest::input_format`].
+    InputFormat,
+    /// [`crate::ingest::Ingest::format`].
+    Format,
+    /// [`crate::ingest::Ingest::partition_by`].
+    PartitionBy,
+    /// [`crate::ingest::Ingest::partition_by_time`].
+    PartitionByTime,
+    /// [`crate::ingest::Ingest::time_zone`].
+    TimeZone,
+    /// [`crate::ingest::Ingest::schema`].
+    Schema,
+    /// [`crate::ingest::Ingest::bad_records`].
+    BadRecords,
+    /// [`crate::ingest::Ingest::job`].
+    Job,
+    /// [`crate::ingest::Ingest::lease_ttl`].
+    LeaseTtl,
+    /// [`crate::ingest::Ingest::parallelism`].
+    Parallelism,
+    /// [`crate::ingest::Ingest::delta_table`].
+    DeltaTable,
+    /// [`crate::ingest::Ingest::merge_small_files`].
+    MergeSmallFiles,
+    /// [`crate::ingest::Ingest::max_visibility_delay`].
+    MaxVisibilityDelay,
+    /// [`crate::ingest::Ingest::compact_in_background`].
+    CompactInBackground,
+}
+
+impl Setting {
+    /// Every option, in the order of [`Setting`].
+    pub const ALL: [Setting; 15] = [
+        Setting::Inputs,
+        Setting::InputFormat,
+        Setting::Format,
+        Setting::PartitionBy,
+        Setting::PartitionByTime,
+        Setting::TimeZone,
+        Setting::Schema,
+        Setting::BadRecords,
+        Setting::Job,
+        Setting::LeaseTtl,
+        Setting::Parallelism,
+        Setting::DeltaTable,
+        Setting::MergeSmallFiles,
+        Setting::MaxVisibilityDelay,
+        Setting::CompactInBackground,
+    ];
+
+    /// The name of the builder method that sets it (`partition_by`).
+    pub fn method(self) -> &'static str {
+        match self {
+            Setting::Inputs => "inputs",
+            Setting::InputFormat => "input_format",
+            Setting::Format => "format",
+            Setting::PartitionBy => "partition_by",
+            Setting::PartitionByTime => "partition_by_time",
+            Setting::TimeZone => "time_zone",
+            Setting::Schema => "schema",
+            Setting::BadRecords => "bad_records",
+            Setting::Job => "job",
+            Setting::LeaseTtl => "lease_ttl",
+            Setting::Parallelism => "parallelism",
+            Setting::DeltaTable => "delta_table",
+            Setting::MergeSmallFiles => "merge_small_files",
+            Setting::MaxVisibilityDelay => "max_visibility_delay",
+            Setting::CompactInBackground => "compact_in_background",
+        }
+    }
+
+    /// A refusal of this option: `message` names options as `{method}`, and holds values
+    /// through [`Setting::value`].
+    pub(crate) fn refused(self, message: impl Into<String>) -> Error {
+        Error::Setting {
+            setting: self,
+            message: message.into(),
+        }
+    }
+
+    /// `value` (a path, a column, a cause's message) as it may stand in a message of
+    /// [`Setting::refused`]: its braces doubled, so that nothing in it reads as an option.
+    pub(crate) fn value(value: impl std::fmt::Display) -> String {
+        value.to_string().replace('{', "{{")
+    }
+}
+
+/// `message` with each `{method}` replaced by `name` of that option and each `{{` by `{`.
+fn render(message: &str, name: &dyn Fn(Setting) -> String) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        if let Some(after) = rest.strip_prefix("{{") {
+            out.push('{');
+            rest = after;
+            continue;
+        }
+        let named = rest.find('}').and_then(|end| {
+            let s = Setting::ALL
+                .into_iter()
+                .find(|s| s.method() == &rest[1..end])?;
+            Some((s, end))
+        });
+        match named {
+            Some((s, end)) => {
+                out.push_str(&name(s));
+                rest = &rest[end + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 impl Error {
+    /// The message of an [`Error::Setting`] with each option named by `name` (the CLI names
+    /// them by their flags); `None` for any other error.
+    pub fn setting_message(&self, name: &dyn Fn(Setting) -> String) -> Option<String> {
+        match self {
+            Error::Setting { message, .. } => Some(render(message, name)),
+            _ => None,
+        }
+    }
+
     /// Whether retrying the same call later can succeed.
     ///
     /// True for plain I/O errors (a disk that was full) and for store errors whose status says
@@ -226,5 +373,30 @@ impl Error {
             what: what.into(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Options are named as the caller names them; a value's braces are its own, never an
+    /// option's name.
+    #[test]
+    fn a_setting_message_names_options_as_asked_and_keeps_values_as_given() {
+        let e = Setting::TimeZone.refused(format!(
+            "{{time_zone}} needs {{partition_by_time}}; `{}` {{nope}}",
+            Setting::value("{job}")
+        ));
+        assert_eq!(
+            e.to_string(),
+            "`time_zone` needs `partition_by_time`; `{job}` {nope}"
+        );
+        let flags = |s: Setting| format!("--{}", s.method().replace('_', "-"));
+        assert_eq!(
+            e.setting_message(&flags).unwrap(),
+            "--time-zone needs --partition-by-time; `{job}` {nope}"
+        );
+        assert_eq!(Error::Config("x".into()).setting_message(&flags), None);
     }
 }

@@ -70,7 +70,7 @@ pub mod sink;
 pub mod storage;
 pub mod table;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, Setting};
 pub use format::FileFormat;
 pub use job::{CheckpointReport, Coordinator, CoordinatorBuilder, JobWriter, Ownership};
 pub use protocol::{CommitOutcome, Committable, PendingHandle, PreparedCheckpoint, WriterState};

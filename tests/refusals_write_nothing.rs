@@ -12,6 +12,7 @@ mod common;
 
 use common::cli::*;
 
+const EXIT_USAGE: i32 = 2;
 const EXIT_CONFLICT: i32 = 3;
 
 /// Every path under `dir` with its length and modification time.
@@ -182,4 +183,78 @@ fn the_kind_of_a_lake_is_fixed_when_it_is_created() {
         );
         assert_eq!(lake.join("_delta_log").exists(), first_table);
     }
+}
+
+/// Every option the engine refuses (alone, or beside another) is a usage error that names the
+/// option by its flag, and writes nothing: the checks live in the library's plan of the run,
+/// and the CLI only names their flags.
+#[test]
+fn an_option_the_engine_refuses_is_named_by_its_flag_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = d.join("in.jsonl");
+    records(&input, 0..10, ",\"ts\":\"2026-12-01T10:00:00Z\"");
+    let lake = d.join("lake");
+    let bad_schema = d.join("schema.json");
+    // A JSON lines job cannot take a column of a type JSON input has no spelling for.
+    let schema = arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+        "id",
+        arrow::datatypes::DataType::Binary,
+        true,
+    )]);
+    fs::write(&bad_schema, serde_json::to_vec(&schema).unwrap()).unwrap();
+    let bad_in_lake = lake.join("bad.jsonl");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--partition-by", "_hidden"], "invalid --partition-by:"),
+        (&["--partition-by", "day,day"], "invalid --partition-by:"),
+        (
+            &["--partition-by-time", "ts=%Y/%Q"],
+            "invalid --partition-by-time:",
+        ),
+        (
+            &["--partition-by", "day", "--partition-by-time", "ts=day=%d"],
+            "invalid --partition-by-time:",
+        ),
+        (&["--time-zone", "+01:00"], "--time-zone applies"),
+        (&["--schema", s(&bad_schema)], "invalid --schema:"),
+        (&["--bad-records", s(&input)], "--bad-records `"),
+        (&["--bad-records", s(&bad_in_lake)], "is inside the lake"),
+        (&["--lease-ttl", "500ms"], "--lease-ttl: a lease must live"),
+        (
+            &["--table", "delta", "--format", "csv"],
+            "--table delta holds Parquet files",
+        ),
+        (
+            &["--merge-small-files", "1MiB", "--format", "jsonl"],
+            "--merge-small-files merges",
+        ),
+        (
+            &["--merge-small-files", "1MiB", "--table", "delta"],
+            "--merge-small-files is for plain directories",
+        ),
+        (
+            &["--max-visibility-delay", "10s"],
+            "--max-visibility-delay keeps row files",
+        ),
+        (
+            &["--compact"],
+            "--compact rewrites a Delta table's files; it needs --table delta",
+        ),
+        (
+            &["--table", "delta", "--compact", "--compact-every", "0s"],
+            "the interval of --compact",
+        ),
+    ];
+    for (flags, says) in cases {
+        let mut args = vec!["ingest", s(&input), "--to", s(&lake)];
+        args.extend_from_slice(flags);
+        let o = run_expect(&args, EXIT_USAGE);
+        assert!(stderr(&o).contains(says), "{flags:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("`partition_by"), "{}", stderr(&o));
+        assert!(!lake.exists(), "{flags:?} created the lake");
+    }
+    // Standard input without a job name: named by `--job`.
+    let o = run_expect(&["ingest", "-", "--to", s(&lake)], EXIT_USAGE);
+    assert!(stderr(&o).contains("needs --job"), "{}", stderr(&o));
+    assert!(!lake.exists());
 }

@@ -1,23 +1,25 @@
 //! `filesink ingest`: JSON lines or CSV files into a lake, exactly once.
 //!
-//! The engine is the library's [`filesink::ingest::Ingest`]; this module checks the
-//! arguments, builds an `Ingest` from them, shows its progress on standard error and renders
-//! its summary.
+//! The engine is the library's [`filesink::ingest::Ingest`]; this module builds an `Ingest`
+//! from the arguments, shows its progress on standard error and renders its summary. The
+//! engine checks its options itself, before anything is created; this module checks only
+//! what the flags alone can say (a flag that applies only beside another) and names the
+//! engine's refusals by their flags ([`filesink::Setting`]).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::FixedOffset;
-use filesink::bucket::{parse_time_zone, HivePartitioner, TimePartitioning};
+use filesink::bucket::parse_time_zone;
 use filesink::ingest::{
-    check_distinct, check_schema, default_job_name, CheckpointEvery, Cursor, Ingest, IngestStatus,
-    IngestSummary, Input, InputFormat, Observer, SourcePosition, Stage, StageTimes, Step,
+    CheckpointEvery, Cursor, Ingest, IngestStatus, IngestSummary, Input, InputFormat, Observer,
+    SourcePosition, Stage, StageTimes, Step,
 };
 use filesink::maintain::CompactOptions;
 use filesink::storage::LeaseOptions;
 use filesink::table::delta::DeltaOptions;
-use filesink::{CheckpointReport, FileFormat, MergePolicy};
+use filesink::{CheckpointReport, FileFormat, MergePolicy, Setting};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -210,7 +212,7 @@ pub struct IngestArgs {
     /// expires this long after its last renewal (`30s` by default; at least `1s`). A live
     /// run renews it every third of this. On local disk the job is free the moment the run
     /// dies.
-    #[arg(long, value_parser = parse_lease_ttl, value_name = "DURATION")]
+    #[arg(long, value_parser = super::util::parse_duration, value_name = "DURATION")]
     pub lease_ttl: Option<std::time::Duration>,
 
     /// Writers that encode at the same time (default: the cores available for a new job; a
@@ -294,153 +296,88 @@ fn parse_time_zone_arg(s: &str) -> Result<FixedOffset, String> {
     })
 }
 
-/// `--partition-by-time COL=PATTERN` in `--time-zone`, checked.
-fn parse_partition_by_time(spec: &str, offset: FixedOffset) -> CliResult<TimePartitioning> {
-    let usage = |m: String| CliError::usage(format!("invalid --partition-by-time: {m}"));
-    let Some((column, pattern)) = spec.split_once('=') else {
-        return Err(usage(format!(
-            "{spec:?} is not COL=PATTERN, e.g. `ts=dt=%Y-%m-%d/hour=%H`"
-        )));
-    };
-    let time = TimePartitioning::new(column, pattern).map_err(|e| match e {
-        filesink::Error::Config(m) => usage(m),
-        e => usage(e.to_string()),
-    })?;
-    Ok(time.with_offset(offset))
-}
-
-fn parse_lease_ttl(s: &str) -> Result<std::time::Duration, String> {
-    let d = super::util::parse_duration(s)?;
-    if d < LeaseOptions::MIN_TTL {
-        return Err(format!(
-            "a lease must live at least {} s",
-            LeaseOptions::MIN_TTL.as_secs()
-        ));
-    }
-    Ok(d)
-}
-
 /// Runs `filesink ingest`.
 pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     let started = Instant::now();
-    // Every argument is checked before anything is created: an invalid one exits 2 and
-    // leaves no lake, no `sink.json`, no job behind.
-    let checked = Checked::check(&args).await?;
-    let ingest = checked.engine(&args)?;
-    let summary = run_engine(ingest, &checked).await?;
+    // Every argument is checked before anything is created (by the library's plan of the run,
+    // what only the flags can say by `Args::resolve`): an invalid one exits 2 and leaves no
+    // lake, no `sink.json`, no job behind.
+    let (run, ingest) = Run::resolve(&args).await?;
+    let summary = run_engine(ingest, &run).await?;
     if summary.status == IngestStatus::AlreadyFinished {
-        return already_finished(out, args.json, &checked.job, &summary);
+        return already_finished(out, args.json, &summary.job, &summary);
     }
     let rates = Rates::of(&summary, started);
     if args.json {
-        let v = finished_json(&checked, &summary, &rates);
+        let v = finished_json(&run, &summary, &rates);
         outln!(out, "{v}");
     } else {
-        finished_text(out, &checked, &summary, &rates)?;
+        finished_text(out, &run, &summary, &rates)?;
     }
     Ok(())
 }
 
-/// The arguments of `ingest`, checked, and what they resolve to.
-struct Checked {
+/// What a run's messages say of its arguments.
+struct Run {
     /// Where to write (`--to`).
     location: Location,
-    /// The time directories (`--partition-by-time`, in `--time-zone`).
-    time: Option<TimePartitioning>,
-    /// The schema of the input a `--schema` file gives.
-    explicit: Option<arrow::datatypes::Schema>,
-    /// The output format.
-    format: FileFormat,
-    /// Its codec as `--compression` spells it.
+    /// The output format's codec as `--compression` spells it.
     codec: String,
-    /// The inputs, resolved.
-    inputs: Vec<Input>,
-    /// Their format.
-    input_format: InputFormat,
+    /// How many inputs the arguments resolved to.
+    inputs: usize,
     /// The job name, given or derived from the inputs.
     job: String,
-    /// The absolute `--bad-records` path.
-    bad_records_path: Option<PathBuf>,
 }
 
-impl Checked {
-    /// Checks the arguments and resolves the inputs; creates nothing.
-    async fn check(args: &IngestArgs) -> CliResult<Checked> {
+impl Run {
+    /// The engine the arguments ask for, and what messages say of them. Creates nothing:
+    /// the output is created only once the job is known to start. Checks here only what the
+    /// flags alone can say (a flag that needs another); the engine checks the options
+    /// themselves, before anything is created, and [`ingest_error`] names their flags.
+    async fn resolve(args: &IngestArgs) -> CliResult<(Run, Ingest)> {
         let location = Location::parse(&args.to)?;
-        let time = partitioning(args)?;
-        let explicit = match args.schema.as_deref() {
-            Some(path) => Some(read_schema_file(path)?),
-            None => None,
-        };
         let (format, codec) = output_format(args)?;
         let inputs = resolve_inputs(&args.inputs).await?;
-        let input_format = resolve_input_format(&inputs, args.input_format.map(Into::into))?;
-        let job = match &args.job {
-            Some(j) => j.clone(),
-            None => default_job_name(&inputs).ok_or_else(|| {
-                CliError::usage(
-                    "reading standard input needs --job NAME: a job name cannot be derived from it",
-                )
-            })?,
-        };
-        let bad_records_path = match &args.bad_records {
-            Some(p) => Some(check_bad_records_path(p, &location, &inputs)?),
-            None => None,
-        };
-        if let (Some(schema), InputFormat::Jsonl) = (&explicit, input_format) {
-            check_schema(schema).map_err(|e| {
-                CliError::usage(format!(
-                    "--schema `{}`: {e}",
-                    args.schema.as_ref().expect("set").display()
-                ))
-            })?;
-        }
-        Ok(Checked {
-            location,
-            time,
-            explicit,
-            format,
-            codec,
-            inputs,
-            input_format,
-            job,
-            bad_records_path,
-        })
-    }
-
-    /// The engine the arguments ask for; the output is created only once the job is known to
-    /// start.
-    fn engine(&self, args: &IngestArgs) -> CliResult<Ingest> {
-        let location = &self.location;
-        let mut ingest = Ingest::new(self.inputs.clone())
-            .input_format(self.input_format)
-            .format(self.format.clone())
+        let mut ingest = Ingest::new(inputs.iter().cloned())
+            .format(format)
             .partition_by(args.partition_by.clone())
             .checkpoint_every(args.checkpoint_every)
-            .job(self.job.clone())
             .lease_ttl(args.lease_ttl.unwrap_or(LeaseOptions::DEFAULT_TTL));
-        ingest = match location {
+        if let Some(f) = args.input_format {
+            ingest = ingest.input_format(f.into());
+        }
+        if let Some(job) = &args.job {
+            ingest = ingest.job(job.clone());
+        }
+        ingest = match &location {
             // Created only once the job is known to start.
             Location::Local(path) => ingest.to_local(path),
             Location::S3 { .. } => {
-                let (storage, _) = open_storage(location).map_err(|e| {
+                let (storage, _) = open_storage(&location).map_err(|e| {
                     CliError::context(format!("cannot use `{location}` as output"), e)
                 })?;
                 ingest.to_storage(storage)
             }
         };
-        if let Some(time) = &self.time {
-            ingest = ingest
-                .partition_by_time(time.column(), time.pattern())
-                .time_zone(time.offset());
+        if let Some(spec) = &args.partition_by_time {
+            let Some((column, pattern)) = spec.split_once('=') else {
+                return Err(CliError::usage(format!(
+                    "invalid --partition-by-time: {spec:?} is not COL=PATTERN, e.g. \
+                     `ts=dt=%Y-%m-%d/hour=%H`"
+                )));
+            };
+            ingest = ingest.partition_by_time(column, pattern);
         }
-        if let Some(schema) = &self.explicit {
-            ingest = ingest.schema(schema.clone());
+        if let Some(zone) = args.time_zone {
+            ingest = ingest.time_zone(zone);
+        }
+        if let Some(path) = args.schema.as_deref() {
+            ingest = ingest.schema(read_schema_file(path)?);
         }
         if let Some(n) = args.parallelism {
             ingest = ingest.parallelism(n.into());
         }
-        ingest = table(ingest, args, location)?;
+        ingest = table(ingest, args, &location)?;
         if let Some((options, every)) = compaction(args)? {
             ingest = ingest.compact_in_background(options, every);
         }
@@ -455,72 +392,42 @@ impl Checked {
         if let Some(bytes) = args.max_part_size {
             ingest = ingest.part_size_bytes_max(bytes);
         }
-        if let Some(path) = &self.bad_records_path {
+        if let Some(path) = &args.bad_records {
             ingest = ingest.bad_records(path.clone());
         }
-        Ok(ingest)
+        let run = Run {
+            location,
+            codec,
+            inputs: inputs.len(),
+            job: ingest.job_name().unwrap_or_default(),
+        };
+        Ok((run, ingest))
     }
-}
-
-/// The directories the arguments ask for: `--partition-by` columns, checked, and the time
-/// directories of `--partition-by-time` in `--time-zone`.
-fn partitioning(args: &IngestArgs) -> CliResult<Option<TimePartitioning>> {
-    let columns = match args.partition_by.is_empty() {
-        true => None,
-        false => Some(
-            HivePartitioner::new(args.partition_by.clone())
-                .map_err(|e| CliError::usage(format!("invalid --partition-by: {e}")))?,
-        ),
-    };
-    let time_zone = args
-        .time_zone
-        .unwrap_or(FixedOffset::east_opt(0).expect("UTC"));
-    let time = match &args.partition_by_time {
-        Some(spec) => Some(parse_partition_by_time(spec, time_zone)?),
-        None if args.time_zone.is_some() => {
-            return Err(CliError::usage(
-                "--time-zone applies to --partition-by-time only",
-            ))
-        }
-        None => None,
-    };
-    if let (Some(columns), Some(time)) = (columns, &time) {
-        columns.with_time(time.clone()).map_err(|e| match e {
-            filesink::Error::Config(m) => {
-                CliError::usage(format!("invalid --partition-by-time: {m}"))
-            }
-            e => CliError::usage(format!("invalid --partition-by-time: {e}")),
-        })?;
-    }
-    Ok(time)
 }
 
 /// `ingest` committing into the table at `location` the arguments ask for (`--table`,
 /// `--single-writer`, `--schema-evolution`), if any.
 fn table(ingest: Ingest, args: &IngestArgs, location: &Location) -> CliResult<Ingest> {
-    match (args.table, args.format) {
-        (Some(TableArg::Delta), OutputFormat::Parquet) => Ok(ingest.delta_table(
+    match args.table {
+        Some(TableArg::Delta) => Ok(ingest.delta_table(
             DeltaOptions::new()
                 .single_writer(args.single_writer)
                 .add_columns(args.schema_evolution == Some(SchemaEvolutionArg::AddColumns))
                 .location(location.to_string()),
         )),
-        (Some(TableArg::Delta), _) => Err(CliError::usage(
-            "--table delta holds Parquet files; it cannot be combined with --format jsonl or csv",
-        )),
-        (None, _) if args.schema_evolution.is_some() => Err(CliError::usage(
+        None if args.schema_evolution.is_some() => Err(CliError::usage(
             "--schema-evolution changes a table's schema; it needs --table delta",
         )),
-        (None, _) if args.single_writer => Err(CliError::usage(
+        None if args.single_writer => Err(CliError::usage(
             "--single-writer is about a table's writers; it needs --table delta",
         )),
-        (None, _) => Ok(ingest),
+        None => Ok(ingest),
     }
 }
 
 /// Runs the engine with its progress on standard error; an error says where the run failed.
-async fn run_engine(ingest: Ingest, checked: &Checked) -> CliResult<IngestSummary> {
-    let (job, location) = (&checked.job, &checked.location);
+async fn run_engine(ingest: Ingest, run: &Run) -> CliResult<IngestSummary> {
+    let (job, location) = (&run.job, &run.location);
     let mut progress = Progress::default();
     match ingest.run_with(&mut progress).await {
         Ok(summary) => Ok(summary),
@@ -601,11 +508,11 @@ impl Rates {
 }
 
 /// The summary of a finished run, as JSON.
-fn finished_json(checked: &Checked, summary: &IngestSummary, rates: &Rates) -> serde_json::Value {
+fn finished_json(run: &Run, summary: &IngestSummary, rates: &Rates) -> serde_json::Value {
     serde_json::json!({
-        "job": checked.job,
+        "job": run.job,
         "status": "finished",
-        "location": checked.location.to_string(),
+        "location": run.location.to_string(),
         "records": summary.records_total,
         "records_this_run": summary.records,
         "bad_records": summary.bad_records,
@@ -617,7 +524,7 @@ fn finished_json(checked: &Checked, summary: &IngestSummary, rates: &Rates) -> s
         "records_per_s": rates.records_per_s,
         "input_mb_per_s": rates.mb_per_s,
         "input_bytes": summary.input_bytes,
-        "compression": checked.codec,
+        "compression": run.codec,
         "compression_ratio": rates.ratio,
         "stage_seconds": {
             "input": summary.stage_times.input.as_secs_f64(),
@@ -636,11 +543,11 @@ fn finished_json(checked: &Checked, summary: &IngestSummary, rates: &Rates) -> s
 /// The summary of a finished run, as text.
 fn finished_text(
     out: &mut dyn Write,
-    checked: &Checked,
+    run: &Run,
     summary: &IngestSummary,
     rates: &Rates,
 ) -> CliResult {
-    let (job, location, codec) = (&checked.job, &checked.location, &checked.codec);
+    let (job, location, codec) = (&run.job, &run.location, &run.codec);
     let Rates {
         elapsed,
         records_per_s,
@@ -657,7 +564,7 @@ fn finished_text(
         "job `{job}` finished: {} records, {} bad, from {} input(s) into `{location}`{resumed}",
         summary.records,
         summary.bad_records,
-        checked.inputs.len()
+        run.inputs
     );
     outln!(
         out,
@@ -779,25 +686,13 @@ fn compaction(args: &IngestArgs) -> CliResult<Option<(CompactOptions, std::time:
         }
         return Ok(None);
     }
-    if args.table.is_none() {
-        return Err(CliError::usage(
-            "--compact rewrites a Delta table's files; it needs --table delta (a plain \
-             directory cannot swap files atomically: see --merge-small-files)",
-        ));
-    }
     let mut options = CompactOptions::new();
     if let Some(bytes) = args.compact_target_size {
-        if bytes == 0 {
-            return Err(CliError::usage("--compact-target-size must be above 0"));
-        }
         options = options.target_size_bytes(bytes);
     }
     let every = args
         .compact_every
         .unwrap_or(std::time::Duration::from_secs(60));
-    if every.is_zero() {
-        return Err(CliError::usage("--compact-every must be above 0"));
-    }
     Ok(Some((options, every)))
 }
 
@@ -805,37 +700,14 @@ fn compaction(args: &IngestArgs) -> CliResult<Option<(CompactOptions, std::time:
 /// `--max-visibility-delay`): plain directories of Parquet files.
 fn merge_policy(args: &IngestArgs) -> CliResult<Option<MergePolicy>> {
     let Some(small) = args.merge_small_files else {
-        // Row formats take the delay for their open files (`Ingest::max_visibility_delay`).
-        let row_delay = args.format != OutputFormat::Parquet;
-        if let Some(flag) = [
-            ("--merge-target", args.merge_target.is_some()),
-            (
-                "--max-visibility-delay",
-                args.max_visibility_delay.is_some() && !row_delay,
-            ),
-        ]
-        .iter()
-        .find_map(|(flag, given)| given.then_some(flag))
-        {
-            return Err(CliError::usage(format!(
-                "{flag} applies to the pre-commit merge (or to row files, --format jsonl or \
-                 csv); it needs --merge-small-files"
-            )));
+        if args.merge_target.is_some() {
+            return Err(CliError::usage(
+                "--merge-target applies to the pre-commit merge; it needs --merge-small-files",
+            ));
         }
+        // Without the merge, the delay is the row files' (`Ingest::max_visibility_delay`).
         return Ok(None);
     };
-    if args.table.is_some() {
-        return Err(CliError::usage(
-            "--merge-small-files is for plain directories; a Delta table (--table delta) \
-             merges its small files with `filesink compact`, without delaying visibility",
-        ));
-    }
-    if args.format != OutputFormat::Parquet {
-        return Err(CliError::usage(
-            "--merge-small-files merges Parquet files; it cannot be combined with --format \
-             jsonl or csv",
-        ));
-    }
     let mut policy = MergePolicy::new(small);
     if let Some(target) = args.merge_target {
         policy = policy.with_target_bytes(target);
@@ -851,6 +723,9 @@ fn merge_policy(args: &IngestArgs) -> CliResult<Option<MergePolicy>> {
 /// usage error (2), a changed input has its own code (7); the rest maps as every library
 /// error does.
 fn ingest_error(e: filesink::Error) -> CliError {
+    if let Some(m) = e.setting_message(&flag) {
+        return CliError::usage(m);
+    }
     match e {
         filesink::Error::InvalidInput(m) => CliError::msg(m),
         filesink::Error::Config(m) => CliError::usage(m),
@@ -859,9 +734,31 @@ fn ingest_error(e: filesink::Error) -> CliError {
     }
 }
 
+/// The flag that sets an option of the engine.
+fn flag(setting: Setting) -> String {
+    match setting {
+        Setting::Inputs => "the inputs",
+        Setting::InputFormat => "--input-format",
+        Setting::Format => "--format",
+        Setting::PartitionBy => "--partition-by",
+        Setting::PartitionByTime => "--partition-by-time",
+        Setting::TimeZone => "--time-zone",
+        Setting::Schema => "--schema",
+        Setting::BadRecords => "--bad-records",
+        Setting::Job => "--job",
+        Setting::LeaseTtl => "--lease-ttl",
+        Setting::Parallelism => "--parallelism",
+        Setting::DeltaTable => "--table delta",
+        Setting::MergeSmallFiles => "--merge-small-files",
+        Setting::MaxVisibilityDelay => "--max-visibility-delay",
+        Setting::CompactInBackground => "--compact",
+        _ => setting.method(),
+    }
+    .to_string()
+}
+
 /// Resolves the inputs: files, `-`, and `s3://` objects or globs (each match an input, in key
-/// order); one file given twice, under any two names (`./a` and `a`, a symbolic or hard link,
-/// standard input redirected from it), is refused.
+/// order). One file given twice, under any two names, is the engine's to refuse.
 async fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
     let mut inputs = Vec::with_capacity(args.len());
     for a in args {
@@ -877,30 +774,7 @@ async fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
             inputs.push(Input::resolve(a).map_err(open_error)?);
         }
     }
-    check_distinct(&inputs).map_err(ingest_error)?;
     Ok(inputs)
-}
-
-/// The absolute `--bad-records` path, refused inside a local lake and when it is one of the
-/// inputs ([`filesink::ingest::check_bad_records_path`]).
-fn check_bad_records_path(path: &Path, lake: &Location, inputs: &[Input]) -> CliResult<PathBuf> {
-    filesink::ingest::check_bad_records_path(path, lake.local_path(), inputs).map_err(|e| match e {
-        filesink::Error::Config(m) => CliError::usage(format!("--{m}")),
-        filesink::Error::Io { source, .. } => {
-            CliError::context(format!("cannot resolve `{}`", path.display()), source)
-        }
-        e => e.into(),
-    })
-}
-
-fn resolve_input_format(inputs: &[Input], given: Option<InputFormat>) -> CliResult<InputFormat> {
-    match given {
-        Some(f) => Ok(f),
-        None => InputFormat::of_inputs(inputs).map_err(|e| match e {
-            filesink::Error::Config(m) => CliError::usage(m),
-            e => e.into(),
-        }),
-    }
 }
 
 /// Reads a `--schema` file: the serde JSON of an arrow schema.

@@ -382,7 +382,7 @@ pub struct Ingest {
     format: FileFormat,
     partition_by: Vec<String>,
     partition_by_time: Option<(String, String)>,
-    time_zone: chrono::FixedOffset,
+    time_zone: Option<chrono::FixedOffset>,
     schema: Option<Schema>,
     checkpoint_every: CheckpointEvery,
     part_size_bytes_max: Option<u64>,
@@ -442,7 +442,7 @@ impl Ingest {
             format: FileFormat::parquet(),
             partition_by: Vec::new(),
             partition_by_time: None,
-            time_zone: chrono::FixedOffset::east_opt(0).expect("UTC is an offset"),
+            time_zone: None,
             schema: None,
             checkpoint_every: CheckpointEvery::default(),
             part_size_bytes_max: None,
@@ -558,9 +558,10 @@ impl Ingest {
     }
 
     /// The time zone of the time directories ([`Ingest::partition_by_time`]): a fixed offset
-    /// from UTC ([`crate::bucket::parse_time_zone`]), UTC by default.
+    /// from UTC ([`crate::bucket::parse_time_zone`]), UTC by default. A run without time
+    /// directories refuses it ([`crate::Setting::TimeZone`]).
     pub fn time_zone(mut self, offset: chrono::FixedOffset) -> Ingest {
-        self.time_zone = offset;
+        self.time_zone = Some(offset);
         self
     }
 
@@ -649,6 +650,13 @@ impl Ingest {
     pub fn stop_after_records(mut self, records: u64) -> Ingest {
         self.stop_after_records = Some(records);
         self
+    }
+
+    /// The job's name: the one given ([`Ingest::job`]), else the one derived from the inputs
+    /// ([`default_job_name`]); `None` for a job that reads a stream and has no name given,
+    /// which a run refuses.
+    pub fn job_name(&self) -> Option<String> {
+        self.job.clone().or_else(|| default_job_name(&self.inputs))
     }
 
     /// Runs the pipeline to the end of the inputs (see the [module doc](self)), observing

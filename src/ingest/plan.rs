@@ -9,12 +9,14 @@ use std::time::Duration;
 use arrow::datatypes::Schema;
 
 use super::json_types::{self, check_schema};
-use super::rules::{check_bad_records_path, check_inputs_outside_lake, default_job_name};
+use super::rules::{
+    check_bad_records_path, check_distinct, check_inputs_outside_lake, default_job_name,
+};
 use super::schedule::Schedule;
 use super::source::{self, check_csv_schema, Input, InputFormat, TimePartitionBy};
 use super::{compaction, CustomSource, Ingest, Output, CHUNK_SCALE_MAX};
 use crate::bucket::{time_zone_name, HivePartitioner, TimePartitioning};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::format::FileFormat;
 use crate::job::manifest;
 use crate::maintain::CompactOptions;
@@ -116,12 +118,19 @@ impl IngestPlan {
             (None, Some(_)) => InputFormat::Jsonl,
             (None, None) => InputFormat::of_inputs(&inputs)?,
         };
+        check_distinct(&inputs)?;
         let job = job_name(job, &inputs)?;
+        check_output_format(
+            &format,
+            table.as_ref(),
+            merge.as_ref(),
+            row_visibility_delay,
+        )?;
         let compact = compaction_options(compact, table.as_ref(), &job)?;
         let schedule = Schedule::new(checkpoint_every)?;
         if lease_ttl < LeaseOptions::MIN_TTL {
-            return Err(Error::Config(format!(
-                "a lease must live at least {} s",
+            return Err(Setting::LeaseTtl.refused(format!(
+                "{{lease_ttl}}: a lease must live at least {} s",
                 LeaseOptions::MIN_TTL.as_secs()
             )));
         }
@@ -146,20 +155,16 @@ impl IngestPlan {
             }
             check_inputs_outside_lake(&inputs, dir)?;
         }
+        let schema_refused =
+            |e| Setting::Schema.refused(format!("invalid {{schema}}: {}", Setting::value(e)));
         match (&explicit, input_format) {
-            (Some(schema), InputFormat::Jsonl) => {
-                check_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?
-            }
-            (Some(schema), InputFormat::Csv) => {
-                check_csv_schema(schema).map_err(|e| Error::Config(format!("schema: {e}")))?
-            }
+            (Some(schema), InputFormat::Jsonl) => check_schema(schema).map_err(schema_refused)?,
+            (Some(schema), InputFormat::Csv) => check_csv_schema(schema).map_err(schema_refused)?,
             (None, _) => {}
         }
         let writers = match parallelism {
             Some(0) => {
-                return Err(Error::Config(
-                    "parallelism must be at least 1 writer".into(),
-                ))
+                return Err(Setting::Parallelism.refused("{parallelism} must be at least 1 writer"))
             }
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -167,13 +172,6 @@ impl IngestPlan {
         let (scale_max, writer_bytes_max) = memory_split(memory_bytes_max, writers);
         let writer_files_max = open_files_split(writers);
         let rolling = rolling_policy(row_visibility_delay, part_size_bytes_max)?;
-        if merge.is_some() && table.is_some() {
-            return Err(Error::Config(
-                "a Delta table does not take a pre-commit merge: its small files are \
-                 compacted after they are visible"
-                    .into(),
-            ));
-        }
         Ok(IngestPlan {
             inputs,
             input_format,
@@ -258,11 +256,8 @@ fn job_name(job: Option<String>, inputs: &[Input]) -> Result<String> {
     let job = match job {
         Some(j) => j,
         None => default_job_name(inputs).ok_or_else(|| {
-            Error::Config(
-                "a job that reads standard input needs a name: a job name cannot be derived \
-                 from it"
-                    .into(),
-            )
+            Setting::Job
+                .refused("reading standard input needs {job}: a job name cannot be derived from it")
         })?,
     };
     manifest::validate_job_name(&job)?;
@@ -278,21 +273,24 @@ fn compaction_options(
 ) -> Result<Option<(CompactOptions, Duration)>> {
     match (compact, table) {
         (None, _) => Ok(None),
-        (Some(_), None) => Err(Error::Config(
-            "background compaction rewrites a Delta table's files; it needs a table \
-             (delta_table, --table delta)"
-                .into(),
+        (Some(_), None) => Err(Setting::CompactInBackground.refused(
+            "{compact_in_background} rewrites a Delta table's files; it needs {delta_table} (a \
+             plain directory cannot swap files atomically: see {merge_small_files})",
         )),
-        (Some((_, every)), Some(_)) if every.is_zero() => Err(Error::Config(
-            "the interval of background compaction must be above 0".into(),
-        )),
+        (Some((_, every)), Some(_)) if every.is_zero() => Err(Setting::CompactInBackground
+            .refused("the interval of {compact_in_background} must be above 0")),
+        (Some((options, _)), Some(_)) if options.target_size() == 0 => {
+            Err(Setting::CompactInBackground
+                .refused("the target size of {compact_in_background} must be above 0"))
+        }
         (Some((options, every)), Some(t)) => {
             let options = match options.job_name() {
                 None => options.job(compaction::compaction_job(job)),
                 Some(c) if c == job => {
-                    return Err(Error::Config(format!(
-                        "the compaction job needs a name of its own, not the ingest's \
-                         (`{job}`)"
+                    return Err(Setting::CompactInBackground.refused(format!(
+                        "the compaction job of {{compact_in_background}} needs a name of its \
+                         own, not the ingest's (`{}`)",
+                        Setting::value(job)
                     )))
                 }
                 Some(_) => options,
@@ -302,23 +300,80 @@ fn compaction_options(
     }
 }
 
+/// The output format against what must be Parquet: a Delta table's files and the pre-commit
+/// merge; and the visibility delay of row files, which Parquet files do not take (they roll at
+/// every checkpoint; their delay is the merge's).
+fn check_output_format(
+    format: &FileFormat,
+    table: Option<&DeltaOptions>,
+    merge: Option<&MergePolicy>,
+    row_visibility_delay: Option<Duration>,
+) -> Result<()> {
+    let parquet = matches!(format, FileFormat::Parquet(_));
+    if table.is_some() && !parquet {
+        return Err(Setting::DeltaTable.refused(
+            "{delta_table} holds Parquet files; it cannot write JSON lines or CSV ({format})",
+        ));
+    }
+    if merge.is_some() && table.is_some() {
+        return Err(Setting::MergeSmallFiles.refused(
+            "{merge_small_files} is for plain directories; a Delta table ({delta_table}) \
+             compacts its small files after they are visible, without delaying them",
+        ));
+    }
+    if merge.is_some() && !parquet {
+        return Err(Setting::MergeSmallFiles.refused(
+            "{merge_small_files} merges Parquet files; it cannot merge JSON lines or CSV ({format})",
+        ));
+    }
+    if row_visibility_delay.is_some() && parquet {
+        return Err(Setting::MaxVisibilityDelay.refused(
+            "{max_visibility_delay} keeps row files (JSON lines, CSV) open across checkpoints; \
+             Parquet files roll at every checkpoint, and their delay is the pre-commit \
+             merge's ({merge_small_files})",
+        ));
+    }
+    Ok(())
+}
+
 /// The time partitioning (parsed once), its record in the position, and the partitioner of
 /// columns and time directories.
 #[allow(clippy::type_complexity)]
 fn partitioning(
     partition_by: &[String],
     partition_by_time: Option<(String, String)>,
-    time_zone: chrono::FixedOffset,
+    time_zone: Option<chrono::FixedOffset>,
 ) -> Result<(
     Option<TimePartitioning>,
     Option<TimePartitionBy>,
     Option<HivePartitioner>,
 )> {
-    let time = match &partition_by_time {
-        Some((column, pattern)) => {
-            Some(TimePartitioning::new(column.clone(), pattern)?.with_offset(time_zone))
+    let invalid = |setting: Setting| {
+        move |e: Error| {
+            let cause = match e {
+                Error::Config(m) => m,
+                e => e.to_string(),
+            };
+            setting.refused(format!(
+                "invalid {{{}}}: {}",
+                setting.method(),
+                Setting::value(cause)
+            ))
         }
-        None => None,
+    };
+    let time = match (&partition_by_time, time_zone) {
+        (Some((column, pattern)), zone) => Some(
+            TimePartitioning::new(column.clone(), pattern)
+                .map_err(invalid(Setting::PartitionByTime))?
+                .with_offset(zone.unwrap_or(chrono::FixedOffset::east_opt(0).expect("UTC"))),
+        ),
+        (None, Some(_)) => {
+            return Err(Setting::TimeZone.refused(
+                "{time_zone} applies to the time directories only; it needs \
+                 {partition_by_time}",
+            ))
+        }
+        (None, None) => None,
     };
     let time_by = time.as_ref().map(|t| TimePartitionBy {
         column: t.column().to_owned(),
@@ -329,9 +384,9 @@ fn partitioning(
         ([], None) => None,
         ([], Some(t)) => Some(HivePartitioner::by_time(t)),
         (cols, t) => {
-            let p = HivePartitioner::new(cols.to_vec())?;
+            let p = HivePartitioner::new(cols.to_vec()).map_err(invalid(Setting::PartitionBy))?;
             Some(match t {
-                Some(t) => p.with_time(t)?,
+                Some(t) => p.with_time(t).map_err(invalid(Setting::PartitionByTime))?,
                 None => p,
             })
         }
@@ -397,9 +452,9 @@ fn rolling_policy(
 ) -> Result<RollingPolicy> {
     let mut rolling = match row_visibility_delay {
         Some(d) if d.is_zero() => {
-            return Err(Error::Config(
-                "the longest visibility delay must be above 0".into(),
-            ))
+            return Err(
+                Setting::MaxVisibilityDelay.refused("{max_visibility_delay} must be above 0")
+            )
         }
         Some(d) => RollingPolicy::default()
             .with_rollover_interval(d)
@@ -415,6 +470,95 @@ fn rolling_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each option refused is named in the error, as the option that is refused, before
+    /// anything is read or created.
+    #[test]
+    fn a_refused_option_is_named_by_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.jsonl");
+        std::fs::write(&input, "{\"a\":1}\n").unwrap();
+        let lake = dir.path().join("lake");
+        let ingest = || Ingest::new([Input::file(&input).unwrap()]).to_local(&lake);
+        let parquet_table = || ingest().delta_table(DeltaOptions::new());
+        let cases: Vec<(Ingest, Setting)> = vec![
+            (ingest().partition_by(["_a"]), Setting::PartitionBy),
+            (
+                ingest().partition_by_time("a", "%Q"),
+                Setting::PartitionByTime,
+            ),
+            (
+                ingest().time_zone(chrono::FixedOffset::east_opt(3600).unwrap()),
+                Setting::TimeZone,
+            ),
+            (
+                ingest().schema(Schema::new(vec![arrow::datatypes::Field::new(
+                    "a",
+                    arrow::datatypes::DataType::Binary,
+                    true,
+                )])),
+                Setting::Schema,
+            ),
+            (ingest().bad_records(&input), Setting::BadRecords),
+            (ingest().bad_records(lake.join("bad")), Setting::BadRecords),
+            (ingest().lease_ttl(Duration::ZERO), Setting::LeaseTtl),
+            (ingest().parallelism(0), Setting::Parallelism),
+            (
+                parquet_table().format(FileFormat::csv()),
+                Setting::DeltaTable,
+            ),
+            (
+                parquet_table().merge_small_files(MergePolicy::default()),
+                Setting::MergeSmallFiles,
+            ),
+            (
+                ingest()
+                    .format(FileFormat::json_lines())
+                    .merge_small_files(MergePolicy::default()),
+                Setting::MergeSmallFiles,
+            ),
+            (
+                ingest().max_visibility_delay(Duration::from_secs(1)),
+                Setting::MaxVisibilityDelay,
+            ),
+            (
+                ingest()
+                    .format(FileFormat::json_lines())
+                    .max_visibility_delay(Duration::ZERO),
+                Setting::MaxVisibilityDelay,
+            ),
+            (
+                ingest().compact_in_background(CompactOptions::new(), Duration::from_secs(1)),
+                Setting::CompactInBackground,
+            ),
+            (
+                parquet_table().compact_in_background(CompactOptions::new(), Duration::ZERO),
+                Setting::CompactInBackground,
+            ),
+            (
+                parquet_table().compact_in_background(
+                    CompactOptions::new().target_size_bytes(0),
+                    Duration::from_secs(1),
+                ),
+                Setting::CompactInBackground,
+            ),
+            (Ingest::new([Input::stdin()]).to_local(&lake), Setting::Job),
+        ];
+        for (ingest, want) in cases {
+            let shown = format!("{ingest:?}");
+            match IngestPlan::new(ingest) {
+                Err(e @ Error::Setting { setting, .. }) => {
+                    assert_eq!(setting, want, "{shown}: {e}");
+                    assert!(
+                        e.to_string().contains(&format!("`{}`", want.method())),
+                        "{e}"
+                    );
+                }
+                other => panic!("{shown}: {other:?}"),
+            }
+            assert!(!lake.exists());
+        }
+    }
 
     /// Whatever the writers (a resumed job keeps its own count: [`IngestPlan::share_among`]),
     /// their shares together stay within the budget, and take at least half of it.

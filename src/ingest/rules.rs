@@ -17,7 +17,7 @@ use super::source::{
 };
 use super::Observer;
 use crate::bucket::{BucketAssigner, HivePartitioner, TimePartitioning};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 
 /// The job name derived from the inputs: `<stem of the first input>_<8 hex digits of the
 /// CRC-32C of all canonical paths>`, so that a rerun over the same inputs resumes the same
@@ -99,7 +99,7 @@ fn real_path(p: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// The absolute path of the bad-records file `path` ([`super::Ingest::bad_records`]), refused
-/// ([`Error::Config`]) inside the local lake `lake_dir`, where it would be listed as data, and
+/// ([`Setting::BadRecords`]) inside the local lake `lake_dir`, where it would be listed as data, and
 /// when it is one of the inputs.
 pub fn check_bad_records_path(
     path: &Path,
@@ -112,27 +112,28 @@ pub fn check_bad_records_path(
         let real = real_path(path).map_err(resolve_err)?;
         let real_base = real_path(base).map_err(resolve_err)?;
         if real.starts_with(&real_base) {
-            return Err(Error::Config(format!(
-                "bad-records `{}` is inside the lake `{}`, where it would be listed as data; \
+            return Err(Setting::BadRecords.refused(format!(
+                "{{bad_records}} `{}` is inside the lake `{}`, where it would be listed as data; \
                  give a path outside it",
-                path.display(),
-                base.display()
+                Setting::value(path.display()),
+                Setting::value(base.display())
             )));
         }
     }
     if let Ok(meta) = std::fs::metadata(path) {
         if meta.is_dir() {
-            return Err(Error::Config(format!(
-                "bad-records `{}` is a directory; give the path of a file (created if missing)",
-                path.display()
+            return Err(Setting::BadRecords.refused(format!(
+                "{{bad_records}} `{}` is a directory; give the path of a file (created if \
+                 missing)",
+                Setting::value(path.display())
             )));
         }
         let id = Some((meta.dev(), meta.ino()));
         if let Some(input) = inputs.iter().find(|i| i.file_id == id) {
-            return Err(Error::Config(format!(
-                "bad-records `{}` is input `{}`",
-                path.display(),
-                input.display
+            return Err(Setting::BadRecords.refused(format!(
+                "{{bad_records}} `{}` is input `{}`",
+                Setting::value(path.display()),
+                Setting::value(&input.display)
             )));
         }
     }

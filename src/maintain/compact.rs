@@ -109,6 +109,11 @@ impl CompactOptions {
         self
     }
 
+    /// The size output files aim at.
+    pub(crate) fn target_size(&self) -> u64 {
+        self.target_size_bytes
+    }
+
     /// The fewest files worth merging into one (default 2).
     pub fn min_files(mut self, files: usize) -> Self {
         self.min_files = files;
