@@ -1,19 +1,15 @@
-//! The reading and decoding stages of a run, on threads of their own: a reader thread frames
-//! records into chunks and hands them round-robin to the decoding threads; or, for plain files
-//! of JSON lines on a time schedule, each decoding thread reads its own byte ranges
-//! ([`source::Ranges`]). A [`Source`] written outside the crate has a reader thread of its
-//! own kind, which frames the records it gives. The writing loop takes the decoded chunks
-//! back in the same round ([`Pipeline::next`]), so in input order, whatever order the decoders
-//! finish in.
+//! The reading and decoding stages of a run, on threads of their own: a reader thread takes
+//! chunks of framed records from the source ([`SourceReader`], whatever kind of source it is)
+//! and hands them round-robin to the decoding threads; or, for a source that has byte ranges
+//! (plain files of JSON lines) on a time schedule, each decoding thread reads its own ranges
+//! ([`source::Ranges`]). The writing loop takes the decoded chunks back in the same round
+//! ([`Pipeline::next`]), so in input order, whatever order the decoders finish in.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::source::{
-    self, Chunk, Cursor, CustomReader, CustomReading, Decoder, InputSource, LaneNext, Prefix,
-    RawChunk,
-};
+use super::source::{self, Chunk, Cursor, Decoder, LaneNext, Prefix, RawChunk, SourceReader};
 use super::{CHUNKS_QUEUED, CHUNK_RECORDS_MAX};
 use crate::error::{Error, Result};
 
@@ -27,14 +23,6 @@ pub(super) enum Msg<C> {
     End(Cursor, Vec<Prefix>, u64),
     /// Reading failed; nothing after the last chunk may be checkpointed.
     Failed(Error),
-}
-
-/// What the pipeline reads.
-pub(super) enum Reading {
-    /// Files, objects or streams.
-    Inputs(InputSource),
-    /// A source written outside the crate.
-    Custom(CustomReading),
 }
 
 /// The running reader and decoding threads.
@@ -62,7 +50,7 @@ impl Pipeline {
     /// ranges themselves). With `rows_every`, chunks end at every multiple of that many
     /// records, so that a checkpoint by record count falls between two chunks.
     pub(super) fn start(
-        reading: Reading,
+        source: Box<dyn SourceReader>,
         decoders: usize,
         rows_every: Option<u64>,
     ) -> Result<Pipeline> {
@@ -73,13 +61,6 @@ impl Pipeline {
             turn: 0,
             scale,
             closed: Arc::new(AtomicBool::new(false)),
-        };
-        let source = match reading {
-            Reading::Inputs(source) => source,
-            Reading::Custom(custom) => {
-                pipeline.start_custom(custom, decoders, rows_every)?;
-                return Ok(pipeline);
-            }
         };
         match source.ranges().filter(|_| rows_every.is_none()) {
             Some(ranges) => {
@@ -153,12 +134,12 @@ impl Pipeline {
     /// The decoding threads, and the reader thread that frames chunks for them in turn.
     fn start_reader(
         &mut self,
-        mut source: InputSource,
+        mut source: Box<dyn SourceReader>,
         decoders: usize,
         rows_every: Option<u64>,
     ) -> Result<()> {
         let to_decoders = self.start_decoders(decoders, &source.decoder())?;
-        let scale = self.scale.clone();
+        let (scale, closed) = (self.scale.clone(), self.closed.clone());
         let reader = std::thread::Builder::new()
             .name("filesink-source".into())
             .spawn(move || {
@@ -170,15 +151,17 @@ impl Pipeline {
                         Some(n) => (n - produced % n).min(records as u64) as usize,
                         None => records,
                     };
-                    let msg = match source.next_raw_within(max, source::CHUNK_BYTES_MAX * k) {
-                        Ok(Some(raw)) => {
+                    let msg = match source.next_chunk(max, source::CHUNK_BYTES_MAX * k, &closed) {
+                        None => return,
+                        Some(Ok(Some(raw))) => {
                             produced += raw.records() as u64;
                             Msg::Chunk(raw)
                         }
-                        Ok(None) => {
-                            Msg::End(source.cursor(), source.read().to_vec(), source.bytes_read())
+                        Some(Ok(None)) => {
+                            let (cursor, read, bytes) = source.end();
+                            Msg::End(cursor, read, bytes)
                         }
-                        Err(e) => Msg::Failed(e),
+                        Some(Err(e)) => Msg::Failed(e),
                     };
                     let last = !matches!(msg, Msg::Chunk(_));
                     if to_decoders[turn].send(msg).is_err() || last {
@@ -230,47 +213,8 @@ impl Pipeline {
         self.scale.store(k, Ordering::Relaxed);
     }
 
-    /// The decoding threads, and a reader thread that takes the records of a custom source
-    /// and frames them for the decoders in turn, numbering them on from the job's cursor.
-    fn start_custom(
-        &mut self,
-        custom: CustomReading,
-        decoders: usize,
-        rows_every: Option<u64>,
-    ) -> Result<()> {
-        let to_decoders = self.start_decoders(decoders, &custom.decoder)?;
-        let (scale, closed) = (self.scale.clone(), self.closed.clone());
-        let mut reader = CustomReader::new(custom);
-        let thread = std::thread::Builder::new()
-            .name("filesink-source".into())
-            .spawn(move || {
-                for turn in (0..to_decoders.len()).cycle() {
-                    let records = CHUNK_RECORDS_MAX * scale.load(Ordering::Relaxed);
-                    let max = match rows_every {
-                        Some(n) => (n - reader.produced() % n).min(records as u64) as usize,
-                        None => records,
-                    };
-                    let msg = match reader.next(max, &closed) {
-                        None => return,
-                        Some(Ok(Some(raw))) => Msg::Chunk(raw),
-                        Some(Ok(None)) => {
-                            Msg::End(reader.cursor(), Vec::new(), reader.bytes_read())
-                        }
-                        Some(Err(e)) => Msg::Failed(e),
-                    };
-                    let last = !matches!(msg, Msg::Chunk(_));
-                    if to_decoders[turn].send(msg).is_err() || last {
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| Error::io("start a reader thread for", "the source", e))?;
-        self.threads.push(thread);
-        Ok(())
-    }
-
     /// Stops taking chunks: the threads end at their next send (a reader waiting for a
-    /// custom source's records, at its next wait).
+    /// source's records, at its next wait).
     pub(super) fn close(&mut self) {
         self.closed.store(true, Ordering::Relaxed);
         self.decoded.clear();

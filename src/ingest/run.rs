@@ -9,9 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::job_run::JobRun;
-use super::pipeline::{Msg, Pipeline, Reading};
+use super::pipeline::{Msg, Pipeline};
 use super::schedule::Clock;
-use super::source::{Chunk, Cursor, CustomReading, Decoder, InputSource, Prefix, SourcePosition};
+use super::source::{
+    Chunk, Cursor, CustomReader, CustomReading, Decoder, InputSource, Prefix, SourcePosition,
+    SourceReader,
+};
 use super::{
     chunk_scale, compaction, partition_check, CustomSource, IngestStatus, IngestSummary, Observer,
     StageTimes, Step,
@@ -140,7 +143,7 @@ impl JobRun {
     }
 
     /// What this run reads, from the job's position.
-    fn source(&mut self) -> Reading {
+    fn source(&mut self) -> Box<dyn SourceReader> {
         let plan = &mut self.plan;
         if let Some(source) = plan.custom.take().map(CustomSource::into_inner) {
             let schema = Arc::new(self.schema.clone());
@@ -153,14 +156,14 @@ impl JobRun {
                     ))
                     .with_assigner(Arc::new(p.clone()));
             }
-            return Reading::Custom(CustomReading {
+            return Box::new(CustomReader::new(CustomReading {
                 source,
                 decoder,
                 name: plan.custom_name.clone().unwrap_or_default().into(),
                 start: self.position.cursor,
                 linger: plan.schedule.linger(),
                 format: plan.input_format,
-            });
+            }));
         }
         let mut source = InputSource::new(
             plan.inputs.clone(),
@@ -191,7 +194,7 @@ impl JobRun {
                 ))
                 .with_assigner(Arc::new(p.clone()));
         }
-        Reading::Inputs(source)
+        Box::new(source)
     }
 }
 

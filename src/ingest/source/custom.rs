@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use super::chunk::RawChunk;
 use super::decode::Decoder;
 use super::input::InputFormat;
-use super::position::Cursor;
+use super::position::{Cursor, Prefix};
+use super::reader::SourceReader;
 use crate::error::Result;
 
 /// A replayable source of records written outside this crate: a message queue's partition,
@@ -88,23 +89,19 @@ impl CustomReader {
             bytes_read: 0,
         }
     }
+}
 
-    /// Records framed so far by this run.
-    pub(crate) fn produced(&self) -> u64 {
-        self.produced
+/// The chunks of a custom source: as many records as it gives at once, up to `records_max`
+/// (its records are not cut to `bytes_max`), waiting as long as it gives none.
+impl SourceReader for CustomReader {
+    fn decoder(&self) -> Decoder {
+        self.custom.decoder.clone()
     }
 
-    /// Bytes of records framed so far by this run.
-    pub(crate) fn bytes_read(&self) -> u64 {
-        self.bytes_read
-    }
-
-    /// The next chunk of at most `records_max` records, waiting as long as the source gives
-    /// none; `Ok(None)` at the source's end; `None` once `closed` is set (checked between
-    /// waits).
-    pub(crate) fn next(
+    fn next_chunk(
         &mut self,
         records_max: usize,
+        _bytes_max: usize,
         closed: &AtomicBool,
     ) -> Option<Result<Option<RawChunk>>> {
         loop {
@@ -126,9 +123,15 @@ impl CustomReader {
         }
     }
 
-    /// Where the job stands after the records framed so far: the records are numbered on from
-    /// the job's cursor, as lines are.
-    pub(crate) fn cursor(&self) -> Cursor {
+    /// The records are numbered on from the job's cursor, as lines are.
+    fn end(&self) -> (Cursor, Vec<Prefix>, u64) {
+        (self.cursor(), Vec::new(), self.bytes_read)
+    }
+}
+
+impl CustomReader {
+    /// Where the job stands after the records framed so far.
+    fn cursor(&self) -> Cursor {
         let start = self.custom.start;
         Cursor {
             input: 0,

@@ -1,13 +1,20 @@
-//! What an ingest reads. Two kinds of source, one pipeline behind them:
+//! What an ingest reads. The pipeline reads every source through one interface,
+//! `SourceReader` (`reader.rs`: chunks of framed records, each tagged with the position after
+//! it), whose implementations are:
 //!
 //! - the inputs filesink knows ([`InputSource`]): JSON lines or CSV files, objects on object
-//!   stores and standard input, plain or compressed, each kind in a file of its own here
-//!   (`input.rs`, `object.rs`, `stdin.rs`, `compression.rs`), their identity across runs kept
-//!   by filesink (below);
-//! - any other replayable source, written outside this crate: the [`Source`] trait. It hands
-//!   out records with a position of its own, which every checkpoint records
-//!   ([`SourcePosition::source`]) and a restarted job seeks to ([`Source::seek`]); the
+//!   stores and standard input, plain or compressed, read in order, each kind opened past what
+//!   the job read of it in a file of its own (`file.rs`: a plain file by a seek;
+//!   `decompress.rs`: a compressed file or an object, read again from its start; `stream.rs`:
+//!   a stream, compared as it is skipped), their identity across runs kept by filesink
+//!   (below);
+//! - any other replayable source, written outside this crate: the [`Source`] trait
+//!   (`custom.rs`). It hands out records with a position of its own, which every checkpoint
+//!   records ([`SourcePosition::source`]) and a restarted job seeks to ([`Source::seek`]); the
 //!   records are framed and decoded as those of an input are.
+//!
+//! A new kind of source is a new implementation of `SourceReader`, in a file of its own: the
+//! pipeline, the writing loop and the checkpoints do not change.
 //!
 //! The rest of this page is about the inputs: records read in chunks of whole records, each
 //! chunk tagged with the position of the next unread record.
@@ -55,6 +62,8 @@ mod chunk;
 mod compression;
 mod custom;
 mod decode;
+mod decompress;
+mod file;
 mod framing;
 mod infer;
 mod input;
@@ -62,7 +71,9 @@ mod inputs;
 mod object;
 mod position;
 mod ranges;
+mod reader;
 mod stdin;
+mod stream;
 #[cfg(test)]
 mod tests;
 pub use check::check_read;
@@ -79,6 +90,7 @@ pub use input::{Input, InputFormat};
 pub use inputs::InputSource;
 pub use position::{Cursor, Prefix, SourcePosition, TimePartitionBy};
 pub use ranges::{Lane, LaneNext, Ranges};
+pub(crate) use reader::SourceReader;
 pub use stdin::StdinRecords;
 
 /// Records read to infer a schema.
