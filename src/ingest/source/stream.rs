@@ -110,23 +110,11 @@ impl InputSource {
     ) -> Result<Option<RawChunk>> {
         let i = self.cursor.input;
         let want = self.read[i];
-        let what = match self.inputs[i].stream.is_some() {
-            true => format!("input `{}`", self.inputs[i].display),
-            false => "standard input".to_string(),
-        };
+        let what = self.stream_name(i);
         match skipped {
             Skipped::Same(p, blank) => {
-                self.set_read(i, p);
-                if blank && self.format == InputFormat::Csv {
-                    // Blank lines only: the header is still to come.
-                    self.read_stdin_header()?;
-                }
-                let p = self.read[i];
-                self.cursor = Cursor {
-                    input: i,
-                    offset: p.offset,
-                    line: p.line,
-                };
+                // Blank lines only: the header is still to come.
+                self.stream_at(i, p, blank && self.format == InputFormat::Csv)?;
                 self.stdin_opened = true;
                 self.next_stdin_chunk(records_max)
             }
@@ -148,7 +136,6 @@ impl InputSource {
         let want = self.read[i];
         let csv = self.format == InputFormat::Csv;
         let display = self.inputs[i].display.clone();
-        let is_reader = self.inputs[i].stream.is_some();
         let stdin = self.stdin.as_mut().expect("started");
         let read_err = |e: io::Error| Error::io("read", &display, e);
         let mut at = Prefix::START;
@@ -168,15 +155,24 @@ impl InputSource {
         }
         let same = at.offset == want.offset && want.crc32c.is_none_or(|c| at.crc32c == Some(c));
         if !same {
-            let what = if is_reader {
-                format!("input `{display}`")
-            } else {
-                "standard input".to_string()
-            };
-            return Err(stream_differs(&what, want.offset));
+            return Err(stream_differs(&self.stream_name(i), want.offset));
         }
-        self.set_read(i, at);
-        if csv && want.offset == 0 {
+        self.stream_at(i, at, csv && want.offset == 0)
+    }
+
+    /// How messages name stream `i`: a reader by its name, else standard input.
+    fn stream_name(&self, i: usize) -> String {
+        match self.inputs[i].stream.is_some() {
+            true => format!("input `{}`", self.inputs[i].display),
+            false => "standard input".to_string(),
+        }
+    }
+
+    /// Records that stream `i` is read up to `p`, then reads its CSV header if `header` (it
+    /// is still to come), and places the cursor after what is read.
+    fn stream_at(&mut self, i: usize, p: Prefix, header: bool) -> Result<()> {
+        self.set_read(i, p);
+        if header {
             self.read_stdin_header()?;
         }
         let p = self.read[i];
