@@ -104,7 +104,9 @@ pub trait Fs: Send + Sync + Debug + 'static {
     /// Facts about `path` (symbolic links are not followed).
     fn stat(&self, path: &Path) -> io::Result<FsStat>;
     /// The entries of a directory with their facts. Names that are not UTF-8 are left out: no
-    /// name filesink writes is.
+    /// name filesink writes is. An entry removed or renamed between the listing and its facts
+    /// is left out too (it is gone): `NotFound` means the directory itself is missing, never
+    /// that one of its entries moved while it was listed.
     fn read_dir(&self, path: &Path) -> io::Result<Vec<(String, FsStat)>>;
     /// Renames atomically without replacing the target.
     fn rename_noreplace(&self, src: &Path, dst: &Path) -> io::Result<()>;
@@ -232,7 +234,14 @@ impl Fs for RealFs {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            out.push((name, stat_of(&entry.metadata()?)));
+            // A temporary name renamed to its final one, or a file removed, since the listing
+            // read it: gone, not an error (callers read `NotFound` as "no such directory").
+            let meta = match entry.metadata() {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            out.push((name, stat_of(&meta)));
         }
         Ok(out)
     }

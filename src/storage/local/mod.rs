@@ -1250,6 +1250,61 @@ mod tests {
     use super::*;
     use crate::storage::LeaseOptions;
 
+    /// Listings while other names of the same directories are created and renamed (a metadata
+    /// put's temporary name becoming its final one, a part file committed): every listing
+    /// holds the names that stay put. A name that vanished between the directory read and its
+    /// facts once failed the whole read with `NotFound`, which callers take for a missing
+    /// directory: a Delta log listed empty (a table read as absent), a partition skipped.
+    #[test]
+    fn a_listing_keeps_what_stays_while_other_names_move() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = LocalStorage::new(dir.path()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(storage.put_metadata("_delta_log/00000000000000000000.json", b"{}"))
+            .unwrap();
+        std::fs::create_dir(dir.path().join("day=1")).unwrap();
+        std::fs::write(
+            dir.path().join("day=1/.part-j_0-a-0.parquet.inprogress.b"),
+            b"x",
+        )
+        .unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mover = std::thread::spawn({
+            let (base, stop) = (dir.path().to_path_buf(), stop.clone());
+            move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for sub in ["_delta_log", "day=1"] {
+                        let tmp = base.join(format!("{sub}/.moving-{i}.tmp"));
+                        std::fs::write(&tmp, b"y").unwrap();
+                        std::fs::rename(&tmp, base.join(format!("{sub}/moved-{i}"))).unwrap();
+                        std::fs::remove_file(base.join(format!("{sub}/moved-{i}"))).unwrap();
+                    }
+                    i += 1;
+                }
+            }
+        });
+        for _ in 0..2_000 {
+            let log = rt
+                .block_on(storage.list_metadata_from("_delta_log", ""))
+                .unwrap();
+            assert!(
+                log.iter().any(|e| e.name == "00000000000000000000.json"),
+                "{log:?}"
+            );
+            let leftovers = rt.block_on(storage.list_leftovers()).unwrap();
+            assert!(
+                leftovers.iter().any(|l| l.path.starts_with("day=1/")),
+                "{leftovers:?}"
+            );
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        mover.join().unwrap();
+    }
+
     fn lock_path(dir: &Path, job: &str) -> PathBuf {
         dir.join(crate::protocol::job_dir(job))
             .join(OWNER_LOCK_FILE)
