@@ -299,9 +299,9 @@ fn parse_time_zone_arg(s: &str) -> Result<FixedOffset, String> {
 /// Runs `filesink ingest`.
 pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     let started = Instant::now();
-    // Every argument is checked before anything is created (by the library's plan of the run,
-    // what only the flags can say by `Args::resolve`): an invalid one exits 2 and leaves no
-    // lake, no `sink.json`, no job behind.
+    // Every argument is checked before anything is created (the options by the library's plan
+    // of the run, what only the flags can say by `Run::resolve`): an invalid one exits 2 and
+    // leaves no lake, no `sink.json`, no job behind.
     let (run, ingest) = Run::resolve(&args).await?;
     let summary = run_engine(ingest, &run).await?;
     if summary.status == IngestStatus::AlreadyFinished {
