@@ -247,6 +247,16 @@ impl Setting {
         }
     }
 
+    /// A refusal of this option's value for `cause` (what the value's own check said):
+    /// "invalid `{method}`: cause".
+    pub(crate) fn invalid(self, cause: impl std::fmt::Display) -> Error {
+        self.refused(format!(
+            "invalid {{{}}}: {}",
+            self.method(),
+            Setting::value(cause)
+        ))
+    }
+
     /// `value` (a path, a column, a cause's message) as it may stand in a message of
     /// [`Setting::refused`]: its braces doubled, so that nothing in it reads as an option.
     pub(crate) fn value(value: impl std::fmt::Display) -> String {

@@ -155,13 +155,12 @@ impl IngestPlan {
             }
             check_inputs_outside_lake(&inputs, dir)?;
         }
-        let schema_refused =
-            |e| Setting::Schema.refused(format!("invalid {{schema}}: {}", Setting::value(e)));
-        match (&explicit, input_format) {
-            (Some(schema), InputFormat::Jsonl) => check_schema(schema).map_err(schema_refused)?,
-            (Some(schema), InputFormat::Csv) => check_csv_schema(schema).map_err(schema_refused)?,
-            (None, _) => {}
-        }
+        let checked = match (&explicit, input_format) {
+            (Some(schema), InputFormat::Jsonl) => check_schema(schema),
+            (Some(schema), InputFormat::Csv) => check_csv_schema(schema),
+            (None, _) => Ok(()),
+        };
+        checked.map_err(|e| Setting::Schema.invalid(e))?;
         let writers = match parallelism {
             Some(0) => {
                 return Err(Setting::Parallelism.refused("{parallelism} must be at least 1 writer"))
@@ -348,17 +347,11 @@ fn partitioning(
     Option<TimePartitionBy>,
     Option<HivePartitioner>,
 )> {
+    // A cause of the bucket layer is a configuration message: its text alone.
     let invalid = |setting: Setting| {
-        move |e: Error| {
-            let cause = match e {
-                Error::Config(m) => m,
-                e => e.to_string(),
-            };
-            setting.refused(format!(
-                "invalid {{{}}}: {}",
-                setting.method(),
-                Setting::value(cause)
-            ))
+        move |e: Error| match e {
+            Error::Config(m) => setting.invalid(m),
+            e => setting.invalid(e),
         }
     };
     let time = match (&partition_by_time, time_zone) {
