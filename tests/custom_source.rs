@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use arrow::datatypes::{DataType, Field, Schema};
 use common::backend::{s3_or_explain, Backend};
 use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Next, Source};
-use filesink::{Error, FileFormat};
+use filesink::{Error, FileFormat, Setting};
 
 /// A replayable log of records with ids, read from an offset: the position.
 #[derive(Clone)]
@@ -196,12 +196,21 @@ async fn a_custom_source_needs_a_job_and_a_schema_and_comes_alone() {
     let lake = dir.path().join("lake");
     let source = LogSource::new(10);
     let cases = [
-        Ingest::from_source(source.clone()).schema(schema()),
-        Ingest::from_source(source.clone()).job("log"),
+        (
+            Ingest::from_source(source.clone()).schema(schema()),
+            Setting::Job,
+        ),
+        (
+            Ingest::from_source(source.clone()).job("log"),
+            Setting::Schema,
+        ),
     ];
-    for ingest in cases {
+    for (ingest, refused) in cases {
         let e = ingest.to_local(&lake).run().await.unwrap_err();
-        assert!(matches!(e, Error::Config(_)), "{e}");
+        assert!(
+            matches!(e, Error::Setting { setting, .. } if setting == refused),
+            "{e}"
+        );
         assert!(!lake.exists());
     }
 }

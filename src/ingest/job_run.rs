@@ -4,6 +4,7 @@
 //! it took the input from) read. What comes out is a [`JobRun`] ready to write from its
 //! position, or the summary of a job that has nothing more to do.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,9 @@ use super::rules::{
     check_not_inside_a_sink, check_output_columns, check_partition_columns, check_same_job,
     describe_schema, infer_from_inputs, legacy_read,
 };
-use super::source::{self, check_read, Cursor, Input, Prefix, SourcePosition, StdinRecords};
+use super::source::{
+    self, check_read, Cursor, Input, PartOffsets, Prefix, SourcePosition, StdinRecords,
+};
 use super::{
     compaction, json_types, ledger, CustomSource, IngestStatus, IngestSummary, Observer, Output,
     StageTimes, Step,
@@ -136,7 +139,7 @@ impl JobRun {
         .open()
         .await?;
         *step = Step::Prepare;
-        let taken = take_inputs(&plan, &storage, observer).await?;
+        let (taken, bases) = take_inputs(&mut plan, &storage, observer).await?;
         let resume = Resume::check(&plan, &mut coordinator, &taken, observer).await?;
         let Resume {
             restored,
@@ -161,7 +164,7 @@ impl JobRun {
         if rereads_stream {
             coordinator.reopen();
         }
-        seek_custom(&mut plan, restored.as_ref()).await?;
+        seek_custom(&mut plan, restored.as_ref(), &bases).await?;
         if coordinator.is_finished() {
             let table_exists = coordinator.table_version().is_some();
             let last_checkpoint = coordinator.last_checkpoint();
@@ -355,21 +358,43 @@ async fn table_options(
     Ok((Some(options), Some(schema)))
 }
 
-/// What the lake already took of each input, whichever job took it (`ledger`): taken before
-/// anything is read, the job holding its own job meanwhile. Per input: where the lake stands
-/// in it, and the job that took it there.
+/// What the lake already took of each input and of each part of a custom source, whichever
+/// job took it (`ledger`): taken before anything is read, the job holding its own job
+/// meanwhile. Per input: where the lake stands in it, and the job that took it there; per part
+/// another job read: the next offset the lake stands at.
 async fn take_inputs(
-    plan: &IngestPlan,
+    plan: &mut IngestPlan,
     storage: &Arc<dyn Storage>,
     observer: &mut dyn Observer,
-) -> Result<Vec<Option<ledger::Taken>>> {
+) -> Result<(Vec<Option<ledger::Taken>>, BTreeMap<String, u64>)> {
     // The ledger settles a Delta table job it takes inputs from as `commit` would.
     let settle = ledger::Settle {
         lease: plan.lease,
         location: plan.location(),
         single_writer: plan.table.as_ref().is_some_and(|t| t.single_writer),
     };
-    let taken = ledger::take(storage, &plan.job, &plan.inputs, &settle).await?;
+    let parts = source_parts(plan).await?;
+    let claims: Vec<Option<ledger::Claim>> = plan
+        .inputs
+        .iter()
+        .map(ledger::Claim::of_input)
+        .chain(parts.iter().map(|p| Some(ledger::Claim::of_part(p))))
+        .collect();
+    let mut taken = ledger::take(storage, &plan.job, &claims, &settle).await?;
+    let of_parts = taken.split_off(plan.inputs.len());
+    let mut bases = BTreeMap::new();
+    for (part, t) in parts.iter().zip(of_parts) {
+        let Some(ledger::Taken { read, from }) = t else {
+            continue;
+        };
+        if let Some(from) = from.filter(|f| f != &plan.job) {
+            observer.note(&format!(
+                "part `{part}` was taken by job `{from}` up to offset {}: reading on from there",
+                read.offset
+            ));
+        }
+        bases.insert(part.clone(), read.offset);
+    }
     for (input, t) in plan.inputs.iter().zip(&taken) {
         if let Some(ledger::Taken {
             read,
@@ -384,7 +409,23 @@ async fn take_inputs(
             }
         }
     }
-    Ok(taken)
+    Ok((taken, bases))
+}
+
+/// The parts of a custom source ([`Source::parts`](super::Source::parts)), asked on a blocking
+/// thread: a source may block.
+async fn source_parts(plan: &mut IngestPlan) -> Result<Vec<String>> {
+    let Some(mut source) = plan.custom.take().map(CustomSource::into_inner) else {
+        return Ok(Vec::new());
+    };
+    let (source, parts) = tokio::task::spawn_blocking(move || {
+        let parts = source.parts();
+        (source, parts)
+    })
+    .await
+    .map_err(|e| Error::io("list the parts of", "the source", e.into()))?;
+    plan.custom = Some(CustomSource::new(source));
+    parts
 }
 
 impl Resume {
@@ -773,12 +814,30 @@ fn start_position(
 }
 
 /// Seeks a custom source to where the job's restored checkpoint stands (its start for a new
-/// job), on a blocking thread: a source may block.
-async fn seek_custom(plan: &mut IngestPlan, restored: Option<&SourcePosition>) -> Result<()> {
+/// job), each of its parts moved on to where the lake stands in it (`bases`), on a blocking
+/// thread: a source may block.
+async fn seek_custom(
+    plan: &mut IngestPlan,
+    restored: Option<&SourcePosition>,
+    bases: &BTreeMap<String, u64>,
+) -> Result<()> {
     let Some(mut source) = plan.custom.take().map(CustomSource::into_inner) else {
         return Ok(());
     };
-    let position = restored.and_then(|p| p.source.clone());
+    let mut position = restored.and_then(|p| p.source.clone());
+    if !bases.is_empty() {
+        let mut parts = match &position {
+            Some(p) => PartOffsets::from_json(p).ok_or_else(|| {
+                Error::corrupt(
+                    format!("source position of job `{}`", plan.job),
+                    "its source has parts, and it holds no offsets of parts",
+                )
+            })?,
+            None => PartOffsets::default(),
+        };
+        parts.at_least(bases);
+        position = Some(parts.to_json());
+    }
     let source =
         tokio::task::spawn_blocking(move || source.seek(position.as_ref()).map(|()| source))
             .await

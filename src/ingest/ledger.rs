@@ -123,6 +123,35 @@ pub fn is_ledgered(input: &Input) -> bool {
     !input.is_stdin() && input.stream.is_none()
 }
 
+/// What a job takes from the ledger: a ledgered input, or a part of a source
+/// ([`Source::parts`](super::Source::parts)), whose entries' `read.offset` is the part's next
+/// offset (and `read.crc32c` `None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The identity its entries are kept under.
+    pub identity: String,
+    /// How messages name it (``input `x.jsonl` ``, ``part `kafka://…/3` ``).
+    pub display: String,
+}
+
+impl Claim {
+    /// The claim of an input, if it is ledgered.
+    pub fn of_input(input: &Input) -> Option<Claim> {
+        is_ledgered(input).then(|| Claim {
+            identity: input.canonical.clone(),
+            display: format!("input `{}`", input.display),
+        })
+    }
+
+    /// The claim of a part of a source.
+    pub fn of_part(part: &str) -> Claim {
+        Claim {
+            identity: part.to_owned(),
+            display: format!("part `{part}`"),
+        }
+    }
+}
+
 /// The ledger key of an identity: CRC-32C and 64-bit FNV-1a of its bytes, in hex.
 pub fn key(identity: &str) -> String {
     let crc = crc32c::crc32c(identity.as_bytes());
@@ -281,22 +310,22 @@ pub struct Settle {
     pub single_writer: bool,
 }
 
-/// Takes every ledgered input of `inputs` for `job`, which the caller holds: returns, per
-/// input, where the lake stands in it (`None` for streams and for inputs new to the lake). The
-/// protocol is the module doc's. Errors: [`Error::JobBusy`] when an input is held by a live
-/// run of another job, or by one that cannot be settled; any error of the store. Nothing of
-/// the inputs is read here.
+/// Takes every claim of `claims` (`None`: a stream, not ledgered) for `job`, which the
+/// caller holds: returns, per claim, where the lake stands in it (`None` for streams and for
+/// inputs or parts new to the lake). The protocol is the module doc's. Errors:
+/// [`Error::JobBusy`] when one is held by a live run of another job, or by one that cannot be
+/// settled; any error of the store. Nothing of the inputs is read here.
 pub async fn take(
     storage: &Arc<dyn Storage>,
     job: &str,
-    inputs: &[Input],
+    claims: &[Option<Claim>],
     settle: &Settle,
 ) -> Result<Vec<Option<Taken>>> {
-    if inputs.iter().any(is_ledgered) {
+    if claims.iter().any(Option::is_some) {
         import_once(storage.as_ref()).await?;
     }
     let mut held: BTreeMap<String, Held> = BTreeMap::new();
-    let result = take_held(storage, job, inputs, settle, &mut held).await;
+    let result = take_held(storage, job, claims, settle, &mut held).await;
     let mut release = Ok(());
     for (_, h) in held {
         if let Err(e) = h.lease.release().await {
@@ -311,17 +340,17 @@ pub async fn take(
 async fn take_held(
     storage: &Arc<dyn Storage>,
     job: &str,
-    inputs: &[Input],
+    claims: &[Option<Claim>],
     settle: &Settle,
     held: &mut BTreeMap<String, Held>,
 ) -> Result<Vec<Option<Taken>>> {
-    let mut out = Vec::with_capacity(inputs.len());
-    for input in inputs {
-        if !is_ledgered(input) {
+    let mut out = Vec::with_capacity(claims.len());
+    for claim in claims {
+        let Some(claim) = claim else {
             out.push(None);
             continue;
-        }
-        let identity = input.canonical.as_str();
+        };
+        let identity = claim.identity.as_str();
         let taken = loop {
             let Some(head) = head(storage.as_ref(), identity).await? else {
                 let first = Entry {
@@ -346,7 +375,7 @@ async fn take_held(
             }
             let holder = head.job.clone();
             if !held.contains_key(&holder) {
-                let h = hold(storage, &holder, input, settle).await?;
+                let h = hold(storage, &holder, claim, settle).await?;
                 held.insert(holder.clone(), h);
                 // The head may have moved while the holder was being taken.
                 continue;
@@ -377,16 +406,12 @@ async fn take_held(
     Ok(out)
 }
 
-/// Where the holder of an input stands in it: the later of the base its entry gave it and the
-/// prefix its latest checkpoint records (a job that took no record is bound by nothing it
+/// Where the holder of an input or part stands in it: the later of the base its entry gave it
+/// and what its latest checkpoint records (a job that took no record is bound by nothing it
 /// read, so only the base counts).
 fn holder_prefix(position: Option<&SourcePosition>, identity: &str, base: Prefix) -> Prefix {
-    let own = position.and_then(|p| {
-        let i = p.inputs.iter().position(|c| c == identity)?;
-        p.read.get(i).copied()
-    });
-    match own {
-        Some(own) if own.offset >= base.offset && own.crc32c.is_some() => own,
+    match position.and_then(|p| p.read_of(identity)) {
+        Some(own) if own.offset >= base.offset => own,
         _ => base,
     }
 }
@@ -395,7 +420,7 @@ fn holder_prefix(position: Option<&SourcePosition>, identity: &str, base: Prefix
 async fn hold(
     storage: &Arc<dyn Storage>,
     holder: &str,
-    input: &Input,
+    claim: &Claim,
     settle: &Settle,
 ) -> Result<Held> {
     let lease = match storage.acquire_job(holder, &settle.lease).await {
@@ -404,9 +429,9 @@ async fn hold(
             return Err(Error::job_busy(
                 holder,
                 format!(
-                    "input `{}` is being read by a live run of job `{holder}` ({reason}); \
+                    "{} is being read by a live run of job `{holder}` ({reason}); \
                      nothing was changed: run again once it is done",
-                    input.display
+                    claim.display
                 ),
             ))
         }
@@ -533,5 +558,48 @@ mod tests {
         assert_eq!(holder_prefix(Some(&p(300)), "/x", base).offset, 300);
         assert_eq!(holder_prefix(Some(&p(300)), "/y", base), base);
         assert_eq!(holder_prefix(None, "/x", base), base);
+    }
+
+    #[test]
+    fn a_part_of_a_source_stands_at_the_later_of_base_and_its_recorded_offset() {
+        let mut offsets = super::super::PartOffsets::default();
+        offsets.parts.insert("kafka://c/t/3".into(), 500);
+        let p = SourcePosition {
+            version: 4,
+            inputs: vec!["source:kafka://c/t".into()],
+            input_format: super::super::InputFormat::Jsonl,
+            partition_by: vec![],
+            partition_by_time: None,
+            cursor: super::super::Cursor::START,
+            read: vec![],
+            records: 1,
+            bad_records: 0,
+            bad_records_len: None,
+            bad_records_file: None,
+            bad_records_tail: None,
+            schema: arrow::datatypes::Schema::empty(),
+            source: Some(offsets.to_json()),
+        };
+        let base = |offset| Prefix {
+            offset,
+            line: 1,
+            crc32c: None,
+        };
+        assert_eq!(
+            holder_prefix(Some(&p), "kafka://c/t/3", base(100)).offset,
+            500
+        );
+        assert_eq!(
+            holder_prefix(Some(&p), "kafka://c/t/3", base(900)).offset,
+            900
+        );
+        assert_eq!(holder_prefix(Some(&p), "kafka://c/t/2", base(7)).offset, 7);
+        // A position of another form holds no part.
+        let mut other = p.clone();
+        other.source = Some(serde_json::json!({"cursor": 3}));
+        assert_eq!(
+            holder_prefix(Some(&other), "kafka://c/t/3", base(1)).offset,
+            1
+        );
     }
 }

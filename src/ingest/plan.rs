@@ -47,6 +47,8 @@ pub(super) struct IngestPlan {
     pub(super) job: String,
     pub(super) lease: LeaseOptions,
     pub(super) stop_after_records: Option<u64>,
+    /// Stops the run at a checkpoint (`Ingest::stop_handle`).
+    pub(super) stop: Option<super::StopHandle>,
     /// The writers asked for; `None`: a new job takes [`IngestPlan::writers`], a resumed one
     /// keeps its own.
     pub(super) parallelism: Option<usize>,
@@ -91,6 +93,7 @@ impl IngestPlan {
             job,
             lease_ttl,
             stop_after_records,
+            stop,
             parallelism,
             memory_bytes_max,
             table,
@@ -187,6 +190,7 @@ impl IngestPlan {
             job,
             lease: LeaseOptions { ttl: lease_ttl },
             stop_after_records,
+            stop,
             parallelism,
             writers,
             memory_bytes_max,
@@ -231,20 +235,21 @@ impl IngestPlan {
 /// A custom source comes alone, with a job name and a schema: its records are not read ahead
 /// to infer one, and nothing derives a name from it.
 fn check_custom(name: &str, inputs: &[Input], job: Option<&str>, schema: bool) -> Result<()> {
+    let name = Setting::value(name);
     if !inputs.is_empty() {
-        return Err(Error::Config(format!(
+        return Err(Setting::Inputs.refused(format!(
             "source `{name}` is read instead of inputs, not beside them"
         )));
     }
     if job.is_none() {
-        return Err(Error::Config(format!(
-            "a job that reads source `{name}` needs a name (`job`)"
+        return Err(Setting::Job.refused(format!(
+            "a job that reads source `{name}` needs a name ({{job}})"
         )));
     }
     if !schema {
-        return Err(Error::Config(format!(
-            "a job that reads source `{name}` needs a schema (`schema`): its records are not \
-             read ahead to infer one"
+        return Err(Setting::Schema.refused(format!(
+            "a job that reads source `{name}` needs {{schema}}: its records are not read \
+             ahead to infer one"
         )));
     }
     Ok(())

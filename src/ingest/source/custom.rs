@@ -42,7 +42,38 @@ pub trait Source: Send + 'static {
     /// nothing more; one that does not end (a stream) never does, and the ingest runs until
     /// it is stopped.
     fn next(&mut self, records_max: usize, deadline: Instant) -> Result<Next>;
+
+    /// The parts of the source, each read in order on its own (a Kafka topic's partitions),
+    /// named so that the names tell them apart across sources and clusters
+    /// (`kafka://<cluster>/<topic>/<partition>`); empty (the default) for a source read as a
+    /// whole. Called once per run, before [`Source::seek`].
+    ///
+    /// A source with parts gives positions of one form, [`PartOffsets`](super::PartOffsets): per part, the next
+    /// offset to read. The lake then keeps one reader per part, whatever job reads it (its
+    /// ledger, as for files): a job that names a part another job of the lake read takes it
+    /// over where that job's latest checkpoint stands, once those records are visible, and is
+    /// refused while a run of that job is live. So two jobs with overlapping parts never write
+    /// a record twice, and any job can read on any part. [`Source::seek`] is then given, per
+    /// part, the later of the job's own position and where the lake stands.
+    fn parts(&mut self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// What to call once the records up to a position this source gave are committed
+    /// (visible in the lake for good): after every checkpoint's commit, from the ingest's own
+    /// task, so it must not block; `None` (the default) for nothing. A source may acknowledge
+    /// them upstream with it (the Kafka source commits the offsets to its consumer group, so
+    /// that lag monitoring works). Exactly-once must not rest on it: a crash can come between
+    /// a commit and the call, and a restarted job seeks to the lake's position, never to an
+    /// acknowledged one. Asked once per run, before reading, with the job's name.
+    fn commit_hook(&mut self, job: &str) -> Option<CommitHook> {
+        let _ = job;
+        None
+    }
 }
+
+/// What a [`Source`] is told of positions whose records are committed ([`Source::commit_hook`]).
+pub type CommitHook = Arc<dyn Fn(&serde_json::Value) + Send + Sync>;
 
 /// What [`Source::next`] gives.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,8 @@
 //! Positions: the [`Cursor`] of the next unread record, the [`Prefix`] of each input a job
 //! read (bytes and CRC-32C), and the [`SourcePosition`] every manifest stores.
 
+use std::collections::BTreeMap;
+
 use arrow::datatypes::Schema;
 use serde::{Deserialize, Serialize};
 
@@ -165,5 +167,52 @@ impl SourcePosition {
             });
         }
         Ok(p)
+    }
+}
+
+/// The position of a [`Source`](super::Source) with parts
+/// ([`Source::parts`](super::Source::parts)): per part, the next offset to read. As JSON:
+/// `{"parts": {"kafka://c1/orders/0": 1200, ...}}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartOffsets {
+    /// Per part, the next offset to read.
+    pub parts: BTreeMap<String, u64>,
+}
+
+impl PartOffsets {
+    /// As JSON, for [`Next::Records`](super::Next::Records).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("part offsets serialize")
+    }
+
+    /// Reads the part offsets of a source's position; `None` if it is not of this form.
+    pub fn from_json(v: &serde_json::Value) -> Option<PartOffsets> {
+        serde_json::from_value(v.clone()).ok()
+    }
+
+    /// Moves each part on to `bases`' offset where that is later.
+    pub fn at_least(&mut self, bases: &BTreeMap<String, u64>) {
+        for (part, base) in bases {
+            let at = self.parts.entry(part.clone()).or_insert(*base);
+            *at = (*at).max(*base);
+        }
+    }
+}
+
+impl SourcePosition {
+    /// What this position says was read of `identity`, a ledgered input or a part of a
+    /// source: an input's prefix (if it has a CRC-32C), or a part's next offset as the
+    /// prefix's `offset` (its `crc32c` `None`: a part's records are not checked by bytes).
+    pub fn read_of(&self, identity: &str) -> Option<Prefix> {
+        if let Some(i) = self.inputs.iter().position(|c| c == identity) {
+            return self.read.get(i).copied().filter(|r| r.crc32c.is_some());
+        }
+        let parts = PartOffsets::from_json(self.source.as_ref()?)?;
+        let offset = *parts.parts.get(identity)?;
+        Some(Prefix {
+            offset,
+            line: 1,
+            crc32c: None,
+        })
     }
 }
