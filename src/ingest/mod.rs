@@ -128,6 +128,7 @@ mod rules;
 mod run;
 mod schedule;
 pub mod source;
+mod stop;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -148,10 +149,13 @@ use plan::IngestPlan;
 use rules::partition_check;
 pub use rules::{check_bad_records_path, check_distinct, default_job_name, describe_schema};
 pub use source::{
-    check_csv_schema, check_read, infer_schema, BadRecord, Chunk, Cursor, Decoder, Input,
-    InputCompression, InputFormat, InputSource, Lane, LaneNext, Next, Prefix, Ranges, RawChunk,
-    RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
+    check_csv_schema, check_read, infer_schema, BadRecord, Chunk, CommitHook, Cursor, Decoder,
+    Input, InputCompression, InputFormat, InputSource, Lane, LaneNext, Next, PartOffsets, Prefix,
+    Ranges, RawChunk, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
 };
+#[cfg(feature = "kafka")]
+pub use source::{Kafka, KafkaSource};
+pub use stop::StopHandle;
 
 /// Most records decoded and written as one batch, while the writers hold few files.
 pub const CHUNK_RECORDS_MAX: usize = 8192;
@@ -328,6 +332,9 @@ pub enum IngestStatus {
     /// The run stopped at [`Ingest::stop_after_records`], as a crash would: what it wrote
     /// after its last checkpoint stays hidden, and the next run resumes from that checkpoint.
     Stopped,
+    /// The run was asked to stop ([`Ingest::stop_handle`]): it took a checkpoint of every
+    /// record it wrote, committed it and gave the job up; the next run reads on from there.
+    Interrupted,
 }
 
 /// What an [`Ingest`] run did.
@@ -390,6 +397,7 @@ pub struct Ingest {
     job: Option<String>,
     lease_ttl: Duration,
     stop_after_records: Option<u64>,
+    stop: Option<StopHandle>,
     parallelism: Option<usize>,
     memory_bytes_max: u64,
     table: Option<DeltaOptions>,
@@ -450,6 +458,7 @@ impl Ingest {
             job: None,
             lease_ttl: LeaseOptions::DEFAULT_TTL,
             stop_after_records: None,
+            stop: None,
             parallelism: None,
             memory_bytes_max: crate::sink::SinkBuilder::DEFAULT_BUFFER_BYTES_MAX,
             table: None,
@@ -649,6 +658,13 @@ impl Ingest {
     /// resuming.
     pub fn stop_after_records(mut self, records: u64) -> Ingest {
         self.stop_after_records = Some(records);
+        self
+    }
+
+    /// Lets `handle` stop the run at a checkpoint ([`StopHandle`]): how a run of a source
+    /// that does not end (a Kafka topic, a stream) ends with everything it wrote visible.
+    pub fn stop_handle(mut self, handle: StopHandle) -> Ingest {
+        self.stop = Some(handle);
         self
     }
 

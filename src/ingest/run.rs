@@ -12,8 +12,8 @@ use super::job_run::JobRun;
 use super::pipeline::{Msg, Pipeline};
 use super::schedule::Clock;
 use super::source::{
-    Chunk, Cursor, CustomReader, CustomReading, Decoder, InputSource, Prefix, SourcePosition,
-    SourceReader,
+    Chunk, CommitHook, Cursor, CustomReader, CustomReading, Decoder, InputSource, Prefix,
+    SourcePosition, SourceReader,
 };
 use super::{
     chunk_scale, compaction, partition_check, CustomSource, IngestStatus, IngestSummary, Observer,
@@ -32,6 +32,9 @@ enum Ended {
     NothingNew,
     /// Stopped on request (`Ingest::stop_after_records`), as a crash would.
     Stopped,
+    /// Asked to stop (`Ingest::stop_handle`): a checkpoint of what was written is taken and
+    /// committed.
+    Interrupted,
 }
 
 /// Background compaction beside the run: started once the job's table exists.
@@ -73,6 +76,8 @@ struct Writing {
     /// The position of the checkpoint whose commit runs in the background.
     committing: Option<SourcePosition>,
     compacting: Compacting,
+    /// Told of the source positions whose records are committed (`Source::commit_hook`).
+    hook: Option<CommitHook>,
 }
 
 impl JobRun {
@@ -118,7 +123,7 @@ impl JobRun {
             summary.checkpoints += 1;
             summary.last_checkpoint = report.checkpoint_id;
         }
-        let source = self.source();
+        let (source, hook) = self.source();
         let mut pipeline =
             Pipeline::start(source, self.plan.writers, self.plan.schedule.rows_every())?;
         observer.started(&self.plan.inputs, &self.position);
@@ -137,15 +142,17 @@ impl JobRun {
             held_open,
             committing: None,
             compacting,
+            hook,
         };
         let outcome = writing.write_all(&mut pipeline, observer, step).await;
         writing.end(outcome, pipeline, observer).await
     }
 
-    /// What this run reads, from the job's position.
-    fn source(&mut self) -> Box<dyn SourceReader> {
+    /// What this run reads, from the job's position, and what to tell of its commits.
+    fn source(&mut self) -> (Box<dyn SourceReader>, Option<CommitHook>) {
         let plan = &mut self.plan;
-        if let Some(source) = plan.custom.take().map(CustomSource::into_inner) {
+        if let Some(mut source) = plan.custom.take().map(CustomSource::into_inner) {
+            let hook = source.commit_hook(&plan.job);
             let schema = Arc::new(self.schema.clone());
             let mut decoder = Decoder::new(plan.input_format, schema, plan.strict);
             if let Some(p) = &plan.partitioner {
@@ -156,7 +163,7 @@ impl JobRun {
                     ))
                     .with_assigner(Arc::new(p.clone()));
             }
-            return Box::new(CustomReader::new(CustomReading {
+            let reader = Box::new(CustomReader::new(CustomReading {
                 source,
                 decoder,
                 name: plan.custom_name.clone().unwrap_or_default().into(),
@@ -164,6 +171,7 @@ impl JobRun {
                 linger: plan.schedule.linger(),
                 format: plan.input_format,
             }));
+            return (reader, hook);
         }
         let mut source = InputSource::new(
             plan.inputs.clone(),
@@ -194,7 +202,7 @@ impl JobRun {
                 ))
                 .with_assigner(Arc::new(p.clone()));
         }
-        Box::new(source)
+        (Box::new(source), None)
     }
 }
 
@@ -211,10 +219,20 @@ impl Writing {
         observer: &mut dyn Observer,
         step: &mut Step,
     ) -> Result<Ended> {
+        let stop = self.job.plan.stop.clone();
         loop {
             let wake = self.clock.wake_at(self.job.position.cursor, self.held_open);
             let waiting = Instant::now();
-            let msg = pipeline.next(wake, self.job.position.cursor).await;
+            let cursor = self.job.position.cursor;
+            let msg = match &stop {
+                // A stop is taken between chunks: the position is that of the last one written.
+                Some(stop) => tokio::select! {
+                    biased;
+                    () = stop.stopped() => return self.interrupted(observer, step).await,
+                    m = pipeline.next(wake, cursor) => m,
+                },
+                None => pipeline.next(wake, cursor).await,
+            };
             self.summary.stage_times.input += waiting.elapsed();
             match msg {
                 Some(Msg::Chunk(chunk)) => {
@@ -324,6 +342,7 @@ impl Writing {
             self.committing.as_ref(),
         )
         .await?;
+        acknowledge(self.hook.as_ref(), self.committing.as_ref());
         self.compacting.start_when_ready(&self.job.coordinator);
         let report = self
             .job
@@ -340,6 +359,23 @@ impl Writing {
         self.clock.checkpointed(position.cursor);
         self.held_open = holds_open(&self.job, &self.job.coordinator);
         Ok(())
+    }
+
+    /// Asked to stop: takes a checkpoint at the position of the last chunk written, and waits
+    /// for its commit (and the one before it).
+    async fn interrupted(&mut self, observer: &mut dyn Observer, step: &mut Step) -> Result<Ended> {
+        self.checkpoint(observer, step).await?;
+        *step = Step::Checkpoint;
+        settle_commit(
+            &mut self.job.coordinator,
+            &mut self.summary,
+            observer,
+            self.committing.as_ref(),
+        )
+        .await?;
+        *step = Step::Prepare;
+        acknowledge(self.hook.as_ref(), self.committing.take().as_ref());
+        Ok(Ended::Interrupted)
     }
 
     /// Every input is read: takes the last checkpoint, which finishes the job.
@@ -377,6 +413,7 @@ impl Writing {
         )
         .await?;
         let report = job.coordinator.finish(&job.position).await?;
+        acknowledge(self.hook.as_ref(), Some(&job.position));
         self.compacting.start_when_ready(&job.coordinator);
         *step = Step::Prepare;
         let summary = &mut self.summary;
@@ -428,6 +465,11 @@ impl Writing {
             summary.status = IngestStatus::Stopped;
             return Ok(summary);
         }
+        if let Ended::Interrupted = ended {
+            // The reader may be waiting for records that will not be written now.
+            pipeline.close();
+            summary.status = IngestStatus::Interrupted;
+        }
         // Gives the job up now, and lets a log checkpoint of a table still being written end.
         coordinator.close().await?;
         if let Ended::NothingNew = ended {
@@ -442,6 +484,13 @@ impl Writing {
         }
         pipeline.join().await;
         Ok(summary)
+    }
+}
+
+/// Tells the source (`hook`) that the records before `at` are committed.
+fn acknowledge(hook: Option<&CommitHook>, at: Option<&SourcePosition>) {
+    if let (Some(hook), Some(source)) = (hook, at.and_then(|p| p.source.as_ref())) {
+        hook(source);
     }
 }
 
