@@ -48,6 +48,22 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 
+    /// A message broker (a Kafka cluster) refused or failed a call: it is down or unreachable,
+    /// a topic or partition named is not there, or it answered an error. [`Error::is_retryable`]
+    /// says whether running again later can help (a broker that was down). Nothing was
+    /// written past the last checkpoint.
+    #[error("failed to {op} `{at}`: {message}")]
+    Broker {
+        /// What was being done, e.g. `"read the partitions of"`.
+        op: &'static str,
+        /// The broker, topic or partition, as a `kafka://` URL.
+        at: String,
+        /// Whether retrying later can succeed.
+        retryable: bool,
+        /// What the broker or its client said.
+        message: String,
+    },
+
     /// An fsync failed. The data it covered may be gone even though the writes succeeded, so
     /// the checkpoint it belongs to must fail; retrying the fsync proves nothing.
     #[error("fsync of `{}` failed; the checkpoint that needed it must fail", path.display())]
@@ -317,7 +333,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Io { .. } => true,
-            Error::Store { retryable, .. } => *retryable,
+            Error::Store { retryable, .. } | Error::Broker { retryable, .. } => *retryable,
             _ => false,
         }
     }

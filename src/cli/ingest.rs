@@ -14,7 +14,7 @@ use chrono::FixedOffset;
 use filesink::bucket::parse_time_zone;
 use filesink::ingest::{
     CheckpointEvery, Cursor, Ingest, IngestStatus, IngestSummary, Input, InputFormat, Observer,
-    SourcePosition, Stage, StageTimes, Step,
+    SourcePosition, Stage, StageTimes, Step, StopHandle,
 };
 use filesink::maintain::CompactOptions;
 use filesink::storage::LeaseOptions;
@@ -109,6 +109,13 @@ impl From<InputFormatArg> for InputFormat {
     }
 }
 
+/// When a run of a source that does not end stops (`--until`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UntilArg {
+    /// Once every partition is read to its end.
+    End,
+}
+
 /// Arguments of `filesink ingest`.
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
@@ -117,8 +124,16 @@ pub struct IngestArgs {
     /// extension, told by the first bytes); `-` reads standard input (needs --job);
     /// `s3://bucket/key` reads an object, `s3://bucket/prefix/*.jsonl` every object the glob
     /// matches, in key order (`*`, `?`, `[..]` within a path component, `**` across them).
+    /// `kafka://HOST:PORT/TOPIC[,TOPIC…][?partitions=0-3]` reads Kafka topics (alone; needs
+    /// --schema): each record's value is one record, read committed, from the offsets the
+    /// lake recorded.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
+
+    /// With a `kafka://` input, `end`: stop once every partition is read to its end (a
+    /// backfill). Without it the run reads on until it is stopped.
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub until: Option<UntilArg>,
 
     /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`), created
     /// if missing, or `s3://bucket/prefix` (configured from the `AWS_*` environment
@@ -303,6 +318,7 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     // of the run, what only the flags can say by `Run::resolve`): an invalid one exits 2 and
     // leaves no lake, no `sink.json`, no job behind.
     let (run, ingest) = Run::resolve(&args).await?;
+    let ingest = ingest.stop_handle(stop_on_signals());
     let summary = run_engine(ingest, &run).await?;
     if summary.status == IngestStatus::AlreadyFinished {
         return already_finished(out, args.json, &summary.job, &summary);
@@ -315,6 +331,38 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         finished_text(out, &run, &summary, &rates)?;
     }
     Ok(())
+}
+
+/// A stop handle that SIGTERM and SIGINT pull: the first stops the run at a checkpoint (its
+/// records visible, exit 0); a second ends the process at once, without one (the next run
+/// reads on from the last checkpoint), with the exit code a shell gives a killed command.
+fn stop_on_signals() -> StopHandle {
+    let stop = StopHandle::new();
+    let handle = stop.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        for seen in 0.. {
+            let code = tokio::select! {
+                _ = term.recv() => 128 + libc::SIGTERM,
+                _ = int.recv() => 128 + libc::SIGINT,
+            };
+            if seen > 0 {
+                eprintln!("filesink: stopped without a checkpoint");
+                std::process::exit(code);
+            }
+            eprintln!(
+                "filesink: stopping at a checkpoint (a second signal stops at once, without one)"
+            );
+            handle.stop();
+        }
+    });
+    stop
 }
 
 /// What a run's messages say of its arguments.
@@ -337,8 +385,17 @@ impl Run {
     async fn resolve(args: &IngestArgs) -> CliResult<(Run, Ingest)> {
         let location = Location::parse(&args.to)?;
         let (format, codec) = output_format(args)?;
-        let inputs = resolve_inputs(&args.inputs).await?;
-        let mut ingest = Ingest::new(inputs.iter().cloned())
+        let (inputs, ingest) = match kafka_source(args).await? {
+            Some(ingest) => (Vec::new(), ingest),
+            None => {
+                if args.until.is_some() {
+                    return Err(CliError::usage("--until applies to a kafka:// input"));
+                }
+                let inputs = resolve_inputs(&args.inputs).await?;
+                (inputs.clone(), Ingest::new(inputs))
+            }
+        };
+        let mut ingest = ingest
             .format(format)
             .partition_by(args.partition_by.clone())
             .checkpoint_every(args.checkpoint_every)
@@ -403,6 +460,41 @@ impl Run {
         };
         Ok((run, ingest))
     }
+}
+
+/// The ingest of a `kafka://` input, connected to its cluster, with the job named after it
+/// unless `--job` names it; `None` for other inputs.
+async fn kafka_source(args: &IngestArgs) -> CliResult<Option<Ingest>> {
+    if !args.inputs.iter().any(|i| i.starts_with("kafka://")) {
+        return Ok(None);
+    }
+    if args.inputs.len() > 1 {
+        return Err(CliError::usage(
+            "a kafka:// input is read alone, not beside other inputs",
+        ));
+    }
+    connect_kafka(&args.inputs[0], args.until).await.map(Some)
+}
+
+#[cfg(feature = "kafka")]
+async fn connect_kafka(url: &str, until: Option<UntilArg>) -> CliResult<Ingest> {
+    let mut kafka: filesink::ingest::Kafka = url.parse().map_err(ingest_error)?;
+    if until == Some(UntilArg::End) {
+        kafka = kafka.until_end();
+    }
+    let source = tokio::task::spawn_blocking(move || kafka.connect())
+        .await
+        .map_err(|e| CliError::msg(format!("connecting to Kafka failed: {e}")))?
+        .map_err(|e| CliError::context(format!("cannot read `{url}`"), e))?;
+    let job = source.default_job_name();
+    Ok(Ingest::from_source(source).job(job))
+}
+
+#[cfg(not(feature = "kafka"))]
+async fn connect_kafka(_url: &str, _until: Option<UntilArg>) -> CliResult<Ingest> {
+    Err(CliError::usage(
+        "this filesink was built without Kafka (the `kafka` feature)",
+    ))
 }
 
 /// `ingest` committing into the table at `location` the arguments ask for (`--table`,
@@ -507,11 +599,20 @@ impl Rates {
     }
 }
 
+/// How a summary names the way a run ended.
+fn status_word(status: IngestStatus) -> &'static str {
+    match status {
+        IngestStatus::Interrupted => "interrupted",
+        IngestStatus::Stopped => "stopped",
+        _ => "finished",
+    }
+}
+
 /// The summary of a finished run, as JSON.
 fn finished_json(run: &Run, summary: &IngestSummary, rates: &Rates) -> serde_json::Value {
     serde_json::json!({
         "job": run.job,
-        "status": "finished",
+        "status": status_word(summary.status),
         "location": run.location.to_string(),
         "records": summary.records_total,
         "records_this_run": summary.records,
@@ -561,7 +662,8 @@ fn finished_text(
     };
     outln!(
         out,
-        "job `{job}` finished: {} records, {} bad, from {} input(s) into `{location}`{resumed}",
+        "job `{job}` {}: {} records, {} bad, from {} input(s) into `{location}`{resumed}",
+        status_word(summary.status),
         summary.records,
         summary.bad_records,
         run.inputs

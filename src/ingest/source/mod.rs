@@ -68,6 +68,8 @@ mod framing;
 mod infer;
 mod input;
 mod inputs;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod object;
 mod position;
 mod ranges;
@@ -80,15 +82,17 @@ pub use check::check_read;
 use check::{continues_last_record, CONTINUED};
 pub use chunk::{BadRecord, Chunk, RawChunk};
 pub use compression::InputCompression;
+pub use custom::{CommitHook, Next, Source};
 pub(crate) use custom::{CustomReader, CustomReading};
-pub use custom::{Next, Source};
 pub use decode::{Decoder, RowCheck};
 pub use framing::csv_fields;
 use framing::{too_long, too_long_record, RecordReader, RecordTooLong};
 pub use infer::{check_csv_schema, infer_schema};
 pub use input::{Input, InputFormat};
 pub use inputs::InputSource;
-pub use position::{Cursor, Prefix, SourcePosition, TimePartitionBy};
+#[cfg(feature = "kafka")]
+pub use kafka::{Kafka, KafkaSource};
+pub use position::{Cursor, PartOffsets, Prefix, SourcePosition, TimePartitionBy};
 pub use ranges::{Lane, LaneNext, Ranges};
 pub(crate) use reader::SourceReader;
 pub use stdin::StdinRecords;

@@ -1,0 +1,710 @@
+//! Kafka topics as a source (feature `kafka`): [`Kafka`] names what to read, [`KafkaSource`]
+//! reads it. It is a [`Source`] with one part per topic-partition, so everything exactly-once
+//! needs is the ingest's, not the broker's.
+//!
+//! # Positions
+//!
+//! A topic-partition is the part `kafka://<cluster id>/<topic>/<partition>` (the cluster id
+//! from the broker's metadata, so one lake can take one topic name from two clusters). The
+//! position every checkpoint records ([`PartOffsets`]) is, per part read, the **next offset to
+//! read**: the offset after the last record handed out before the cut. A part the run has not
+//! read a record of yet is left out, and is read from its first offset kept. Kafka's own
+//! committed group offsets are never read.
+//!
+//! # Lifecycle
+//!
+//! 1. [`Kafka::connect`]: the cluster id and the partitions of every topic, from the broker's
+//!    metadata; a topic or partition that is not there is refused, nothing created.
+//! 2. The ingest takes the parts from the lake's ledger (one job of a lake reads a part at a
+//!    time: a live run of another job that holds one refuses this one, exit 5; a dead one is
+//!    settled, its records made visible, and this job reads on from where it stopped).
+//! 3. [`Source::seek`] assigns every part at its offset, with `isolation.level =
+//!    read_committed`: records of aborted transactions and control records never reach a
+//!    chunk, and no offset passes the last stable offset. The offsets are checked against
+//!    what the broker keeps: an offset below its first kept offset (retention deleted records
+//!    the lake never read) or past its end (the topic was deleted and created again) is
+//!    refused ([`Error::InputChanged`], exit 7), never read on from elsewhere.
+//! 4. [`Source::next`]: the records of a poll, each one record (its value; a record without
+//!    a value, a tombstone, is skipped), with the offsets after them.
+//! 5. With [`Kafka::until_end`], a part ends at the end-of-partition the consumer reports
+//!    (not at an offset the broker lists: some brokers list the base offset of a partition's
+//!    last batch there); the source ends once every part has.
+//!
+//! # Crash points
+//!
+//! | the process dies | then |
+//! |---|---|
+//! | while reading, before a checkpoint | the next run seeks every part to the last recorded offsets: the records since are read again and written once |
+//! | between a checkpoint's manifest and its commit | the next run (or the job taking a part over) commits the pending files first, idempotently |
+//! | after the commit | nothing is read again |
+//!
+//! # Invariants
+//!
+//! - A position only holds offsets after records that were handed out: the offsets of a
+//!   chunk are those after its own records.
+//! - A part is read by one job of a lake at a time (the ledger), so no two jobs write one
+//!   record.
+//! - No offset is skipped silently: an offset the broker no longer has is refused.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::custom::{CommitHook, Next, Source};
+use super::position::PartOffsets;
+use crate::error::{Error, Result};
+
+/// How long a call to the broker (metadata, offsets) may take before it is given up.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What to read from a Kafka cluster: topics, and optionally which of their partitions.
+/// [`Kafka::connect`] makes the [`KafkaSource`] an [`Ingest`](crate::ingest::Ingest) reads
+/// ([`Ingest::from_source`](crate::ingest::Ingest::from_source)).
+///
+/// ```no_run
+/// # async fn run() -> filesink::Result<()> {
+/// use filesink::ingest::{Ingest, Kafka};
+/// # let schema = arrow::datatypes::Schema::empty();
+/// let kafka: Kafka = "kafka://127.0.0.1:9092/orders?partitions=0-3".parse()?;
+/// let source = kafka.until_end().connect()?;
+/// let job = source.default_job_name();
+/// Ingest::from_source(source)
+///     .job(job)
+///     .schema(schema)
+///     .to_local("lake")
+///     .run()
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kafka {
+    brokers: String,
+    topics: Vec<String>,
+    partitions: Option<BTreeSet<i32>>,
+    until_end: bool,
+    group: Option<String>,
+    config: Vec<(String, String)>,
+}
+
+impl Kafka {
+    /// Every partition of `topics` at the cluster `brokers` (`host:port[,host:port…]`).
+    pub fn new(brokers: impl Into<String>, topics: impl IntoIterator<Item = String>) -> Kafka {
+        Kafka {
+            brokers: brokers.into(),
+            topics: topics.into_iter().collect(),
+            partitions: None,
+            until_end: false,
+            group: None,
+            config: Vec::new(),
+        }
+    }
+
+    /// Only these partitions of each topic.
+    pub fn partitions(mut self, partitions: impl IntoIterator<Item = i32>) -> Kafka {
+        self.partitions = Some(partitions.into_iter().collect());
+        self
+    }
+
+    /// Ends once every partition is read to the end it has when it is first read to (a
+    /// backfill); without it the source does not end, and the ingest runs until it is
+    /// stopped.
+    pub fn until_end(mut self) -> Kafka {
+        self.until_end = true;
+        self
+    }
+
+    /// The consumer group the offsets are committed to once their records are committed in the
+    /// lake, so that the usual lag monitoring works (the job's name by default). Only for
+    /// monitoring: the position is the lake's, and the group's offsets are never read.
+    pub fn group(mut self, group: impl Into<String>) -> Kafka {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// A librdkafka setting of the consumer (`security.protocol`, `fetch.max.bytes`); those
+    /// exactly-once rests on (`isolation.level`, `enable.auto.commit`, `auto.offset.reset`)
+    /// are refused.
+    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Result<Kafka> {
+        let key = key.into();
+        if FIXED.iter().any(|(k, _)| *k == key) {
+            return Err(Error::Config(format!(
+                "the Kafka setting `{key}` is the source's own: exactly-once rests on it"
+            )));
+        }
+        self.config.push((key, value.into()));
+        Ok(self)
+    }
+
+    /// Connects: reads the cluster id and the partitions of every topic. Blocks (up to 30
+    /// seconds while the broker does not answer).
+    pub fn connect(self) -> Result<KafkaSource> {
+        if self.topics.is_empty() {
+            return Err(Error::Config("a Kafka source needs a topic".into()));
+        }
+        let at = format!("kafka://{}", self.brokers);
+        let consumer: BaseConsumer = consumer_config(&self.brokers, "filesink", &self.config)
+            .create()
+            .map_err(|e| broker_error("connect to", &at, &e))?;
+        let metadata = consumer
+            .fetch_metadata(None, BROKER_TIMEOUT)
+            .map_err(|e| broker_error("read the topics of", &at, &e))?;
+        let cluster = consumer
+            .client()
+            .fetch_cluster_id(BROKER_TIMEOUT)
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| self.brokers.clone());
+        let mut parts = Vec::new();
+        for topic in &self.topics {
+            let found = metadata.topics().iter().find(|t| t.name() == topic);
+            let Some(found) = found.filter(|t| t.error().is_none()) else {
+                return Err(Error::Broker {
+                    op: "read",
+                    at: format!("{at}/{topic}"),
+                    retryable: false,
+                    message: "the cluster has no such topic".into(),
+                });
+            };
+            let have: BTreeSet<i32> = found.partitions().iter().map(|p| p.id()).collect();
+            let wanted = self.partitions.clone().unwrap_or_else(|| have.clone());
+            if let Some(missing) = wanted.difference(&have).next() {
+                return Err(Error::Broker {
+                    op: "read",
+                    at: format!("{at}/{topic}/{missing}"),
+                    retryable: false,
+                    message: format!("the topic has partitions {}, not {missing}", ranges(&have)),
+                });
+            }
+            parts.extend(wanted.into_iter().map(|p| Part {
+                topic: topic.clone(),
+                partition: p,
+                name: format!("kafka://{cluster}/{topic}/{p}"),
+            }));
+        }
+        let index = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ((p.topic.clone(), p.partition), i))
+            .collect();
+        let mut name = format!("kafka://{cluster}/{}", self.topics.join(","));
+        if let Some(p) = &self.partitions {
+            name.push_str(&format!("?partitions={}", ranges(p)));
+        }
+        Ok(KafkaSource {
+            name,
+            brokers: self.brokers,
+            next: vec![None; parts.len()],
+            at_end: vec![false; parts.len()],
+            listed_end: vec![0; parts.len()],
+            parts,
+            index,
+            until_end: self.until_end,
+            group: self.group,
+            config: self.config,
+            warned_at: None,
+            consumer,
+        })
+    }
+}
+
+/// The consumer settings exactly-once rests on.
+const FIXED: &[(&str, &str)] = &[
+    // Records of aborted transactions are never handed out.
+    ("isolation.level", "read_committed"),
+    // The position lives in the lake; the group's offsets are never the position.
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+    // An offset the broker no longer has is an error, never a jump to another offset.
+    ("auto.offset.reset", "error"),
+    // The end of a partition is reported (`Kafka::until_end`).
+    ("enable.partition.eof", "true"),
+];
+
+/// Settings that may be overridden.
+const TUNED: &[(&str, &str)] = &[("client.id", "filesink")];
+
+/// The configuration of a consumer of `brokers` in `group`, with the settings given.
+fn consumer_config(brokers: &str, group: &str, given: &[(String, String)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", brokers);
+    config.set("group.id", group);
+    for (k, v) in FIXED.iter().chain(TUNED) {
+        config.set(*k, *v);
+    }
+    for (k, v) in given {
+        config.set(k, v);
+    }
+    config
+}
+
+/// `kafka://HOST:PORT[,HOST:PORT…]/TOPIC[,TOPIC…][?partitions=0-3,7][&group=G]`.
+impl std::str::FromStr for Kafka {
+    type Err = Error;
+
+    fn from_str(url: &str) -> Result<Kafka> {
+        let bad = |why: &str| {
+            Error::Config(format!(
+                "`{url}` is not a Kafka source: {why} (kafka://HOST:PORT/TOPIC[,TOPIC…]\
+                 [?partitions=0-3][&group=G])"
+            ))
+        };
+        let rest = url
+            .strip_prefix("kafka://")
+            .ok_or_else(|| bad("it does not begin with kafka://"))?;
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, Some(q)),
+            None => (rest, None),
+        };
+        let (brokers, topics) = rest
+            .split_once('/')
+            .ok_or_else(|| bad("it names no topic"))?;
+        if brokers.is_empty() || brokers.split(',').any(|b| !b.contains(':')) {
+            return Err(bad("each broker is HOST:PORT"));
+        }
+        let topics: Vec<String> = topics.split(',').map(str::to_owned).collect();
+        if let Some(t) = topics.iter().find(|t| !valid_topic(t)) {
+            return Err(bad(&format!(
+                "`{t}` is not a topic name (1 to 249 of a-z A-Z 0-9 . _ -)"
+            )));
+        }
+        let mut kafka = Kafka::new(brokers, topics);
+        for pair in query.into_iter().flat_map(|q| q.split('&')) {
+            match pair.split_once('=') {
+                Some(("partitions", list)) => {
+                    kafka = kafka.partitions(parse_ranges(list).map_err(|e| bad(&e))?);
+                }
+                Some(("group", group)) if !group.is_empty() => kafka = kafka.group(group),
+                _ => return Err(bad(&format!("`{pair}` is not a known option"))),
+            }
+        }
+        Ok(kafka)
+    }
+}
+
+fn valid_topic(t: &str) -> bool {
+    (1..=249).contains(&t.len())
+        && t != "."
+        && t != ".."
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// `0-3,7` as partition numbers.
+fn parse_ranges(list: &str) -> std::result::Result<BTreeSet<i32>, String> {
+    let mut out = BTreeSet::new();
+    for item in list.split(',') {
+        let number = |s: &str| {
+            s.parse::<i32>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| format!("`{s}` is not a partition number"))
+        };
+        match item.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (number(lo)?, number(hi)?);
+                if lo > hi {
+                    return Err(format!("`{item}` is an empty range"));
+                }
+                out.extend(lo..=hi);
+            }
+            None => {
+                out.insert(number(item)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Partition numbers as ranges: `0-3,7`.
+fn ranges(set: &BTreeSet<i32>) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut it = set.iter().copied().peekable();
+    while let Some(lo) = it.next() {
+        let mut hi = lo;
+        while it.peek() == Some(&(hi + 1)) {
+            hi = it.next().expect("peeked");
+        }
+        out.push(match lo == hi {
+            true => lo.to_string(),
+            false => format!("{lo}-{hi}"),
+        });
+    }
+    out.join(",")
+}
+
+fn broker_error(op: &'static str, at: &str, e: &KafkaError) -> Error {
+    Error::Broker {
+        op,
+        at: at.to_owned(),
+        retryable: true,
+        message: e.to_string(),
+    }
+}
+
+/// One topic-partition.
+#[derive(Debug, Clone)]
+struct Part {
+    topic: String,
+    partition: i32,
+    /// Its name as a part (`kafka://<cluster>/<topic>/<partition>`).
+    name: String,
+}
+
+/// Topic-partitions of a Kafka cluster, read with `read_committed` from the offsets the lake
+/// recorded (see the [module doc](self)). Made by [`Kafka::connect`].
+pub struct KafkaSource {
+    /// `kafka://<cluster>/<topics>[?partitions=…]`.
+    name: String,
+    brokers: String,
+    parts: Vec<Part>,
+    index: HashMap<(String, i32), usize>,
+    /// Per part, the next offset to read, once known (recorded, or after a record).
+    next: Vec<Option<u64>>,
+    /// Per part, whether the consumer reported its end (`until_end`).
+    at_end: Vec<bool>,
+    /// Per part, the end offset the broker listed as the parts were assigned.
+    listed_end: Vec<i64>,
+    until_end: bool,
+    group: Option<String>,
+    config: Vec<(String, String)>,
+    /// When a retried consumer error was last logged.
+    warned_at: Option<Instant>,
+    consumer: BaseConsumer,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("name", &self.name)
+            .field("brokers", &self.brokers)
+            .finish()
+    }
+}
+
+impl KafkaSource {
+    /// A job name for this source: `kafka_<first topic>_<hash of the source's name>`, so that
+    /// the same command resumes the same job.
+    pub fn default_job_name(&self) -> String {
+        let topic: String = self.parts[0]
+            .topic
+            .chars()
+            .map(|c| match c.is_ascii_alphanumeric() || c == '_' {
+                true => c,
+                false => '_',
+            })
+            .take(39)
+            .collect();
+        format!("kafka_{topic}_{:08x}", crc32c::crc32c(self.name.as_bytes()))
+    }
+
+    /// Where the source stands: per part with a known offset, the next offset to read.
+    fn position(&self) -> serde_json::Value {
+        PartOffsets {
+            parts: self
+                .parts
+                .iter()
+                .zip(&self.next)
+                .filter_map(|(p, n)| Some((p.name.clone(), (*n)?)))
+                .collect(),
+        }
+        .to_json()
+    }
+
+    /// Refuses an offset below the first one the broker keeps. (An offset past a part's end
+    /// is refused by the consumer as it fetches: a broker may list less than its end, the
+    /// base offset of the last batch, so only the fetch proves a part shorter.)
+    fn check_kept(&self, i: usize, next: u64, low: i64) -> Result<()> {
+        let part = &self.parts[i].name;
+        if i64::try_from(next).is_ok_and(|n| n < low) {
+            return Err(Error::InputChanged(format!(
+                "part `{part}`: the lake read it up to offset {next}, and the broker keeps \
+                 offsets from {low} on: records {next}..{low} were deleted (retention) before \
+                 the lake took them; nothing was written"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Notes the end of partition `partition` of the topics read: a part is at its end at
+    /// the end-of-partition the consumer reports. The report names the partition number
+    /// only: where topics share the number, those read up to their listed end are.
+    fn note_end(&mut self, partition: i32) {
+        let same: Vec<usize> = (0..self.parts.len())
+            .filter(|i| self.parts[*i].partition == partition)
+            .collect();
+        for i in &same {
+            let read_to = self.next[*i].map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
+            if same.len() == 1 || read_to >= self.listed_end[*i] {
+                self.at_end[*i] = true;
+            }
+        }
+    }
+
+    /// An error of a poll: fatal ones end the run, an offset out of range is refused as a
+    /// changed input; the rest (a broker that is down, a leader moving) the client retries.
+    fn poll_error(&mut self, e: KafkaError) -> Result<()> {
+        let code = match &e {
+            KafkaError::MessageConsumptionFatal(_) => return Err(self.fatal(&e)),
+            KafkaError::MessageConsumption(c) => *c,
+            _ => return Ok(()),
+        };
+        match code {
+            RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset => {
+                Err(Error::InputChanged(format!(
+                    "`{}`: an offset the lake recorded is not on the broker any more ({e}): \
+                     retention deleted records before the lake took them, or the topic was \
+                     created again; nothing was written past the last checkpoint",
+                    self.name
+                )))
+            }
+            RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic => {
+                Err(self.fatal(&e))
+            }
+            _ => {
+                // A broker that is down gives an error per fetch: told once a minute at most.
+                let due = self
+                    .warned_at
+                    .is_none_or(|at| at.elapsed() >= Duration::from_secs(60));
+                if due {
+                    tracing::warn!(source = %self.name, error = %e, "Kafka consumer error; the client retries");
+                    self.warned_at = Some(Instant::now());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn fatal(&self, e: &KafkaError) -> Error {
+        Error::Broker {
+            op: "read",
+            at: self.name.clone(),
+            retryable: false,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl Source for KafkaSource {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn parts(&mut self) -> Result<Vec<String>> {
+        Ok(self.parts.iter().map(|p| p.name.clone()).collect())
+    }
+
+    /// Commits the offsets of committed records to the consumer group (the job's name unless
+    /// [`Kafka::group`] names one), asynchronously, through a consumer of its own that joins
+    /// no group: for lag monitoring only.
+    fn commit_hook(&mut self, job: &str) -> Option<CommitHook> {
+        let group = self.group.clone().unwrap_or_else(|| job.to_owned());
+        let committer: BaseConsumer = match consumer_config(&self.brokers, &group, &self.config)
+            .create()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(source = %self.name, error = %e, "no offsets will be committed to the consumer group");
+                return None;
+            }
+        };
+        let parts: HashMap<String, (String, i32)> = self
+            .parts
+            .iter()
+            .map(|p| (p.name.clone(), (p.topic.clone(), p.partition)))
+            .collect();
+        let name = self.name.clone();
+        Some(std::sync::Arc::new(move |position: &serde_json::Value| {
+            let Some(offsets) = PartOffsets::from_json(position) else {
+                return;
+            };
+            let mut list = TopicPartitionList::new();
+            for (part, next) in &offsets.parts {
+                let (Some((topic, partition)), Ok(next)) = (parts.get(part), i64::try_from(*next))
+                else {
+                    continue;
+                };
+                let _ = list.add_partition_offset(topic, *partition, Offset::Offset(next));
+            }
+            if let Err(e) = committer.commit(&list, CommitMode::Async) {
+                tracing::warn!(source = %name, error = %e, "committing offsets to the consumer group failed");
+            }
+            // Serves the commit's result, so that results do not pile up.
+            let _ = committer.poll(Duration::ZERO);
+        }))
+    }
+
+    fn seek(&mut self, position: Option<&serde_json::Value>) -> Result<()> {
+        let recorded = match position {
+            None => PartOffsets::default(),
+            Some(v) => PartOffsets::from_json(v).ok_or_else(|| {
+                Error::corrupt(
+                    format!("position of source `{}`", self.name),
+                    "it holds no offsets of topic-partitions",
+                )
+            })?,
+        };
+        let mut assignment = TopicPartitionList::new();
+        for i in 0..self.parts.len() {
+            let part = &self.parts[i];
+            let (low, high) = self
+                .consumer
+                .fetch_watermarks(&part.topic, part.partition, BROKER_TIMEOUT)
+                .map_err(|e| broker_error("read the offsets of", &part.name, &e))?;
+            self.listed_end[i] = high;
+            let next = recorded.parts.get(&part.name).copied();
+            if let Some(n) = next {
+                self.check_kept(i, n, low)?;
+            }
+            let offset = match next {
+                Some(n) => Offset::Offset(i64::try_from(n).unwrap_or(i64::MAX)),
+                None => Offset::Beginning,
+            };
+            let part = &self.parts[i];
+            assignment
+                .add_partition_offset(&part.topic, part.partition, offset)
+                .map_err(|e| broker_error("assign", &part.name, &e))?;
+            self.next[i] = next;
+            self.at_end[i] = false;
+        }
+        self.consumer
+            .assign(&assignment)
+            .map_err(|e| broker_error("assign the partitions of", &self.name, &e))
+    }
+
+    fn next(&mut self, records_max: usize, deadline: Instant) -> Result<Next> {
+        let mut records: Vec<Vec<u8>> = Vec::new();
+        let mut advanced = false;
+        while records.len() < records_max {
+            if self.until_end && self.at_end.iter().all(|e| *e) {
+                break;
+            }
+            // Wait for the first record until the deadline; then take what is there.
+            let wait = match records.is_empty() {
+                true => deadline.saturating_duration_since(Instant::now()),
+                false => Duration::ZERO,
+            };
+            let polled = self.consumer.poll(wait);
+            let message = match polled {
+                None if records.is_empty() && Instant::now() < deadline => continue,
+                None => break,
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    self.note_end(p);
+                    continue;
+                }
+                Some(Err(e)) => {
+                    self.poll_error(e)?;
+                    continue;
+                }
+                Some(Ok(m)) => m,
+            };
+            let key = (message.topic().to_owned(), message.partition());
+            let Some(&i) = self.index.get(&key) else {
+                continue;
+            };
+            let Ok(after) = u64::try_from(message.offset() + 1) else {
+                continue;
+            };
+            // A part at its end stays there for `until_end`: records that come after it are
+            // read while the others are, and the run ends once every part reached its end.
+            self.next[i] = Some(after);
+            advanced = true;
+            if let Some(value) = message.payload() {
+                records.push(value.to_vec());
+            }
+        }
+        if !records.is_empty() || advanced {
+            return Ok(Next::Records {
+                records,
+                position: self.position(),
+            });
+        }
+        if self.until_end && self.at_end.iter().all(|e| *e) {
+            return Ok(Next::End);
+        }
+        Ok(Next::Idle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn offsets(v: &serde_json::Value) -> BTreeMap<String, u64> {
+        PartOffsets::from_json(v).unwrap_or_default().parts
+    }
+
+    #[test]
+    fn a_url_names_brokers_topics_and_partitions() {
+        let k: Kafka = "kafka://127.0.0.1:9092,h2:9093/orders,refunds?partitions=0-3,7"
+            .parse()
+            .unwrap();
+        assert_eq!(k.brokers, "127.0.0.1:9092,h2:9093");
+        assert_eq!(k.topics, ["orders", "refunds"]);
+        assert_eq!(
+            k.partitions.unwrap().into_iter().collect::<Vec<_>>(),
+            [0, 1, 2, 3, 7]
+        );
+        let all: Kafka = "kafka://h:1/t".parse().unwrap();
+        assert_eq!(all.partitions, None);
+        assert!(!all.until_end);
+    }
+
+    #[test]
+    fn a_url_that_is_not_a_kafka_source_is_refused_with_the_reason() {
+        for (url, why) in [
+            ("http://h:1/t", "does not begin"),
+            ("kafka://h:1", "names no topic"),
+            ("kafka://h/t", "HOST:PORT"),
+            ("kafka://h:1/../x", "not a topic name"),
+            ("kafka://h:1/a b", "not a topic name"),
+            ("kafka://h:1/", "not a topic name"),
+            ("kafka://h:1/t?partitions=3-1", "empty range"),
+            ("kafka://h:1/t?partitions=-1", "not a partition number"),
+            ("kafka://h:1/t?partitions=x", "not a partition number"),
+            ("kafka://h:1/t?grup=g", "not a known option"),
+            ("kafka://h:1/t?group=", "not a known option"),
+        ] {
+            let e = url.parse::<Kafka>().unwrap_err().to_string();
+            assert!(e.contains(why), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn partitions_read_back_as_the_ranges_they_were_given_in() {
+        for list in ["0-3,7", "0", "2,4,6", "0-9"] {
+            assert_eq!(ranges(&parse_ranges(list).unwrap()), list);
+        }
+    }
+
+    #[test]
+    fn the_settings_exactly_once_rests_on_cannot_be_changed() {
+        let k = Kafka::new("h:1", ["t".to_owned()]);
+        assert!(k
+            .clone()
+            .config("isolation.level", "read_uncommitted")
+            .is_err());
+        assert!(k.clone().config("enable.auto.commit", "true").is_err());
+        assert!(k.config("fetch.max.bytes", "1000000").is_ok());
+    }
+
+    #[test]
+    fn part_offsets_move_on_to_the_later_base() {
+        let mut p = PartOffsets::default();
+        p.parts.insert("kafka://c/t/0".into(), 10);
+        p.parts.insert("kafka://c/t/1".into(), 50);
+        let bases = [
+            ("kafka://c/t/0".to_owned(), 20),
+            ("kafka://c/t/1".to_owned(), 5),
+        ];
+        p.at_least(&bases.into_iter().collect());
+        assert_eq!(offsets(&p.to_json())["kafka://c/t/0"], 20);
+        assert_eq!(offsets(&p.to_json())["kafka://c/t/1"], 50);
+    }
+}
