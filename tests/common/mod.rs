@@ -76,6 +76,7 @@ pub mod cli;
 pub mod delta;
 pub mod delta_py;
 pub mod job;
+pub mod kafka;
 
 /// The `id` column of one file's bytes, read with the format's real reader.
 pub fn ids_in_bytes(bytes: Vec<u8>, format: &FileFormat) -> Vec<i64> {
