@@ -12,9 +12,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::{DataType, Field, Schema};
+use common::backend::{s3_or_explain, Backend};
 use common::cli::{assert_exactly_once, json_of, run_expect, s, stderr};
+use common::delta_py::{reader_or_explain, table_location};
 use common::job::Rng;
-use common::kafka::{broker_or_explain, create_topic, produce, producer, OwnBroker};
+use common::kafka::{broker_or_explain, create_topic, delete_topic, produce, producer, OwnBroker};
 use common::visible_parquet_ids;
 
 const PARTITIONS: i32 = 4;
@@ -45,6 +47,27 @@ fn spawn(args: &[&str], log: &Path) -> Child {
 
 fn log_of(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
+}
+
+/// The offsets consumer group `group` committed for the partitions of `topic`.
+fn group_offsets(broker: &str, group: &str, topic: &str) -> Vec<i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let c: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut asked = rdkafka::TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        asked.add_partition(topic, p);
+    }
+    let got = c.committed_offsets(asked, common::kafka::WAIT).unwrap();
+    (0..PARTITIONS)
+        .map(|p| {
+            let offset = got.find_partition(topic, p).unwrap().offset();
+            offset.to_raw().unwrap_or(-1)
+        })
+        .collect()
 }
 
 /// Waits until `lake` shows at least `n` visible records, or `child` exits.
@@ -88,12 +111,16 @@ fn a_topic_read_to_its_end_is_visible_once_and_a_rerun_takes_only_what_came_sinc
     let first = json_of(&run_expect(&args, 0));
     assert_eq!(first["records"], 20_000, "{first}");
     assert_exactly_once(&visible_parquet_ids(&lake), 0..20_000);
+    // The group named after the job holds the offsets the lake stands at, for monitoring.
+    let job = first["job"].as_str().unwrap();
+    assert_eq!(group_offsets(&broker, job, &topic), [5_000; 4]);
 
     produce(&p, &topic, PARTITIONS, 20_000..25_000);
     let second = json_of(&run_expect(&args, 0));
     assert_eq!(second["records_this_run"], 5_000, "{second}");
     assert_eq!(second["job"], first["job"]);
     assert_exactly_once(&visible_parquet_ids(&lake), 0..25_000);
+    assert_eq!(group_offsets(&broker, job, &topic), [6_250; 4]);
 
     let third = run_expect(&args, 0);
     assert_exactly_once(&visible_parquet_ids(&lake), 0..25_000);
@@ -346,4 +373,128 @@ fn a_broker_restarted_mid_run_loses_and_repeats_no_record() {
     let until_end: Vec<&str> = args.iter().copied().chain(["--until", "end"]).collect();
     run_expect(&until_end, 0);
     assert_exactly_once(&visible_parquet_ids(&lake), 0..150_000);
+}
+
+/// A topic into a Delta table, on local disk and on S3, killed once and run to the end: each
+/// record once in the table as delta-rs reads it, and the table's `txn` of the job at its
+/// last checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_into_a_delta_table_on_disk_and_s3_holds_each_record_once() {
+    let Some(broker) = broker_or_explain() else {
+        return;
+    };
+    let mut backends = vec![Backend::local()];
+    backends.extend(s3_or_explain());
+    for b in backends {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema_file(dir.path());
+        let topic = create_topic(&broker, &format!("delta-{}", b.name), PARTITIONS);
+        produce(&producer(&broker, &[]), &topic, PARTITIONS, 0..30_000);
+        let (to, env) = b.cli_url();
+        let source = url(&broker, &topic, "");
+        let mut args = vec![
+            "ingest",
+            &source,
+            "--to",
+            &to,
+            "--schema",
+            &schema,
+            "--table",
+            "delta",
+            "--until",
+            "end",
+            "--checkpoint-every",
+            "4000rows",
+            "--job",
+            "orders",
+            "--json",
+        ];
+        if to.starts_with("s3://") {
+            // A killed run keeps its job on S3 until its claim expires: keep that short.
+            // Garage ignores conditional writes: the table's only writer says so.
+            args.extend(["--lease-ttl", "1s", "--single-writer"]);
+        }
+        // Killed once, at a moment that depends on the machine: before or after commits.
+        let mut killed = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let _ = killed.kill();
+        killed.wait().unwrap();
+        if to.starts_with("s3://") {
+            std::thread::sleep(Duration::from_millis(1100));
+        }
+        let out = common::cli::run_expect_in(&args, &env, 0);
+        let summary = json_of(&out);
+
+        let Some(reader) = reader_or_explain() else {
+            continue;
+        };
+        let location = table_location(&b);
+        assert_eq!(
+            reader.ids(&location, None),
+            (0..30_000).collect::<Vec<_>>(),
+            "[{}] delta-rs",
+            b.name
+        );
+        let sink = filesink::job::manifest::sink_identity(b.storage.as_ref(), false)
+            .await
+            .unwrap()
+            .unwrap();
+        let app = format!("filesink-{}-orders", sink.sink_id);
+        assert_eq!(
+            reader.txn(&location, &app, None),
+            summary["last_checkpoint"].as_i64(),
+            "[{}] {summary}",
+            b.name
+        );
+    }
+}
+
+/// A topic deleted and created again under its name holds fewer records than the lake read of
+/// it: the run is refused (exit 7), nothing written, rather than read on from elsewhere.
+#[test]
+fn a_topic_created_again_under_its_name_is_refused() {
+    let Some(broker) = broker_or_explain() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
+    let topic = create_topic(&broker, "recreated", PARTITIONS);
+    produce(&producer(&broker, &[]), &topic, PARTITIONS, 0..1_000);
+    let source = url(&broker, &topic, "");
+    let args = [
+        "ingest",
+        &source,
+        "--to",
+        s(&lake),
+        "--schema",
+        &schema,
+        "--until",
+        "end",
+    ];
+    run_expect(&args, 0);
+    delete_topic(&broker, &topic);
+    assert_eq!(create_topic(&broker, "recreated", PARTITIONS), topic);
+    produce(&producer(&broker, &[]), &topic, PARTITIONS, 5_000..5_040);
+    let log = dir.path().join("again.log");
+    let mut again = spawn(&args, &log);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = again.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = again.kill();
+            panic!("still running after 60 s: {}", log_of(&log));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(7), "{}", log_of(&log));
+    assert_exactly_once(&visible_parquet_ids(&lake), 0..1_000);
 }

@@ -158,3 +158,23 @@ impl Drop for OwnBroker {
         self.kill();
     }
 }
+
+/// Deletes `topic`.
+pub fn delete_topic(broker: &str, topic: &str) {
+    let bin = std::env::var("FILESINK_TANSU_BIN").expect("FILESINK_TANSU_BIN (scripts/tansu)");
+    let out = Command::new(bin)
+        .args([
+            "topic",
+            "delete",
+            "--broker",
+            &format!("tcp://{broker}"),
+            topic,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "deleting topic {topic}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -346,6 +346,31 @@ fn broker_error(op: &'static str, at: &str, e: &KafkaError) -> Error {
     }
 }
 
+/// Refuses offset `next` of part `part` where the broker does not have it: below the first one a partition keeps
+/// (retention deleted records the lake never read), or past its end (the topic was
+/// deleted and created again, or the broker lost records). The end is the one the broker
+/// lists; a broker that lists less than its end (tansu's `memory://` storage lists the
+/// base offset of the last batch) is not one this source runs against.
+fn check_kept(part: &str, next: u64, low: i64, high: i64) -> Result<()> {
+    let next = i64::try_from(next).unwrap_or(i64::MAX);
+    if next < low {
+        return Err(Error::InputChanged(format!(
+            "part `{part}`: the lake read it up to offset {next}, and the broker keeps \
+             offsets from {low} on: records {next}..{low} were deleted (retention) before \
+             the lake took them; nothing was written"
+        )));
+    }
+    if next > high {
+        return Err(Error::InputChanged(format!(
+            "part `{part}`: the lake read it up to offset {next}, and it ends at {high}: \
+             the topic was deleted and created again, or the broker lost records; nothing \
+             was written (read it into a lake of its own, or under another job after \
+             checking what it holds)"
+        )));
+    }
+    Ok(())
+}
+
 /// One topic-partition.
 #[derive(Debug, Clone)]
 struct Part {
@@ -415,21 +440,6 @@ impl KafkaSource {
         .to_json()
     }
 
-    /// Refuses an offset below the first one the broker keeps. (An offset past a part's end
-    /// is refused by the consumer as it fetches: a broker may list less than its end, the
-    /// base offset of the last batch, so only the fetch proves a part shorter.)
-    fn check_kept(&self, i: usize, next: u64, low: i64) -> Result<()> {
-        let part = &self.parts[i].name;
-        if i64::try_from(next).is_ok_and(|n| n < low) {
-            return Err(Error::InputChanged(format!(
-                "part `{part}`: the lake read it up to offset {next}, and the broker keeps \
-                 offsets from {low} on: records {next}..{low} were deleted (retention) before \
-                 the lake took them; nothing was written"
-            )));
-        }
-        Ok(())
-    }
-
     /// Notes the end of partition `partition` of the topics read: a part is at its end at
     /// the end-of-partition the consumer reports. The report names the partition number
     /// only: where topics share the number, those read up to their listed end are.
@@ -489,6 +499,50 @@ impl KafkaSource {
     }
 }
 
+/// Commits committed offsets to a consumer group: asynchronously after each checkpoint's
+/// commit, and the last ones synchronously as it is dropped (the run ends), so that the group
+/// shows where the lake stands.
+struct GroupCommitter {
+    consumer: BaseConsumer,
+    parts: HashMap<String, (String, i32)>,
+    name: String,
+    /// The offsets of the last commit.
+    last: std::sync::Mutex<Option<TopicPartitionList>>,
+}
+
+impl GroupCommitter {
+    fn commit(&self, position: &serde_json::Value) {
+        let Some(offsets) = PartOffsets::from_json(position) else {
+            return;
+        };
+        let mut list = TopicPartitionList::new();
+        for (part, next) in &offsets.parts {
+            let (Some((topic, partition)), Ok(next)) = (self.parts.get(part), i64::try_from(*next))
+            else {
+                continue;
+            };
+            let _ = list.add_partition_offset(topic, *partition, Offset::Offset(next));
+        }
+        if let Err(e) = self.consumer.commit(&list, CommitMode::Async) {
+            tracing::warn!(source = %self.name, error = %e, "committing offsets to the consumer group failed");
+        }
+        // Serves the results of earlier commits, so that they do not pile up.
+        let _ = self.consumer.poll(Duration::ZERO);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(list);
+    }
+}
+
+impl Drop for GroupCommitter {
+    fn drop(&mut self) {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(list) = last {
+            if let Err(e) = self.consumer.commit(&list, CommitMode::Sync) {
+                tracing::warn!(source = %self.name, error = %e, "committing offsets to the consumer group failed");
+            }
+        }
+    }
+}
+
 impl Source for KafkaSource {
     fn name(&self) -> String {
         self.name.clone()
@@ -499,42 +553,32 @@ impl Source for KafkaSource {
     }
 
     /// Commits the offsets of committed records to the consumer group (the job's name unless
-    /// [`Kafka::group`] names one), asynchronously, through a consumer of its own that joins
-    /// no group: for lag monitoring only.
+    /// [`Kafka::group`] names one), through a consumer of its own that joins no group: for lag
+    /// monitoring only ([`GroupCommitter`]).
     fn commit_hook(&mut self, job: &str) -> Option<CommitHook> {
         let group = self.group.clone().unwrap_or_else(|| job.to_owned());
-        let committer: BaseConsumer = match consumer_config(&self.brokers, &group, &self.config)
-            .create()
-        {
+        let mut config = consumer_config(&self.brokers, &group, &self.config);
+        // The last commit, as the run ends, waits at most this long for a broker that is down.
+        config.set("socket.timeout.ms", "10000");
+        let consumer: BaseConsumer = match config.create() {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(source = %self.name, error = %e, "no offsets will be committed to the consumer group");
                 return None;
             }
         };
-        let parts: HashMap<String, (String, i32)> = self
-            .parts
-            .iter()
-            .map(|p| (p.name.clone(), (p.topic.clone(), p.partition)))
-            .collect();
-        let name = self.name.clone();
+        let committer = GroupCommitter {
+            consumer,
+            parts: self
+                .parts
+                .iter()
+                .map(|p| (p.name.clone(), (p.topic.clone(), p.partition)))
+                .collect(),
+            name: self.name.clone(),
+            last: std::sync::Mutex::new(None),
+        };
         Some(std::sync::Arc::new(move |position: &serde_json::Value| {
-            let Some(offsets) = PartOffsets::from_json(position) else {
-                return;
-            };
-            let mut list = TopicPartitionList::new();
-            for (part, next) in &offsets.parts {
-                let (Some((topic, partition)), Ok(next)) = (parts.get(part), i64::try_from(*next))
-                else {
-                    continue;
-                };
-                let _ = list.add_partition_offset(topic, *partition, Offset::Offset(next));
-            }
-            if let Err(e) = committer.commit(&list, CommitMode::Async) {
-                tracing::warn!(source = %name, error = %e, "committing offsets to the consumer group failed");
-            }
-            // Serves the commit's result, so that results do not pile up.
-            let _ = committer.poll(Duration::ZERO);
+            committer.commit(position);
         }))
     }
 
@@ -558,7 +602,7 @@ impl Source for KafkaSource {
             self.listed_end[i] = high;
             let next = recorded.parts.get(&part.name).copied();
             if let Some(n) = next {
-                self.check_kept(i, n, low)?;
+                check_kept(&self.parts[i].name, n, low, high)?;
             }
             let offset = match next {
                 Some(n) => Offset::Offset(i64::try_from(n).unwrap_or(i64::MAX)),
@@ -692,6 +736,22 @@ mod tests {
             .is_err());
         assert!(k.clone().config("enable.auto.commit", "true").is_err());
         assert!(k.config("fetch.max.bytes", "1000000").is_ok());
+    }
+
+    #[test]
+    fn an_offset_the_broker_does_not_keep_is_refused_as_a_changed_input() {
+        assert!(check_kept("kafka://c/t/0", 100, 0, 100).is_ok());
+        assert!(check_kept("kafka://c/t/0", 100, 100, 250).is_ok());
+        let retention = check_kept("kafka://c/t/0", 100, 160, 250).unwrap_err();
+        assert!(
+            matches!(&retention, Error::InputChanged(m) if m.contains("100..160")),
+            "{retention}"
+        );
+        let recreated = check_kept("kafka://c/t/0", 100, 0, 10).unwrap_err();
+        assert!(
+            matches!(&recreated, Error::InputChanged(m) if m.contains("created again")),
+            "{recreated}"
+        );
     }
 
     #[test]
