@@ -498,3 +498,79 @@ fn a_topic_created_again_under_its_name_is_refused() {
     assert_eq!(status.code(), Some(7), "{}", log_of(&log));
     assert_exactly_once(&visible_parquet_ids(&lake), 0..1_000);
 }
+
+/// `--kafka-columns` adds each record's key, topic, partition, offset and timestamp: read
+/// back, each row's columns are those of the record it came from.
+#[test]
+fn kafka_columns_carry_each_records_own_metadata() {
+    use arrow::array::{Array, Int32Array, Int64Array, StringArray};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let Some(broker) = broker_or_explain() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("kafka_key", DataType::Utf8, true),
+        Field::new("kafka_topic", DataType::Utf8, false),
+        Field::new("kafka_partition", DataType::Int32, false),
+        Field::new("kafka_offset", DataType::Int64, false),
+        Field::new("kafka_timestamp", DataType::Int64, true),
+    ]);
+    let schema_path = dir.path().join("schema.json");
+    std::fs::write(&schema_path, serde_json::to_vec(&schema).unwrap()).unwrap();
+    let topic = create_topic(&broker, "columns", PARTITIONS);
+    produce(&producer(&broker, &[]), &topic, PARTITIONS, 0..2_000);
+    let source = url(&broker, &topic, "");
+    run_expect(
+        &[
+            "ingest",
+            &source,
+            "--to",
+            s(&lake),
+            "--schema",
+            s(&schema_path),
+            "--until",
+            "end",
+            "--kafka-columns",
+            "key,topic,partition,offset,timestamp",
+        ],
+        0,
+    );
+    let mut ids = Vec::new();
+    for file in common::visible_files(&lake) {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&file).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let id = col("id");
+            let id = id.as_any().downcast_ref::<Int64Array>().unwrap();
+            let key = col("kafka_key");
+            let key = key.as_any().downcast_ref::<StringArray>().unwrap();
+            let t = col("kafka_topic");
+            let t = t.as_any().downcast_ref::<StringArray>().unwrap();
+            let partition = col("kafka_partition");
+            let partition = partition.as_any().downcast_ref::<Int32Array>().unwrap();
+            let offset = col("kafka_offset");
+            let offset = offset.as_any().downcast_ref::<Int64Array>().unwrap();
+            let ts = col("kafka_timestamp");
+            let ts = ts.as_any().downcast_ref::<Int64Array>().unwrap();
+            for r in 0..batch.num_rows() {
+                let id = id.value(r);
+                assert_eq!(key.value(r), id.to_string());
+                assert_eq!(t.value(r), topic);
+                assert_eq!(i64::from(partition.value(r)), id % i64::from(PARTITIONS));
+                // Partition p holds p, p+4, …: id's offset is its place there.
+                assert_eq!(offset.value(r), id / i64::from(PARTITIONS));
+                assert!(ts.value(r) > 1_700_000_000_000, "timestamp {}", ts.value(r));
+                ids.push(id);
+            }
+        }
+    }
+    ids.sort_unstable();
+    assert_exactly_once(&ids, 0..2_000);
+}

@@ -135,6 +135,12 @@ pub struct IngestArgs {
     #[arg(long, value_enum, value_name = "WHEN")]
     pub until: Option<UntilArg>,
 
+    /// With a `kafka://` input of JSON lines: each record's metadata added to it as columns
+    /// `kafka_<COLUMN>`, which --schema names: key, topic, partition, offset, timestamp
+    /// (milliseconds since the Unix epoch).
+    #[arg(long, value_delimiter = ',', value_name = "COLUMN")]
+    pub kafka_columns: Vec<String>,
+
     /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`), created
     /// if missing, or `s3://bucket/prefix` (configured from the `AWS_*` environment
     /// variables; row formats roll a file at every checkpoint there).
@@ -388,8 +394,10 @@ impl Run {
         let (inputs, ingest) = match kafka_source(args).await? {
             Some(ingest) => (Vec::new(), ingest),
             None => {
-                if args.until.is_some() {
-                    return Err(CliError::usage("--until applies to a kafka:// input"));
+                if args.until.is_some() || !args.kafka_columns.is_empty() {
+                    return Err(CliError::usage(
+                        "--until and --kafka-columns apply to a kafka:// input",
+                    ));
                 }
                 let inputs = resolve_inputs(&args.inputs).await?;
                 (inputs.clone(), Ingest::new(inputs))
@@ -473,14 +481,30 @@ async fn kafka_source(args: &IngestArgs) -> CliResult<Option<Ingest>> {
             "a kafka:// input is read alone, not beside other inputs",
         ));
     }
-    connect_kafka(&args.inputs[0], args.until).await.map(Some)
+    connect_kafka(args).await.map(Some)
 }
 
 #[cfg(feature = "kafka")]
-async fn connect_kafka(url: &str, until: Option<UntilArg>) -> CliResult<Ingest> {
+async fn connect_kafka(args: &IngestArgs) -> CliResult<Ingest> {
+    let url = args.inputs[0].as_str();
     let mut kafka: filesink::ingest::Kafka = url.parse().map_err(ingest_error)?;
-    if until == Some(UntilArg::End) {
+    if args.until == Some(UntilArg::End) {
         kafka = kafka.until_end();
+    }
+    if !args.kafka_columns.is_empty() {
+        if args.input_format == Some(InputFormatArg::Csv) {
+            return Err(CliError::usage(
+                "--kafka-columns adds fields to JSON records; it does not apply to \
+                 --input-format csv",
+            ));
+        }
+        let columns = args
+            .kafka_columns
+            .iter()
+            .map(|c| c.parse::<filesink::ingest::KafkaColumn>())
+            .collect::<filesink::Result<Vec<_>>>()
+            .map_err(ingest_error)?;
+        kafka = kafka.columns(columns);
     }
     let source = tokio::task::spawn_blocking(move || kafka.connect())
         .await
@@ -491,7 +515,7 @@ async fn connect_kafka(url: &str, until: Option<UntilArg>) -> CliResult<Ingest> 
 }
 
 #[cfg(not(feature = "kafka"))]
-async fn connect_kafka(_url: &str, _until: Option<UntilArg>) -> CliResult<Ingest> {
+async fn connect_kafka(_args: &IngestArgs) -> CliResult<Ingest> {
     Err(CliError::usage(
         "this filesink was built without Kafka (the `kafka` feature)",
     ))

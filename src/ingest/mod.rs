@@ -154,7 +154,7 @@ pub use source::{
     Ranges, RawChunk, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
 };
 #[cfg(feature = "kafka")]
-pub use source::{Kafka, KafkaSource};
+pub use source::{Kafka, KafkaColumn, KafkaSource};
 pub use stop::StopHandle;
 
 /// Most records decoded and written as one batch, while the writers hold few files.

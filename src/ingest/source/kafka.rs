@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::custom::{CommitHook, Next, Source};
@@ -89,7 +89,64 @@ pub struct Kafka {
     partitions: Option<BTreeSet<i32>>,
     until_end: bool,
     group: Option<String>,
+    columns: Vec<KafkaColumn>,
     config: Vec<(String, String)>,
+}
+
+/// Metadata of a Kafka record, added to it as a column ([`Kafka::columns`]): for audit, and
+/// for deduplication downstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KafkaColumn {
+    /// `kafka_key`: the record's key as text (bytes that are not UTF-8 replaced by U+FFFD),
+    /// `null` without one.
+    Key,
+    /// `kafka_topic`: its topic.
+    Topic,
+    /// `kafka_partition`: its partition.
+    Partition,
+    /// `kafka_offset`: its offset.
+    Offset,
+    /// `kafka_timestamp`: its timestamp, in milliseconds since the Unix epoch (`null`
+    /// without one).
+    Timestamp,
+}
+
+impl KafkaColumn {
+    /// Every column, in the order they are added.
+    pub const ALL: [KafkaColumn; 5] = [
+        KafkaColumn::Key,
+        KafkaColumn::Topic,
+        KafkaColumn::Partition,
+        KafkaColumn::Offset,
+        KafkaColumn::Timestamp,
+    ];
+
+    /// The column's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            KafkaColumn::Key => "kafka_key",
+            KafkaColumn::Topic => "kafka_topic",
+            KafkaColumn::Partition => "kafka_partition",
+            KafkaColumn::Offset => "kafka_offset",
+            KafkaColumn::Timestamp => "kafka_timestamp",
+        }
+    }
+}
+
+/// `key`, `topic`, `partition`, `offset`, `timestamp`.
+impl std::str::FromStr for KafkaColumn {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<KafkaColumn> {
+        KafkaColumn::ALL
+            .into_iter()
+            .find(|c| c.name().strip_prefix("kafka_") == Some(s))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "`{s}` is not a Kafka column (key, topic, partition, offset, timestamp)"
+                ))
+            })
+    }
 }
 
 impl Kafka {
@@ -101,6 +158,7 @@ impl Kafka {
             partitions: None,
             until_end: false,
             group: None,
+            columns: Vec::new(),
             config: Vec::new(),
         }
     }
@@ -124,6 +182,20 @@ impl Kafka {
     /// monitoring: the position is the lake's, and the group's offsets are never read.
     pub fn group(mut self, group: impl Into<String>) -> Kafka {
         self.group = Some(group.into());
+        self
+    }
+
+    /// Adds each record's metadata as columns named `kafka_<column>` (their types are the
+    /// schema's: it must name them). Records are JSON objects then: the fields are added at the
+    /// end of each object, so they win over fields of the same name in the record; a record
+    /// that is not an object is left as it is, and refused as a malformed record.
+    pub fn columns(mut self, columns: impl IntoIterator<Item = KafkaColumn>) -> Kafka {
+        self.columns.clear();
+        for c in columns {
+            if !self.columns.contains(&c) {
+                self.columns.push(c);
+            }
+        }
         self
     }
 
@@ -186,11 +258,13 @@ impl Kafka {
                 name: format!("kafka://{cluster}/{topic}/{p}"),
             }));
         }
-        let index = parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((p.topic.clone(), p.partition), i))
-            .collect();
+        let mut index: HashMap<String, HashMap<i32, usize>> = HashMap::new();
+        for (i, p) in parts.iter().enumerate() {
+            index
+                .entry(p.topic.clone())
+                .or_default()
+                .insert(p.partition, i);
+        }
         let mut name = format!("kafka://{cluster}/{}", self.topics.join(","));
         if let Some(p) = &self.partitions {
             name.push_str(&format!("?partitions={}", ranges(p)));
@@ -203,6 +277,7 @@ impl Kafka {
             listed_end: vec![0; parts.len()],
             parts,
             index,
+            columns: self.columns,
             until_end: self.until_end,
             group: self.group,
             config: self.config,
@@ -225,8 +300,11 @@ const FIXED: &[(&str, &str)] = &[
     ("enable.partition.eof", "true"),
 ];
 
-/// Settings that may be overridden.
-const TUNED: &[(&str, &str)] = &[("client.id", "filesink")];
+/// Settings that may be overridden. A fetch that finds no new record waits at most 100 ms for
+/// one (librdkafka's default is 500 ms): a broker that holds a fetch for all of that wait
+/// even when records arrive (tansu does) would otherwise add up to half a second to when a
+/// record becomes visible.
+const TUNED: &[(&str, &str)] = &[("client.id", "filesink"), ("fetch.wait.max.ms", "100")];
 
 /// The configuration of a consumer of `brokers` in `group`, with the settings given.
 fn consumer_config(brokers: &str, group: &str, given: &[(String, String)]) -> ClientConfig {
@@ -371,6 +449,54 @@ fn check_kept(part: &str, next: u64, low: i64, high: i64) -> Result<()> {
     Ok(())
 }
 
+/// The values of `columns` for `message`.
+fn column_values(
+    message: &BorrowedMessage<'_>,
+    columns: &[KafkaColumn],
+) -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::Value;
+    columns
+        .iter()
+        .map(|column| {
+            let value = match column {
+                KafkaColumn::Key => message
+                    .key()
+                    .map_or(Value::Null, |k| Value::from(String::from_utf8_lossy(k))),
+                KafkaColumn::Topic => Value::from(message.topic()),
+                KafkaColumn::Partition => Value::from(message.partition()),
+                KafkaColumn::Offset => Value::from(message.offset()),
+                KafkaColumn::Timestamp => message
+                    .timestamp()
+                    .to_millis()
+                    .map_or(Value::Null, Value::from),
+            };
+            (column.name(), value)
+        })
+        .collect()
+}
+
+/// `value`, a JSON object, with `fields` added at its end; another value as it is.
+fn add_fields(value: &[u8], fields: &[(&str, serde_json::Value)]) -> Vec<u8> {
+    let trimmed = value.trim_ascii();
+    let (Some(b'{'), Some(b'}')) = (trimmed.first(), trimmed.last()) else {
+        return value.to_vec();
+    };
+    let body = &trimmed[..trimmed.len() - 1];
+    let empty = body[1..].trim_ascii().is_empty();
+    let mut out = Vec::with_capacity(value.len() + 32 * fields.len());
+    out.extend_from_slice(body);
+    for (i, (name, field)) in fields.iter().enumerate() {
+        if i > 0 || !empty {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, name).expect("a JSON string writes");
+        out.push(b':');
+        serde_json::to_writer(&mut out, field).expect("a JSON value writes");
+    }
+    out.push(b'}');
+    out
+}
+
 /// One topic-partition.
 #[derive(Debug, Clone)]
 struct Part {
@@ -387,7 +513,10 @@ pub struct KafkaSource {
     name: String,
     brokers: String,
     parts: Vec<Part>,
-    index: HashMap<(String, i32), usize>,
+    /// Per topic, per partition: the part's index.
+    index: HashMap<String, HashMap<i32, usize>>,
+    /// The metadata columns added to each record.
+    columns: Vec<KafkaColumn>,
     /// Per part, the next offset to read, once known (recorded, or after a record).
     next: Vec<Option<u64>>,
     /// Per part, whether the consumer reported its end (`until_end`).
@@ -646,8 +775,8 @@ impl Source for KafkaSource {
                 }
                 Some(Ok(m)) => m,
             };
-            let key = (message.topic().to_owned(), message.partition());
-            let Some(&i) = self.index.get(&key) else {
+            let found = self.index.get(message.topic());
+            let Some(&i) = found.and_then(|p| p.get(&message.partition())) else {
                 continue;
             };
             let Ok(after) = u64::try_from(message.offset() + 1) else {
@@ -658,7 +787,10 @@ impl Source for KafkaSource {
             self.next[i] = Some(after);
             advanced = true;
             if let Some(value) = message.payload() {
-                records.push(value.to_vec());
+                records.push(match self.columns.is_empty() {
+                    true => value.to_vec(),
+                    false => add_fields(value, &column_values(&message, &self.columns)),
+                });
             }
         }
         if !records.is_empty() || advanced {
@@ -752,6 +884,37 @@ mod tests {
             matches!(&recreated, Error::InputChanged(m) if m.contains("created again")),
             "{recreated}"
         );
+    }
+
+    #[test]
+    fn metadata_fields_are_added_at_the_end_of_an_object_and_nothing_else_changes() {
+        let fields = [
+            ("kafka_offset", serde_json::Value::from(5)),
+            ("kafka_key", serde_json::Value::from("k\"1")),
+        ];
+        let add = |v: &str| String::from_utf8(add_fields(v.as_bytes(), &fields)).unwrap();
+        assert_eq!(
+            add(r#"{"a":1}"#),
+            r#"{"a":1,"kafka_offset":5,"kafka_key":"k\"1"}"#
+        );
+        assert_eq!(add(" { } "), r#"{ "kafka_offset":5,"kafka_key":"k\"1"}"#);
+        assert_eq!(
+            add(r#"{"s":"}"}"#),
+            r#"{"s":"}","kafka_offset":5,"kafka_key":"k\"1"}"#
+        );
+        for other in ["[1]", "7", "", "{\"a\":1", "not json"] {
+            assert_eq!(add(other), other);
+        }
+    }
+
+    #[test]
+    fn kafka_columns_are_named_as_given() {
+        for c in KafkaColumn::ALL {
+            let short = c.name().strip_prefix("kafka_").unwrap();
+            assert_eq!(short.parse::<KafkaColumn>().unwrap(), c);
+        }
+        assert!("kafka_key".parse::<KafkaColumn>().is_err());
+        assert!("headers".parse::<KafkaColumn>().is_err());
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub use infer::{check_csv_schema, infer_schema};
 pub use input::{Input, InputFormat};
 pub use inputs::InputSource;
 #[cfg(feature = "kafka")]
-pub use kafka::{Kafka, KafkaSource};
+pub use kafka::{Kafka, KafkaColumn, KafkaSource};
 pub use position::{Cursor, PartOffsets, Prefix, SourcePosition, TimePartitionBy};
 pub use ranges::{Lane, LaneNext, Ranges};
 pub(crate) use reader::SourceReader;
