@@ -683,7 +683,7 @@ impl Source for KafkaSource {
 
     /// Commits the offsets of committed records to the consumer group (the job's name unless
     /// [`Kafka::group`] names one), through a consumer of its own that joins no group: for lag
-    /// monitoring only ([`GroupCommitter`]).
+    /// monitoring only (`GroupCommitter`).
     fn commit_hook(&mut self, job: &str) -> Option<CommitHook> {
         let group = self.group.clone().unwrap_or_else(|| job.to_owned());
         let mut config = consumer_config(&self.brokers, &group, &self.config);

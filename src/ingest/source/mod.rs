@@ -69,7 +69,7 @@ mod infer;
 mod input;
 mod inputs;
 #[cfg(feature = "kafka")]
-mod kafka;
+pub mod kafka;
 mod object;
 mod position;
 mod ranges;
