@@ -7,7 +7,7 @@
 //! A topic-partition is the part `kafka://<cluster id>/<topic>/<partition>` (the cluster id
 //! from the broker's metadata, so one lake can take one topic name from two clusters). The
 //! position every checkpoint records ([`PartOffsets`]) is, per part read, the **next offset to
-//! read**: the offset after the last record handed out before the cut. A part the run has not
+//! read**: the offset after the last record handed out before the cut. A part the job has not
 //! read a record of yet is left out, and is read from its first offset kept. Kafka's own
 //! committed group offsets are never read.
 //!
@@ -29,6 +29,10 @@
 //! 5. With [`Kafka::until_end`], a part ends at the end-of-partition the consumer reports
 //!    (not at an offset the broker lists: some brokers list the base offset of a partition's
 //!    last batch there); the source ends once every part has.
+//! 6. After each checkpoint's commit, the ingest hands the committed position to
+//!    [`Source::commit_hook`]: its offsets are committed to the consumer group (the job's name,
+//!    or [`Kafka::group`]), asynchronously, the last one of a run synchronously. For lag
+//!    monitoring only.
 //!
 //! # Crash points
 //!
@@ -36,7 +40,9 @@
 //! |---|---|
 //! | while reading, before a checkpoint | the next run seeks every part to the last recorded offsets: the records since are read again and written once |
 //! | between a checkpoint's manifest and its commit | the next run (or the job taking a part over) commits the pending files first, idempotently |
-//! | after the commit | nothing is read again |
+//! | after the commit, before the group's offsets are committed | nothing is read again; only the group's lag figure is behind until the next commit |
+//! | during the last checkpoint a SIGTERM asked for | as during any checkpoint: the next run resumes from the last complete one |
+//! | paused past its lease while another job took a part over (a zombie) | its next checkpoint fails its ownership check and writes nothing; the other job read on from its last committed offsets |
 //!
 //! # Invariants
 //!
