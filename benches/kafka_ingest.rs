@@ -278,6 +278,10 @@ fn visible_latency(rt: &tokio::runtime::Runtime, broker: &str, tansu: &str, scra
     }
     stop.stop();
     rt.block_on(run).unwrap().unwrap();
+    if latencies.is_empty() {
+        println!("kafka_visible_latency: no record became visible");
+        return;
+    }
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize] as f64 / 1e6;
     println!(

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -82,6 +82,60 @@ fn wait_for_visible(lake: &Path, n: usize, child: &mut Child) {
     }
 }
 
+/// One test's topic (a new one of `PARTITIONS` partitions), and its lake and schema file in
+/// a directory of its own.
+struct Case {
+    dir: tempfile::TempDir,
+    lake: PathBuf,
+    schema: String,
+    topic: String,
+    source: String,
+}
+
+impl Case {
+    fn new(broker: &str, what: &str) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
+        let topic = create_topic(broker, what, PARTITIONS);
+        let source = url(broker, &topic, "");
+        Case {
+            dir,
+            lake,
+            schema,
+            topic,
+            source,
+        }
+    }
+
+    /// `ingest <topic> --to <lake> --schema <schema>`, then `extra`.
+    fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["ingest", &self.source, "--to", s(&self.lake)];
+        args.extend(["--schema", &self.schema]);
+        args.extend_from_slice(extra);
+        args
+    }
+
+    /// A file for a run's output, in the test's directory.
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+fn sigterm(child: &Child) {
+    let pid = i32::try_from(child.id()).unwrap();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+}
+
+/// Asserts that no id of `ids` (sorted) is there twice.
+fn assert_no_duplicate(ids: &[i64], when: &str) {
+    let twice = ids.windows(2).find(|w| w[0] == w[1]);
+    assert!(
+        twice.is_none(),
+        "{when}: id {:?} visible twice",
+        twice.map(|w| w[0])
+    );
+}
+
 /// A topic read to its end holds each record once in the lake; the same command run again
 /// takes only what was produced since, and once more finds nothing new.
 #[test]
@@ -89,41 +143,27 @@ fn a_topic_read_to_its_end_is_visible_once_and_a_rerun_takes_only_what_came_sinc
     let Some(broker) = broker_or_explain() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
-    let topic = create_topic(&broker, "to-its-end", PARTITIONS);
+    let c = Case::new(&broker, "to-its-end");
+    let (lake, topic) = (&c.lake, &c.topic);
     let p = producer(&broker, &[]);
-    produce(&p, &topic, PARTITIONS, 0..20_000);
-    let source = url(&broker, &topic, "");
-    let args = [
-        "ingest",
-        &source,
-        "--to",
-        s(&lake),
-        "--schema",
-        &schema,
-        "--until",
-        "end",
-        "--checkpoint-every",
-        "3000rows",
-        "--json",
-    ];
+    produce(&p, topic, PARTITIONS, 0..20_000);
+    let args = c.args(&["--until", "end", "--checkpoint-every", "3000rows", "--json"]);
     let first = json_of(&run_expect(&args, 0));
     assert_eq!(first["records"], 20_000, "{first}");
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..20_000);
+    assert_exactly_once(&visible_parquet_ids(lake), 0..20_000);
     // The group named after the job holds the offsets the lake stands at, for monitoring.
     let job = first["job"].as_str().unwrap();
-    assert_eq!(group_offsets(&broker, job, &topic), [5_000; 4]);
+    assert_eq!(group_offsets(&broker, job, topic), [5_000; 4]);
 
-    produce(&p, &topic, PARTITIONS, 20_000..25_000);
+    produce(&p, topic, PARTITIONS, 20_000..25_000);
     let second = json_of(&run_expect(&args, 0));
     assert_eq!(second["records_this_run"], 5_000, "{second}");
     assert_eq!(second["job"], first["job"]);
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..25_000);
-    assert_eq!(group_offsets(&broker, job, &topic), [6_250; 4]);
+    assert_exactly_once(&visible_parquet_ids(lake), 0..25_000);
+    assert_eq!(group_offsets(&broker, job, topic), [6_250; 4]);
 
     let third = run_expect(&args, 0);
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..25_000);
+    assert_exactly_once(&visible_parquet_ids(lake), 0..25_000);
     let third = json_of(&third);
     assert_eq!(
         third["records_this_run"].as_u64().unwrap_or(0),
@@ -147,27 +187,12 @@ fn sigkill_at_random_moments_loses_and_repeats_no_record() {
         .unwrap_or(0x6B61_666B_6121);
     eprintln!("FILESINK_SEED={seed}");
     let mut rng = Rng::new(seed);
-    let dir = tempfile::tempdir().unwrap();
-    let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
-    let topic = create_topic(&broker, "sigkill", PARTITIONS);
-    produce(&producer(&broker, &[]), &topic, PARTITIONS, 0..RECORDS);
-    let source = url(&broker, &topic, "");
-    let args = [
-        "ingest",
-        &source,
-        "--to",
-        s(&lake),
-        "--schema",
-        &schema,
-        "--until",
-        "end",
-        "--checkpoint-every",
-        "40000rows",
-        "--json",
-    ];
+    let c = Case::new(&broker, "sigkill");
+    produce(&producer(&broker, &[]), &c.topic, PARTITIONS, 0..RECORDS);
+    let args = c.args(&["--until", "end", "--checkpoint-every", "40000rows"]);
     let mut killed = 0;
     while killed < KILLS {
-        let mut child = spawn(&args, &dir.path().join("run.log"));
+        let mut child = spawn(&args, &c.log("run.log"));
         // Kill at a random moment: some before the first records are visible, most after.
         let at = Duration::from_millis(150 + rng.next() % 2_500);
         let deadline = Instant::now() + at;
@@ -181,18 +206,12 @@ fn sigkill_at_random_moments_loses_and_repeats_no_record() {
         child.kill().unwrap();
         child.wait().unwrap();
         killed += 1;
-        let ids = visible_parquet_ids(&lake);
-        let mut dedup = ids.clone();
-        dedup.dedup();
-        assert_eq!(
-            dedup.len(),
-            ids.len(),
-            "a record visible twice after kill {killed}"
-        );
+        let when = format!("after kill {killed}");
+        assert_no_duplicate(&visible_parquet_ids(&c.lake), &when);
     }
     eprintln!("{killed} kills");
     run_expect(&args, 0);
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..RECORDS);
+    assert_exactly_once(&visible_parquet_ids(&c.lake), 0..RECORDS);
 }
 
 /// One job of a lake reads a partition at a time: a second job naming a partition a live run
@@ -203,51 +222,40 @@ fn a_partition_a_live_job_reads_is_refused_to_another_job_and_handed_on_once_it_
     let Some(broker) = broker_or_explain() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
-    let topic = create_topic(&broker, "claims", PARTITIONS);
+    let c = Case::new(&broker, "claims");
+    let (lake, topic) = (&c.lake, &c.topic);
     let p = producer(&broker, &[]);
-    produce(&p, &topic, PARTITIONS, 0..8_000);
-    let all = url(&broker, &topic, "");
-    let three = url(&broker, &topic, "?partitions=3");
-    let common = [
-        "--to",
-        s(&lake),
-        "--schema",
-        &schema,
-        "--checkpoint-every",
-        "500rows",
-    ];
+    produce(&p, topic, PARTITIONS, 0..8_000);
+    let every = ["--checkpoint-every", "500rows"];
+    let all = c.args(&every);
+    // Partition 3 alone, another job: the same arguments, another source.
+    let three_url = url(&broker, topic, "?partitions=3");
+    let three = |extra: &[&'static str]| {
+        let mut args = c.args(&every);
+        args[1] = &three_url;
+        args.extend_from_slice(extra);
+        args
+    };
     // The first job reads every partition, and goes on waiting for more.
-    let log = dir.path().join("first.log");
-    let mut first = spawn(&[&["ingest", all.as_str()][..], &common].concat(), &log);
-    wait_for_visible(&lake, 8_000, &mut first);
+    let log = c.log("first.log");
+    let mut first = spawn(&all, &log);
+    wait_for_visible(lake, 8_000, &mut first);
     assert!(
         first.try_wait().unwrap().is_none(),
         "the unbounded run ended: {}",
         log_of(&log)
     );
 
-    let refused = run_expect(
-        &[&["ingest", three.as_str(), "--until", "end"][..], &common].concat(),
-        5,
-    );
+    let refused = run_expect(&three(&["--until", "end"]), 5);
     let err = stderr(&refused);
     assert!(err.contains("/3") && err.contains("live run"), "{err}");
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..8_000);
+    assert_exactly_once(&visible_parquet_ids(lake), 0..8_000);
 
     // The first run dies; records produced since go to the job that takes partition 3 over.
     first.kill().unwrap();
     first.wait().unwrap();
-    produce(&p, &topic, PARTITIONS, 8_000..12_000);
-    let second = run_expect(
-        &[
-            &["ingest", three.as_str(), "--until", "end", "--json"][..],
-            &common,
-        ]
-        .concat(),
-        0,
-    );
+    produce(&p, topic, PARTITIONS, 8_000..12_000);
+    let second = run_expect(&three(&["--until", "end", "--json"]), 0);
     assert_eq!(
         json_of(&second)["records_this_run"],
         1_000,
@@ -256,12 +264,9 @@ fn a_partition_a_live_job_reads_is_refused_to_another_job_and_handed_on_once_it_
     );
     // The first job takes partition 3 back from where the second stopped, and reads the
     // other three on from its own checkpoint.
-    produce(&p, &topic, PARTITIONS, 12_000..14_000);
-    run_expect(
-        &[&["ingest", all.as_str(), "--until", "end"][..], &common].concat(),
-        0,
-    );
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..14_000);
+    produce(&p, topic, PARTITIONS, 12_000..14_000);
+    run_expect(&c.args(&["--until", "end"]), 0);
+    assert_exactly_once(&visible_parquet_ids(lake), 0..14_000);
 }
 
 /// SIGTERM stops a run that reads on forever at a checkpoint: everything it wrote visible,
@@ -271,23 +276,11 @@ fn sigterm_takes_a_last_checkpoint_and_exits_0() {
     let Some(broker) = broker_or_explain() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
-    let topic = create_topic(&broker, "sigterm", PARTITIONS);
+    let c = Case::new(&broker, "sigterm");
+    let lake = &c.lake;
     let p = producer(&broker, &[]);
-    produce(&p, &topic, PARTITIONS, 0..10_000);
-    let source = url(&broker, &topic, "");
-    let args = [
-        "ingest",
-        &source,
-        "--to",
-        s(&lake),
-        "--schema",
-        &schema,
-        "--checkpoint-every",
-        "4000rows",
-        "--json",
-    ];
+    produce(&p, &c.topic, PARTITIONS, 0..10_000);
+    let args = c.args(&["--checkpoint-every", "4000rows", "--json"]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_filesink"))
         .args(args)
         .stdin(Stdio::null())
@@ -296,30 +289,26 @@ fn sigterm_takes_a_last_checkpoint_and_exits_0() {
         .spawn()
         .unwrap();
     // Two checkpoints of records are visible; the rest waits for the next one.
-    wait_for_visible(&lake, 8_000, &mut child);
+    wait_for_visible(lake, 8_000, &mut child);
     assert!(
         child.try_wait().unwrap().is_none(),
         "the unbounded run ended"
     );
-    let pid = i32::try_from(child.id()).unwrap();
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    sigterm(&child);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let summary = json_of(&out);
     assert_eq!(summary["status"], "interrupted", "{summary}");
     // The initial checkpoint, two of 4,000 records, and the last one the signal took.
     assert!(summary["checkpoints"].as_u64().unwrap() >= 4, "{summary}");
-    let visible = visible_parquet_ids(&lake);
+    let visible = visible_parquet_ids(lake);
     let total = summary["records"].as_u64().unwrap();
     assert_eq!(visible.len() as u64, total, "{summary}");
-    let mut distinct = visible.clone();
-    distinct.dedup();
-    assert_eq!(distinct.len(), visible.len(), "a record visible twice");
+    assert_no_duplicate(&visible, "after SIGTERM");
 
-    produce(&p, &topic, PARTITIONS, 10_000..11_000);
-    let until_end: Vec<&str> = args.iter().copied().chain(["--until", "end"]).collect();
-    run_expect(&until_end, 0);
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..11_000);
+    produce(&p, &c.topic, PARTITIONS, 10_000..11_000);
+    run_expect(&c.args(&["--until", "end"]), 0);
+    assert_exactly_once(&visible_parquet_ids(lake), 0..11_000);
 }
 
 /// The broker killed and started again while a run reads: the run waits, goes on, and stops
@@ -329,50 +318,37 @@ fn a_broker_restarted_mid_run_loses_and_repeats_no_record() {
     if broker_or_explain().is_none() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
-    let mut broker = OwnBroker::start(&dir.path().join("broker"));
+    let own = tempfile::tempdir().unwrap();
+    let mut broker = OwnBroker::start(own.path());
     let address = broker.address();
-    let topic = create_topic(&address, "restart", PARTITIONS);
-    produce(&producer(&address, &[]), &topic, PARTITIONS, 0..100_000);
-    let source = url(&address, &topic, "");
-    let args = [
-        "ingest",
-        &source,
-        "--to",
-        s(&lake),
-        "--schema",
-        &schema,
-        "--checkpoint-every",
-        "10000rows",
-        "--json",
-    ];
-    let log = dir.path().join("run.log");
+    let c = Case::new(&address, "restart");
+    let (lake, topic) = (&c.lake, &c.topic);
+    produce(&producer(&address, &[]), topic, PARTITIONS, 0..100_000);
+    let args = c.args(&["--checkpoint-every", "10000rows"]);
+    let log = c.log("run.log");
     let mut run = spawn(&args, &log);
-    wait_for_visible(&lake, 20_000, &mut run);
+    wait_for_visible(lake, 20_000, &mut run);
     broker.kill();
     std::thread::sleep(Duration::from_secs(1));
     broker.restart();
     produce(
         &producer(&address, &[]),
-        &topic,
+        topic,
         PARTITIONS,
         100_000..150_000,
     );
-    wait_for_visible(&lake, 140_000, &mut run);
+    wait_for_visible(lake, 140_000, &mut run);
     assert!(
         run.try_wait().unwrap().is_none(),
         "the run ended while the broker was down: {}",
         log_of(&log)
     );
-    let pid = i32::try_from(run.id()).unwrap();
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    sigterm(&run);
     let status = run.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", log_of(&log));
 
-    let until_end: Vec<&str> = args.iter().copied().chain(["--until", "end"]).collect();
-    run_expect(&until_end, 0);
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..150_000);
+    run_expect(&c.args(&["--until", "end"]), 0);
+    assert_exactly_once(&visible_parquet_ids(lake), 0..150_000);
 }
 
 /// A topic into a Delta table, on local disk and on S3, killed once and run to the end: each
@@ -463,26 +439,15 @@ fn a_topic_created_again_under_its_name_is_refused() {
     let Some(broker) = broker_or_explain() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
-    let topic = create_topic(&broker, "recreated", PARTITIONS);
-    produce(&producer(&broker, &[]), &topic, PARTITIONS, 0..1_000);
-    let source = url(&broker, &topic, "");
-    let args = [
-        "ingest",
-        &source,
-        "--to",
-        s(&lake),
-        "--schema",
-        &schema,
-        "--until",
-        "end",
-    ];
+    let c = Case::new(&broker, "recreated");
+    let topic = &c.topic;
+    produce(&producer(&broker, &[]), topic, PARTITIONS, 0..1_000);
+    let args = c.args(&["--until", "end"]);
     run_expect(&args, 0);
-    delete_topic(&broker, &topic);
-    assert_eq!(create_topic(&broker, "recreated", PARTITIONS), topic);
-    produce(&producer(&broker, &[]), &topic, PARTITIONS, 5_000..5_040);
-    let log = dir.path().join("again.log");
+    delete_topic(&broker, topic);
+    assert_eq!(&create_topic(&broker, "recreated", PARTITIONS), topic);
+    produce(&producer(&broker, &[]), topic, PARTITIONS, 5_000..5_040);
+    let log = c.log("again.log");
     let mut again = spawn(&args, &log);
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
@@ -496,7 +461,7 @@ fn a_topic_created_again_under_its_name_is_refused() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(7), "{}", log_of(&log));
-    assert_exactly_once(&visible_parquet_ids(&lake), 0..1_000);
+    assert_exactly_once(&visible_parquet_ids(&c.lake), 0..1_000);
 }
 
 /// `--kafka-columns` adds each record's key, topic, partition, offset and timestamp: read
@@ -508,8 +473,7 @@ fn kafka_columns_carry_each_records_own_metadata() {
     let Some(broker) = broker_or_explain() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let lake = dir.path().join("lake");
+    let c = Case::new(&broker, "columns");
     let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("kafka_key", DataType::Utf8, true),
@@ -518,28 +482,12 @@ fn kafka_columns_carry_each_records_own_metadata() {
         Field::new("kafka_offset", DataType::Int64, false),
         Field::new("kafka_timestamp", DataType::Int64, true),
     ]);
-    let schema_path = dir.path().join("schema.json");
-    std::fs::write(&schema_path, serde_json::to_vec(&schema).unwrap()).unwrap();
-    let topic = create_topic(&broker, "columns", PARTITIONS);
-    produce(&producer(&broker, &[]), &topic, PARTITIONS, 0..2_000);
-    let source = url(&broker, &topic, "");
-    run_expect(
-        &[
-            "ingest",
-            &source,
-            "--to",
-            s(&lake),
-            "--schema",
-            s(&schema_path),
-            "--until",
-            "end",
-            "--kafka-columns",
-            "key,topic,partition,offset,timestamp",
-        ],
-        0,
-    );
+    std::fs::write(&c.schema, serde_json::to_vec(&schema).unwrap()).unwrap();
+    produce(&producer(&broker, &[]), &c.topic, PARTITIONS, 0..2_000);
+    let columns = "key,topic,partition,offset,timestamp";
+    run_expect(&c.args(&["--until", "end", "--kafka-columns", columns]), 0);
     let mut ids = Vec::new();
-    for file in common::visible_files(&lake) {
+    for file in common::visible_files(&c.lake) {
         let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&file).unwrap())
             .unwrap()
             .build()
@@ -562,7 +510,7 @@ fn kafka_columns_carry_each_records_own_metadata() {
             for r in 0..batch.num_rows() {
                 let id = id.value(r);
                 assert_eq!(key.value(r), id.to_string());
-                assert_eq!(t.value(r), topic);
+                assert_eq!(t.value(r), c.topic);
                 assert_eq!(i64::from(partition.value(r)), id % i64::from(PARTITIONS));
                 // Partition p holds p, p+4, …: id's offset is its place there.
                 assert_eq!(offset.value(r), id / i64::from(PARTITIONS));
@@ -573,4 +521,87 @@ fn kafka_columns_carry_each_records_own_metadata() {
     }
     ids.sort_unstable();
     assert_exactly_once(&ids, 0..2_000);
+}
+
+/// With a time schedule, records become visible while the topic stays idle after them: the
+/// checkpoint fires on time with no new record to carry it.
+#[test]
+fn records_become_visible_on_a_time_schedule_while_the_topic_is_idle() {
+    let Some(broker) = broker_or_explain() else {
+        return;
+    };
+    let c = Case::new(&broker, "idle");
+    let log = c.log("run.log");
+    let mut run = spawn(&c.args(&["--checkpoint-every", "1s"]), &log);
+    let p = producer(&broker, &[]);
+    for round in 0..3 {
+        let ids = round * 100..(round + 1) * 100;
+        produce(&p, &c.topic, PARTITIONS, ids);
+        // Nothing more is produced until these are visible.
+        wait_for_visible(&c.lake, (round as usize + 1) * 100, &mut run);
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the run ended: {}",
+            log_of(&log)
+        );
+    }
+    sigterm(&run);
+    assert_eq!(run.wait().unwrap().code(), Some(0), "{}", log_of(&log));
+    assert_exactly_once(&visible_parquet_ids(&c.lake), 0..300);
+}
+
+/// What is wrong with a Kafka argument is said before anything is created: a URL that is not
+/// one, flags that need a Kafka input or JSON, a Kafka input beside files (exit 2); a topic or
+/// partition the cluster does not have, a broker that does not answer (exit 1).
+#[test]
+fn kafka_arguments_are_checked_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let schema = schema_file(dir.path());
+    let input = dir.path().join("a.jsonl");
+    std::fs::write(&input, "{\"id\":1}\n").unwrap();
+    let to = ["--to", s(&lake), "--schema", &schema];
+    let cases: &[(&[&str], &str)] = &[
+        (&["kafka://host/topic"], "HOST:PORT"),
+        (&["kafka://h:1/a b"], "not a topic name"),
+        (&["kafka://h:1/t?partitions=3-1"], "empty range"),
+        (&["kafka://h:1/t", s(&input)], "read alone"),
+        (&[s(&input), "--until", "end"], "kafka:// input"),
+        (&[s(&input), "--kafka-columns", "offset"], "kafka:// input"),
+        (
+            &[
+                "kafka://h:1/t",
+                "--kafka-columns",
+                "offset",
+                "--input-format",
+                "csv",
+            ],
+            "JSON records",
+        ),
+        (
+            &["kafka://h:1/t", "--kafka-columns", "headers"],
+            "not a Kafka column",
+        ),
+    ];
+    for (args, says) in cases {
+        let all: Vec<&str> = ["ingest"].iter().chain(*args).chain(&to).copied().collect();
+        let out = run_expect(&all, 2);
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert!(!lake.exists(), "{args:?} created the lake");
+    }
+    let Some(broker) = broker_or_explain() else {
+        return;
+    };
+    let topic = create_topic(&broker, "arguments", PARTITIONS);
+    let missing = [
+        (url(&broker, "no-such-topic", ""), "no such topic"),
+        (url(&broker, &topic, "?partitions=0-5"), "not 4"),
+        // Nothing listens there: the broker does not answer (after 30 s).
+        ("kafka://127.0.0.1:1/t".to_owned(), "kafka://127.0.0.1:1"),
+    ];
+    for (source, says) in missing {
+        let out = run_expect(&["ingest", &source, to[0], to[1], to[2], to[3]], 1);
+        assert!(stderr(&out).contains(says), "{source}: {}", stderr(&out));
+        assert!(!lake.exists(), "{source} created the lake");
+    }
 }

@@ -335,14 +335,7 @@ impl Writing {
         self.job.bad_file.sync(position).await?;
         *step = Step::Checkpoint;
         // The previous checkpoint was committed behind the writes since.
-        settle_commit(
-            &mut self.job.coordinator,
-            &mut self.summary,
-            observer,
-            self.committing.as_ref(),
-        )
-        .await?;
-        acknowledge(self.hook.as_ref(), self.committing.as_ref());
+        self.settle(observer).await?;
         self.compacting.start_when_ready(&self.job.coordinator);
         let report = self
             .job
@@ -366,6 +359,14 @@ impl Writing {
     async fn interrupted(&mut self, observer: &mut dyn Observer, step: &mut Step) -> Result<Ended> {
         self.checkpoint(observer, step).await?;
         *step = Step::Checkpoint;
+        self.settle(observer).await?;
+        *step = Step::Prepare;
+        self.committing = None;
+        Ok(Ended::Interrupted)
+    }
+
+    /// Takes in the commit of the checkpoint before (`committing`), and tells the source.
+    async fn settle(&mut self, observer: &mut dyn Observer) -> Result<()> {
         settle_commit(
             &mut self.job.coordinator,
             &mut self.summary,
@@ -373,9 +374,8 @@ impl Writing {
             self.committing.as_ref(),
         )
         .await?;
-        *step = Step::Prepare;
-        acknowledge(self.hook.as_ref(), self.committing.take().as_ref());
-        Ok(Ended::Interrupted)
+        acknowledge(self.hook.as_ref(), self.committing.as_ref());
+        Ok(())
     }
 
     /// Every input is read: takes the last checkpoint, which finishes the job.
