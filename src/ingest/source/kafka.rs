@@ -52,7 +52,7 @@
 //!   record.
 //! - No offset is skipped silently: an offset the broker no longer has is refused.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -279,6 +279,7 @@ impl Kafka {
             name,
             brokers: self.brokers,
             next: vec![None; parts.len()],
+            carried: Default::default(),
             at_end: vec![false; parts.len()],
             listed_end: vec![0; parts.len()],
             parts,
@@ -525,6 +526,8 @@ pub struct KafkaSource {
     columns: Vec<KafkaColumn>,
     /// Per part, the next offset to read, once known (recorded, or after a record).
     next: Vec<Option<u64>>,
+    /// The recorded offsets of parts this run does not read, kept in its positions.
+    carried: BTreeMap<String, u64>,
     /// Per part, whether the consumer reported its end (`until_end`).
     at_end: Vec<bool>,
     /// Per part, the end offset the broker listed as the parts were assigned.
@@ -564,15 +567,13 @@ impl KafkaSource {
 
     /// Where the source stands: per part with a known offset, the next offset to read.
     fn position(&self) -> serde_json::Value {
-        PartOffsets {
-            parts: self
-                .parts
-                .iter()
-                .zip(&self.next)
-                .filter_map(|(p, n)| Some((p.name.clone(), (*n)?)))
-                .collect(),
+        let mut parts = self.carried.clone();
+        for (part, next) in self.parts.iter().zip(&self.next) {
+            if let Some(n) = next {
+                parts.insert(part.name.clone(), *n);
+            }
         }
-        .to_json()
+        PartOffsets { parts }.to_json()
     }
 
     /// Notes the end of partition `partition` of the topics read: a part is at its end at
@@ -727,6 +728,12 @@ impl Source for KafkaSource {
                 )
             })?,
         };
+        // Offsets of parts this run does not read are kept as they were: the ledger may ask
+        // this job's position where it stood in them.
+        self.carried = recorded.parts.clone();
+        for part in &self.parts {
+            self.carried.remove(&part.name);
+        }
         let mut assignment = TopicPartitionList::new();
         for i in 0..self.parts.len() {
             let part = &self.parts[i];
@@ -814,8 +821,6 @@ impl Source for KafkaSource {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     fn offsets(v: &serde_json::Value) -> BTreeMap<String, u64> {
@@ -921,6 +926,50 @@ mod tests {
         }
         assert!("kafka_key".parse::<KafkaColumn>().is_err());
         assert!("headers".parse::<KafkaColumn>().is_err());
+    }
+
+    /// A source of partitions `partitions` of topic `t`, its consumer never connected.
+    fn unconnected(partitions: &[i32]) -> KafkaSource {
+        let parts: Vec<Part> = partitions
+            .iter()
+            .map(|p| Part {
+                topic: "t".into(),
+                partition: *p,
+                name: format!("kafka://c/t/{p}"),
+            })
+            .collect();
+        KafkaSource {
+            name: "kafka://c/t".into(),
+            brokers: "127.0.0.1:1".into(),
+            next: vec![None; parts.len()],
+            carried: BTreeMap::new(),
+            at_end: vec![false; parts.len()],
+            listed_end: vec![0; parts.len()],
+            index: HashMap::new(),
+            parts,
+            columns: Vec::new(),
+            until_end: false,
+            group: None,
+            config: Vec::new(),
+            warned_at: None,
+            consumer: consumer_config("127.0.0.1:1", "g", &[]).create().unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_position_holds_the_parts_read_and_keeps_those_recorded_but_not_read_now() {
+        let mut source = unconnected(&[0, 1]);
+        source.carried.insert("kafka://c/t/3".into(), 70);
+        source.next[1] = Some(12);
+        let position = offsets(&source.position());
+        let expected: BTreeMap<String, u64> = [
+            ("kafka://c/t/1".to_owned(), 12),
+            ("kafka://c/t/3".to_owned(), 70),
+        ]
+        .into_iter()
+        .collect();
+        // Part 0 has no record read and no recorded offset: it is not in the position.
+        assert_eq!(position, expected);
     }
 
     #[test]
