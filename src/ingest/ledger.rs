@@ -527,6 +527,30 @@ mod tests {
         assert_eq!(key("s3://bucket/raw/x.jsonl").len(), 24);
     }
 
+    /// A position of one record that read `read` of `inputs` and stood at `source`.
+    fn position(
+        inputs: &[&str],
+        read: Vec<Prefix>,
+        source: Option<serde_json::Value>,
+    ) -> SourcePosition {
+        SourcePosition {
+            version: 4,
+            inputs: inputs.iter().map(|i| (*i).to_owned()).collect(),
+            input_format: super::super::InputFormat::Jsonl,
+            partition_by: vec![],
+            partition_by_time: None,
+            cursor: super::super::Cursor::START,
+            read,
+            records: 1,
+            bad_records: 0,
+            bad_records_len: None,
+            bad_records_file: None,
+            bad_records_tail: None,
+            schema: arrow::datatypes::Schema::empty(),
+            source,
+        }
+    }
+
     #[test]
     fn the_later_of_base_and_own_prefix_is_where_the_holder_stands() {
         let base = Prefix {
@@ -534,25 +558,13 @@ mod tests {
             line: 11,
             crc32c: Some(7),
         };
-        let p = |offset| SourcePosition {
-            version: 2,
-            inputs: vec!["/x".into()],
-            input_format: super::super::InputFormat::Jsonl,
-            partition_by: vec![],
-            partition_by_time: None,
-            cursor: super::super::Cursor::START,
-            read: vec![Prefix {
+        let p = |offset| {
+            let read = Prefix {
                 offset,
                 line: 1,
                 crc32c: Some(1),
-            }],
-            records: 1,
-            bad_records: 0,
-            bad_records_len: None,
-            bad_records_file: None,
-            bad_records_tail: None,
-            schema: arrow::datatypes::Schema::empty(),
-            source: None,
+            };
+            position(&["/x"], vec![read], None)
         };
         assert_eq!(holder_prefix(Some(&p(100)), "/x", base), base);
         assert_eq!(holder_prefix(Some(&p(300)), "/x", base).offset, 300);
@@ -564,22 +576,7 @@ mod tests {
     fn a_part_of_a_source_stands_at_the_later_of_base_and_its_recorded_offset() {
         let mut offsets = super::super::PartOffsets::default();
         offsets.parts.insert("kafka://c/t/3".into(), 500);
-        let p = SourcePosition {
-            version: 4,
-            inputs: vec!["source:kafka://c/t".into()],
-            input_format: super::super::InputFormat::Jsonl,
-            partition_by: vec![],
-            partition_by_time: None,
-            cursor: super::super::Cursor::START,
-            read: vec![],
-            records: 1,
-            bad_records: 0,
-            bad_records_len: None,
-            bad_records_file: None,
-            bad_records_tail: None,
-            schema: arrow::datatypes::Schema::empty(),
-            source: Some(offsets.to_json()),
-        };
+        let p = position(&["source:kafka://c/t"], vec![], Some(offsets.to_json()));
         let base = |offset| Prefix {
             offset,
             line: 1,
@@ -595,8 +592,7 @@ mod tests {
         );
         assert_eq!(holder_prefix(Some(&p), "kafka://c/t/2", base(7)).offset, 7);
         // A position of another form holds no part.
-        let mut other = p.clone();
-        other.source = Some(serde_json::json!({"cursor": 3}));
+        let other = position(&[], vec![], Some(serde_json::json!({"cursor": 3})));
         assert_eq!(
             holder_prefix(Some(&other), "kafka://c/t/3", base(1)).offset,
             1

@@ -735,25 +735,23 @@ impl Source for KafkaSource {
             self.carried.remove(&part.name);
         }
         let mut assignment = TopicPartitionList::new();
-        for i in 0..self.parts.len() {
-            let part = &self.parts[i];
+        for (i, part) in self.parts.iter().enumerate() {
             let (low, high) = self
                 .consumer
                 .fetch_watermarks(&part.topic, part.partition, BROKER_TIMEOUT)
                 .map_err(|e| broker_error("read the offsets of", &part.name, &e))?;
-            self.listed_end[i] = high;
             let next = recorded.parts.get(&part.name).copied();
-            if let Some(n) = next {
-                check_kept(&self.parts[i].name, n, low, high)?;
-            }
             let offset = match next {
-                Some(n) => Offset::Offset(i64::try_from(n).unwrap_or(i64::MAX)),
+                Some(n) => {
+                    check_kept(&part.name, n, low, high)?;
+                    Offset::Offset(i64::try_from(n).unwrap_or(i64::MAX))
+                }
                 None => Offset::Beginning,
             };
-            let part = &self.parts[i];
             assignment
                 .add_partition_offset(&part.topic, part.partition, offset)
                 .map_err(|e| broker_error("assign", &part.name, &e))?;
+            self.listed_end[i] = high;
             self.next[i] = next;
             self.at_end[i] = false;
         }
