@@ -605,3 +605,24 @@ fn kafka_arguments_are_checked_before_anything_is_created() {
         assert!(!lake.exists(), "{source} created the lake");
     }
 }
+
+/// A second signal stops the run at once, during or after its last checkpoint (exit 143, or
+/// 0 if that checkpoint was done first): the next run reads on, every record once.
+#[test]
+fn a_second_sigterm_stops_at_once_and_the_next_run_reads_on() {
+    let Some(broker) = broker_or_explain() else {
+        return;
+    };
+    let c = Case::new(&broker, "second-signal");
+    produce(&producer(&broker, &[]), &c.topic, PARTITIONS, 0..50_000);
+    let log = c.log("run.log");
+    let mut run = spawn(&c.args(&["--checkpoint-every", "10000rows"]), &log);
+    wait_for_visible(&c.lake, 10_000, &mut run);
+    sigterm(&run);
+    sigterm(&run);
+    let code = run.wait().unwrap().code();
+    assert!(matches!(code, Some(0 | 143)), "{code:?}: {}", log_of(&log));
+    assert_no_duplicate(&visible_parquet_ids(&c.lake), "after two signals");
+    run_expect(&c.args(&["--until", "end"]), 0);
+    assert_exactly_once(&visible_parquet_ids(&c.lake), 0..50_000);
+}
