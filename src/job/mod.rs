@@ -336,6 +336,17 @@ impl Drop for Coordinator {
     }
 }
 
+/// Which files a checkpoint closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// Those the rolling policy says (every Parquet file).
+    Due,
+    /// Every open file; the job goes on.
+    All,
+    /// Every open file, and the job is finished.
+    Finished,
+}
+
 /// What [`Coordinator::fan_out`] asks of one writer.
 enum Op {
     Write(Vec<(BucketId, RecordBatch)>),
@@ -918,7 +929,20 @@ impl Coordinator {
         source_position: &P,
     ) -> Result<CheckpointReport> {
         let position = encode_position(&self.job, source_position)?;
-        self.checkpoint_inner(position, false, false).await
+        self.checkpoint_inner(position, Close::Due, false).await
+    }
+
+    /// As [`Coordinator::checkpoint`], but every open file rolls (as at the end of the input,
+    /// carried files of a pre-commit merge merged), and the commit is waited for: once it
+    /// returns without [`CheckpointReport::deferred`] files or a deferred log entry, every
+    /// record before `source_position` is visible, and the job goes on writing. What a job
+    /// hands a part of its source on at ([`crate::ingest::Source`]'s revoked parts).
+    pub async fn checkpoint_rolling_all<P: Serialize + ?Sized>(
+        &mut self,
+        source_position: &P,
+    ) -> Result<CheckpointReport> {
+        let position = encode_position(&self.job, source_position)?;
+        self.checkpoint_inner(position, Close::All, false).await
     }
 
     /// As [`Coordinator::checkpoint`], but returns once the checkpoint is complete (its
@@ -932,7 +956,7 @@ impl Coordinator {
         source_position: &P,
     ) -> Result<CheckpointReport> {
         let position = encode_position(&self.job, source_position)?;
-        self.checkpoint_inner(position, false, true).await
+        self.checkpoint_inner(position, Close::Due, true).await
     }
 
     /// Waits for the commit running in the background, if any, and returns its report
@@ -958,7 +982,8 @@ impl Coordinator {
         source_position: &P,
     ) -> Result<CheckpointReport> {
         let position = encode_position(&self.job, source_position)?;
-        self.checkpoint_inner(position, true, false).await
+        self.checkpoint_inner(position, Close::Finished, false)
+            .await
     }
 
     #[tracing::instrument(
@@ -967,7 +992,7 @@ impl Coordinator {
         fields(
             job = %self.job,
             checkpoint = self.last_checkpoint + 1,
-            finished = finished,
+            finished = matches!(close, Close::Finished),
             files = tracing::field::Empty,
             bytes = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
@@ -976,9 +1001,10 @@ impl Coordinator {
     async fn checkpoint_inner(
         &mut self,
         source_position: serde_json::Value,
-        finished: bool,
+        close: Close,
         background: bool,
     ) -> Result<CheckpointReport> {
+        let finished = matches!(close, Close::Finished);
         if self.finished {
             return Err(Error::InvalidInput(format!(
                 "job `{}` is finished; start a new job to write more",
@@ -999,7 +1025,7 @@ impl Coordinator {
             .map(|_| {
                 Some(Op::Prepare {
                     checkpoint_id: id,
-                    end_of_input: finished,
+                    end_of_input: !matches!(close, Close::Due),
                 })
             })
             .collect();
