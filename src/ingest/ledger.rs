@@ -33,6 +33,14 @@
 //!    meanwhile: start again), *settle* `J`, and write the next entry naming this job, with
 //!    base `J`'s prefix of the input. `J` is released once every input is taken.
 //!
+//! 4. The head is a *release* of job `J` (`released`: `J`'s run gave the part up, [`release`],
+//!    after a checkpoint that recorded `read` was committed): write the next entry naming this
+//!    job with base `read`, without taking `J` (its run may be live, reading other parts).
+//!
+//! A consumer group moves parts between live runs: [`take_waiting`] waits for a live holder
+//! to release a part its group revoked from it, and [`release`] writes the release once the
+//! holder's checkpoint is committed (see `source/kafka.rs` and `docs/design/kafka.md`).
+//!
 //! Settling `J` makes every record before its latest checkpoint's position visible: `J` is
 //! restored as its own next run would restore it, under the lease this run holds for it (that
 //! checkpoint's files committed, idempotently, with the same proof; for a Delta table job its
@@ -54,6 +62,7 @@
 //! | before an entry is written                       | nothing changed: the holder is still the old one          |
 //! | after entry n+1, before the job's next checkpoint | the new holder has no prefix past the base: the base is its start, for whichever job takes the input next |
 //! | after the job's checkpoints                      | the holder's latest manifest says how far it read         |
+//! | after a checkpoint, before its release entry      | the head names the holder: a taker settles it once its run is gone, or its restart releases it |
 //!
 //! # Invariants
 //!
@@ -72,6 +81,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -103,10 +113,15 @@ pub struct Entry {
     /// The job it took the input from; `None` for the first entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
-    /// What the lake had taken of the input when `job` took it: where `job` starts.
+    /// What the lake had taken of the input when `job` took it: where `job` starts. In a
+    /// release entry: where `job` stopped.
     pub read: Prefix,
     /// When, in milliseconds since the Unix epoch.
     pub at_ms: i64,
+    /// A release: `job` gave the part up at `read`, every record before it visible, and the
+    /// next job takes it without taking `job` over ([`release`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
 }
 
 /// What a job was handed of one of its inputs by [`take`].
@@ -266,6 +281,7 @@ async fn import_once(storage: &dyn Storage) -> Result<()> {
             from: None,
             read,
             at_ms: manifest::now_ms(),
+            released: false,
         };
         put(storage, &first).await?;
     }
@@ -361,17 +377,38 @@ async fn take_held(
                     from: None,
                     read: Prefix::START,
                     at_ms: manifest::now_ms(),
+                    released: false,
                 };
                 if put(storage.as_ref(), &first).await? {
                     break None;
                 }
                 continue;
             };
-            if head.job == job {
+            if head.job == job && !head.released {
                 break (head.read.offset > 0).then_some(Taken {
                     read: head.read,
                     from: head.from.clone(),
                 });
+            }
+            if head.released {
+                // Given up by its holder, every record before `read` visible: taken as it is.
+                let next = Entry {
+                    version: ENTRY_VERSION,
+                    input: identity.to_owned(),
+                    seq: head.seq + 1,
+                    job: job.to_owned(),
+                    from: Some(head.job.clone()),
+                    read: head.read,
+                    at_ms: manifest::now_ms(),
+                    released: false,
+                };
+                if put(storage.as_ref(), &next).await? {
+                    break (head.read.offset > 0).then_some(Taken {
+                        read: head.read,
+                        from: Some(head.job),
+                    });
+                }
+                continue;
             }
             let holder = head.job.clone();
             if !held.contains_key(&holder) {
@@ -393,6 +430,7 @@ async fn take_held(
                 from: Some(holder.clone()),
                 read,
                 at_ms: manifest::now_ms(),
+                released: false,
             };
             if put(storage.as_ref(), &next).await? {
                 break (read.offset > 0).then_some(Taken {
@@ -404,6 +442,69 @@ async fn take_held(
         out.push(taken);
     }
     Ok(out)
+}
+
+/// How often [`take_waiting`] reads a part's head again while a live holder keeps it.
+const RELEASE_POLL: Duration = Duration::from_millis(250);
+
+/// As [`take`], for parts a consumer group assigned to `job`: a part held by a live run of
+/// another job is waited for, since its holder releases it once the group revoked it from
+/// that run ([`release`]); up to `wait`, then [`Error::JobBusy`] naming the holder. Parts
+/// taken before the wait stay taken: taking them again finds their head naming `job`.
+pub async fn take_waiting(
+    storage: &Arc<dyn Storage>,
+    job: &str,
+    claims: &[Option<Claim>],
+    settle: &Settle,
+    wait: Duration,
+) -> Result<Vec<Option<Taken>>> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match take(storage, job, claims, settle).await {
+            Err(Error::JobBusy { job: holder, .. })
+                if holder != job && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(RELEASE_POLL).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Gives up the parts of `parts` that `job` holds, each at the later of the offset given and
+/// its base: the caller promises that every record before it is visible (a checkpoint that
+/// recorded it is committed). The next job to take one reads on from there without taking
+/// `job` over. A part whose head is not `job`'s is left as it is: another job took it over
+/// (it found `job`'s run dead), or `job` released it already.
+pub async fn release(storage: &dyn Storage, job: &str, parts: &[(String, u64)]) -> Result<()> {
+    for (identity, offset) in parts {
+        loop {
+            let Some(head) = head(storage, identity).await? else {
+                break;
+            };
+            if head.job != job || head.released {
+                break;
+            }
+            let entry = Entry {
+                version: ENTRY_VERSION,
+                input: identity.clone(),
+                seq: head.seq + 1,
+                job: job.to_owned(),
+                from: None,
+                read: Prefix {
+                    offset: (*offset).max(head.read.offset),
+                    line: 1,
+                    crc32c: None,
+                },
+                at_ms: manifest::now_ms(),
+                released: true,
+            };
+            if put(storage, &entry).await? {
+                break;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where the holder of an input or part stands in it: the later of the base its entry gave it
@@ -597,5 +698,52 @@ mod tests {
             holder_prefix(Some(&other), "kafka://c/t/3", base(1)).offset,
             1
         );
+    }
+
+    #[tokio::test]
+    async fn a_released_part_is_taken_where_it_was_released_while_its_holder_runs_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> =
+            Arc::new(crate::storage::LocalStorage::new(dir.path()).unwrap());
+        let settle = Settle {
+            lease: LeaseOptions::default(),
+            location: "lake".into(),
+            single_writer: false,
+        };
+        let name = "kafka://c/t/0";
+        let part = [Some(Claim::of_part(name))];
+        // Job `a` runs (it holds its own job) and takes the part, new to the lake.
+        let a = storage.acquire_job("a", &settle.lease).await.unwrap();
+        assert_eq!(take(&storage, "a", &part, &settle).await.unwrap(), [None]);
+        // Another job is refused while `a`'s run is live, and after a bounded wait too.
+        let wait = Duration::from_millis(300);
+        let busy = take_waiting(&storage, "b", &part, &settle, wait).await;
+        assert!(matches!(busy, Err(Error::JobBusy { .. })), "{busy:?}");
+        // `a` gives it up at 700: `b` takes it there, `a`'s run still live.
+        release(storage.as_ref(), "a", &[(name.to_owned(), 700)])
+            .await
+            .unwrap();
+        let taken = take(&storage, "b", &part, &settle).await.unwrap();
+        let taken = taken[0].as_ref().unwrap();
+        assert_eq!((taken.read.offset, taken.from.as_deref()), (700, Some("a")));
+        // A late release of `a` changes nothing: the part is `b`'s.
+        release(storage.as_ref(), "a", &[(name.to_owned(), 900)])
+            .await
+            .unwrap();
+        let h = head(storage.as_ref(), name).await.unwrap().unwrap();
+        assert_eq!(
+            (h.job.as_str(), h.released, h.read.offset),
+            ("b", false, 700)
+        );
+        // Released by `b` below its base, it is released at its base.
+        release(storage.as_ref(), "b", &[(name.to_owned(), 10)])
+            .await
+            .unwrap();
+        let h = head(storage.as_ref(), name).await.unwrap().unwrap();
+        assert_eq!(
+            (h.job.as_str(), h.released, h.read.offset),
+            ("b", true, 700)
+        );
+        a.release().await.unwrap();
     }
 }
