@@ -367,19 +367,18 @@ async fn take_inputs(
     storage: &Arc<dyn Storage>,
     observer: &mut dyn Observer,
 ) -> Result<(Vec<Option<ledger::Taken>>, BTreeMap<String, u64>)> {
-    // The ledger settles a Delta table job it takes inputs from as `commit` would.
-    let settle = ledger::Settle {
-        lease: plan.lease,
-        location: plan.location(),
-        single_writer: plan.table.as_ref().is_some_and(|t| t.single_writer),
-    };
-    let parts = source_parts(plan).await?;
-    let claims: Vec<Option<ledger::Claim>> = plan
-        .inputs
-        .iter()
-        .map(ledger::Claim::of_input)
-        .chain(parts.iter().map(|p| Some(ledger::Claim::of_part(p))))
-        .collect();
+    let settle = plan.settle_options();
+    let (parts, assigned) = source_parts(plan).await?;
+    if assigned {
+        // Taken as they are assigned, while the run goes on.
+        plan.assigned_parts = Some(parts);
+        return Ok((
+            ledger::take(storage, &plan.job, &inputs_claims(plan), &settle).await?,
+            BTreeMap::new(),
+        ));
+    }
+    let mut claims = inputs_claims(plan);
+    claims.extend(parts.iter().map(|p| Some(ledger::Claim::of_part(p))));
     let mut taken = ledger::take(storage, &plan.job, &claims, &settle).await?;
     let of_parts = taken.split_off(plan.inputs.len());
     let mut bases = BTreeMap::new();
@@ -412,15 +411,22 @@ async fn take_inputs(
     Ok((taken, bases))
 }
 
-/// The parts of a custom source ([`Source::parts`](super::Source::parts)), asked on a blocking
-/// thread: a source may block.
-async fn source_parts(plan: &mut IngestPlan) -> Result<Vec<String>> {
+/// The claims of the inputs ([`Claim::of_input`](ledger::Claim::of_input)).
+fn inputs_claims(plan: &IngestPlan) -> Vec<Option<ledger::Claim>> {
+    plan.inputs.iter().map(ledger::Claim::of_input).collect()
+}
+
+/// The parts of a custom source ([`Source::parts`](super::Source::parts)), and whether they
+/// are assigned to it as it runs ([`Source::assigns_parts`](super::Source::assigns_parts)),
+/// asked on a blocking thread: a source may block.
+async fn source_parts(plan: &mut IngestPlan) -> Result<(Vec<String>, bool)> {
     let Some(mut source) = plan.custom.take().map(CustomSource::into_inner) else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     };
     let (source, parts) = tokio::task::spawn_blocking(move || {
         let parts = source.parts();
-        (source, parts)
+        let assigned = source.assigns_parts();
+        (source, parts.map(|p| (p, assigned)))
     })
     .await
     .map_err(|e| Error::io("list the parts of", "the source", e.into()))?;

@@ -197,6 +197,7 @@ impl Pipeline {
                         cursor,
                         read: Vec::new(),
                         position: None,
+                        parts: None,
                     }))
                 }
             },

@@ -73,6 +73,10 @@ pub(super) struct IngestPlan {
     pub(super) custom: Option<CustomSource>,
     /// Its name, kept after the run took it.
     pub(super) custom_name: Option<String>,
+    /// Every part the custom source may be handed while it runs, if its parts are assigned
+    /// to it ([`Source::assigns_parts`](super::Source::assigns_parts)) rather than taken at
+    /// start: the run releases those its job's last run still held.
+    pub(super) assigned_parts: Option<Vec<String>>,
 }
 
 impl IngestPlan {
@@ -204,7 +208,18 @@ impl IngestPlan {
             row_visibility_delay,
             custom,
             custom_name,
+            assigned_parts: None,
         })
+    }
+
+    /// How the ledger settles a job it takes inputs or parts from: a Delta table job as
+    /// `commit` would.
+    pub(super) fn settle_options(&self) -> super::ledger::Settle {
+        super::ledger::Settle {
+            lease: self.lease,
+            location: self.location(),
+            single_writer: self.table.as_ref().is_some_and(|t| t.single_writer),
+        }
     }
 
     /// What the job reads, as its checkpoints name it: the inputs' canonical names, or a

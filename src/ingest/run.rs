@@ -5,15 +5,17 @@
 //! stopped on request it ends as a crash would; on an error it gives the job up
 //! (`Coordinator::failed`). Background compaction starts once the table exists.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::job_run::JobRun;
+use super::ledger::{self, Claim};
 use super::pipeline::{Msg, Pipeline};
 use super::schedule::Clock;
 use super::source::{
-    Chunk, CommitHook, Cursor, CustomReader, CustomReading, Decoder, InputSource, Prefix,
-    SourcePosition, SourceReader,
+    Chunk, CommitHook, Cursor, CustomReader, CustomReading, Decoder, InputSource, PartOffsets,
+    PartsChange, Prefix, SourcePosition, SourceReader,
 };
 use super::{
     chunk_scale, compaction, partition_check, CustomSource, IngestStatus, IngestSummary, Observer,
@@ -23,6 +25,11 @@ use crate::error::{Error, Result};
 use crate::job::Coordinator;
 use crate::maintain::CompactOptions;
 use crate::storage::Storage;
+use crate::table::delta::TableOutcome;
+
+/// How long parts a consumer group assigned wait for a live job that holds one to release it,
+/// beyond two lease lifetimes (a dead holder's lease lapses within one).
+const TAKE_WAIT_SLACK: Duration = Duration::from_secs(30);
 
 /// How the writing loop ended, short of an error.
 enum Ended {
@@ -124,9 +131,6 @@ impl JobRun {
             summary.last_checkpoint = report.checkpoint_id;
         }
         let (source, hook) = self.source();
-        let mut pipeline =
-            Pipeline::start(source, self.plan.writers, self.plan.schedule.rows_every())?;
-        observer.started(&self.plan.inputs, &self.position);
         // A new job's first records are due one interval after inference began, however long
         // it waited for them.
         let last_at = match self.resumed {
@@ -135,6 +139,7 @@ impl JobRun {
         };
         let clock = self.plan.schedule.clock(last_at, self.position.cursor);
         let held_open = holds_open(&self, &self.coordinator);
+        let resumed = self.resumed;
         let mut writing = Writing {
             job: self,
             summary,
@@ -144,6 +149,15 @@ impl JobRun {
             compacting,
             hook,
         };
+        if resumed {
+            if let Err(e) = writing.release_held(observer, step).await {
+                return Err(writing.job.coordinator.failed(e).await);
+            }
+        }
+        let job = &writing.job;
+        let mut pipeline =
+            Pipeline::start(source, job.plan.writers, job.plan.schedule.rows_every())?;
+        observer.started(&job.plan.inputs, &job.position);
         let outcome = writing.write_all(&mut pipeline, observer, step).await;
         writing.end(outcome, pipeline, observer).await
     }
@@ -264,11 +278,15 @@ impl Writing {
     /// Writes a decoded chunk, and checkpoints if one is due. `Some`: the run stops here.
     async fn chunk(
         &mut self,
-        chunk: Chunk,
+        mut chunk: Chunk,
         pipeline: &Pipeline,
         observer: &mut dyn Observer,
         step: &mut Step,
     ) -> Result<Option<Ended>> {
+        if let Some(change) = chunk.parts.take() {
+            // A chunk of no records: every record read before it is written.
+            return self.parts_changed(change, observer, step).await;
+        }
         let writing = Instant::now();
         let records = chunk.records() as u64;
         let position = &mut self.job.position;
@@ -351,6 +369,177 @@ impl Writing {
         self.summary.stage_times.checkpoint += checkpointing.elapsed();
         self.clock.checkpointed(position.cursor);
         self.held_open = holds_open(&self.job, &self.job.coordinator);
+        Ok(())
+    }
+
+    /// Takes a checkpoint at the current position that rolls every open file, and waits for
+    /// its commit: once it returns, every record before the position is visible. A commit
+    /// that had to wait (a store that is down, a Delta log entry other writers kept from its
+    /// version) fails it: nothing may be handed on that readers cannot see.
+    async fn checkpoint_committed(
+        &mut self,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<()> {
+        let draining = Instant::now();
+        let position = &mut self.job.position;
+        *step = Step::Write(position.cursor);
+        self.job.coordinator.written().await?;
+        self.summary.stage_times.write += draining.elapsed();
+        let checkpointing = Instant::now();
+        self.job.bad_file.sync(position).await?;
+        *step = Step::Checkpoint;
+        self.settle(observer).await?;
+        self.committing = None;
+        let report = self
+            .job
+            .coordinator
+            .checkpoint_rolling_all(&self.job.position)
+            .await?;
+        if report.deferred > 0 || report.table_outcome == Some(TableOutcome::Deferred) {
+            return Err(Error::Store {
+                op: "commit checkpoint of",
+                path: self.job.plan.job.clone(),
+                retryable: true,
+                source: format!(
+                    "checkpoint {} is complete, and its commit had to wait; the parts it \
+                     would hand on are not (the next job to take them settles this one)",
+                    report.checkpoint_id
+                )
+                .into(),
+            });
+        }
+        *step = Step::Prepare;
+        let position = &self.job.position;
+        let summary = &mut self.summary;
+        summary.files += report.committed_files;
+        summary.bytes += report.committed_bytes;
+        summary.checkpoints += 1;
+        summary.records_total = position.records;
+        summary.last_checkpoint = report.checkpoint_id;
+        summary.stage_times.checkpoint += checkpointing.elapsed();
+        observer.checkpointed(&report, position);
+        acknowledge(self.hook.as_ref(), Some(position));
+        self.clock.checkpointed(position.cursor);
+        self.held_open = holds_open(&self.job, &self.job.coordinator);
+        Ok(())
+    }
+
+    /// The parts the source reads changed ([`PartsChange`]). Revoked: a checkpoint of every
+    /// record read, committed, then the parts released in the ledger at the offsets it
+    /// recorded. Assigned: the parts taken in the ledger (waiting for a live holder to
+    /// release one), and the source told where to read each from; a stop asked for meanwhile
+    /// ends the run at a checkpoint (`Some`).
+    async fn parts_changed(
+        &mut self,
+        change: PartsChange,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<Option<Ended>> {
+        let storage = self.job.storage.clone();
+        let job = self.job.plan.job.clone();
+        match change {
+            PartsChange::Revoked(parts) => {
+                self.checkpoint_committed(observer, step).await?;
+                let own = self.own_offsets();
+                let released: Vec<(String, u64)> = parts
+                    .into_iter()
+                    .map(|p| {
+                        let at = own.get(&p).copied().unwrap_or(0);
+                        (p, at)
+                    })
+                    .collect();
+                *step = Step::Checkpoint;
+                ledger::release(storage.as_ref(), &job, &released).await?;
+                *step = Step::Prepare;
+                tracing::info!(job = %job, parts = ?released, "parts released");
+            }
+            PartsChange::Assigned { parts, reply } => {
+                let claims: Vec<Option<Claim>> =
+                    parts.iter().map(|p| Some(Claim::of_part(p))).collect();
+                let settle = self.job.plan.settle_options();
+                let wait = self.job.plan.lease.ttl * 2 + TAKE_WAIT_SLACK;
+                *step = Step::Prepare;
+                // An error drops `reply`: the reader stops, and the run fails with it.
+                let taking = ledger::take_waiting(&storage, &job, &claims, &settle, wait);
+                let taken = match self.job.plan.stop.clone() {
+                    Some(stop) => tokio::select! {
+                        () = stop.stopped() => return self.interrupted(observer, step).await.map(Some),
+                        taken = taking => taken?,
+                    },
+                    None => taking.await?,
+                };
+                let own = self.own_offsets();
+                let mut offsets = BTreeMap::new();
+                for (part, t) in parts.iter().zip(taken) {
+                    if let Some(ledger::Taken {
+                        read,
+                        from: Some(from),
+                    }) = &t
+                    {
+                        if from != &job {
+                            observer.note(&format!(
+                                "part `{part}` was taken by job `{from}` up to offset {}: \
+                                 reading on from there",
+                                read.offset
+                            ));
+                        }
+                    }
+                    let base = t.map(|t| t.read.offset);
+                    if let Some(at) = base.max(own.get(part).copied()) {
+                        offsets.insert(part.clone(), at);
+                    }
+                }
+                tracing::info!(job = %job, parts = ?offsets, "parts taken");
+                let _ = reply.send(Ok(offsets));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The job's own offsets of the parts of its source (none for inputs).
+    fn own_offsets(&self) -> BTreeMap<String, u64> {
+        self.job
+            .position
+            .source
+            .as_ref()
+            .and_then(PartOffsets::from_json)
+            .map(|p| p.parts)
+            .unwrap_or_default()
+    }
+
+    /// A restarted job whose parts are assigned as it runs may still hold parts its last run
+    /// read, which the source may now be handed elsewhere: once every record before its
+    /// position is visible (the restore committed its last checkpoint; a checkpoint rolls
+    /// what open files held), it releases each part whose head names it.
+    async fn release_held(&mut self, observer: &mut dyn Observer, step: &mut Step) -> Result<()> {
+        let Some(parts) = self.job.plan.assigned_parts.clone() else {
+            return Ok(());
+        };
+        let storage = self.job.storage.clone();
+        let job = self.job.plan.job.clone();
+        let mut held = Vec::new();
+        for part in parts {
+            if let Some(head) = ledger::head(storage.as_ref(), &part).await? {
+                if head.job == job && !head.released {
+                    held.push(part);
+                }
+            }
+        }
+        if held.is_empty() {
+            return Ok(());
+        }
+        self.checkpoint_committed(observer, step).await?;
+        let own = self.own_offsets();
+        let released: Vec<(String, u64)> = held
+            .into_iter()
+            .map(|p| {
+                let at = own.get(&p).copied().unwrap_or(0);
+                (p, at)
+            })
+            .collect();
+        ledger::release(storage.as_ref(), &job, &released).await?;
+        tracing::info!(job = %job, parts = ?released, "parts of the last run released");
         Ok(())
     }
 

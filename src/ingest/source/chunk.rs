@@ -2,6 +2,7 @@
 //! position after them, the [`Chunk`] of Arrow records decoded from it, and the
 //! [`BadRecord`]s that did not decode.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
@@ -9,6 +10,7 @@ use serde::Serialize;
 
 use super::position::{Cursor, Prefix};
 use crate::bucket::BucketId;
+use crate::error::Result;
 
 /// A record that could not be decoded, as written to `--bad-records`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,6 +42,8 @@ pub struct RawChunk {
     pub(super) too_long: Vec<BadRecord>,
     /// As [`Chunk::position`].
     pub(super) position: Option<serde_json::Value>,
+    /// As [`Chunk::parts`].
+    pub(super) parts: Option<PartsChange>,
 }
 
 impl RawChunk {
@@ -73,6 +77,23 @@ pub struct Chunk {
     pub read: Vec<(usize, Prefix)>,
     /// The position a [`Source`](super::Source) gave with these records (`None` for inputs).
     pub position: Option<serde_json::Value>,
+    /// The parts the source reads changed after these records (a chunk of none).
+    pub(crate) parts: Option<PartsChange>,
+}
+
+/// A change of the parts a [`Source`](super::Source) reads ([`Next::Assigned`](super::Next::Assigned),
+/// [`Next::Revoked`](super::Next::Revoked)), handed down the pipeline in order with the
+/// records, so that the writing loop sees it after every record read before it.
+#[derive(Debug)]
+pub(crate) enum PartsChange {
+    /// Parts to take in the ledger; the offsets to read them from go back through `reply`
+    /// (the reader waits for them).
+    Assigned {
+        parts: Vec<String>,
+        reply: std::sync::mpsc::SyncSender<Result<BTreeMap<String, u64>>>,
+    },
+    /// Parts given up: no record of them comes after this.
+    Revoked(Vec<String>),
 }
 
 impl Chunk {

@@ -2,11 +2,12 @@
 //! records one gives into chunks for the decoders, numbered on from the job's cursor, each
 //! chunk carrying the position the source gave with its records.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::chunk::RawChunk;
+use super::chunk::{PartsChange, RawChunk};
 use super::decode::Decoder;
 use super::input::InputFormat;
 use super::position::{Cursor, Prefix};
@@ -70,6 +71,28 @@ pub trait Source: Send + 'static {
         let _ = job;
         None
     }
+
+    /// Whether the parts are handed to the source while it runs (a consumer group's
+    /// assignment) rather than fixed; `false` (the default) for fixed. Then [`Source::parts`]
+    /// names every part it may be handed, none is taken at start, and the source tells which
+    /// it reads as they change: [`Next::Assigned`], answered by [`Source::resume_parts`], and
+    /// [`Next::Revoked`]. At start the job releases the parts its last run still held, so that
+    /// whichever job is handed them reads on.
+    fn assigns_parts(&self) -> bool {
+        false
+    }
+
+    /// Where to read the parts of the last [`Next::Assigned`] from: per part, the next offset
+    /// (the later of where the lake stands in it and the job's own position); a part missing
+    /// from `offsets` was never read into the lake, and is read from its start. Called before
+    /// the next [`Source::next`], once the ingest holds them. The default refuses: a source
+    /// that assigns parts implements it.
+    fn resume_parts(&mut self, offsets: &BTreeMap<String, u64>) -> Result<()> {
+        let _ = offsets;
+        Err(crate::Error::NotSupported(
+            "the source said parts were assigned to it, and cannot resume them".into(),
+        ))
+    }
 }
 
 /// What a [`Source`] is told of positions whose records are committed ([`Source::commit_hook`]).
@@ -89,6 +112,15 @@ pub enum Next {
     Idle,
     /// The source has ended: there will be no more records.
     End,
+    /// These parts were handed to the source ([`Source::assigns_parts`]): the ingest takes
+    /// them in the lake's ledger (waiting for a live job that holds one to release it) and
+    /// answers with [`Source::resume_parts`].
+    Assigned(Vec<String>),
+    /// The source gave these parts up, and gives no record of them after this. The ingest
+    /// takes a checkpoint of every record handed out before (every open file rolled), waits
+    /// for its commit, and releases the parts in the lake's ledger at the offsets it recorded:
+    /// the job they are handed to next reads on from there.
+    Revoked(Vec<String>),
 }
 
 /// A [`Source`] and how its records are read.
@@ -110,6 +142,8 @@ pub(crate) struct CustomReader {
     /// Records framed so far by this run.
     produced: u64,
     bytes_read: u64,
+    /// The answer to the last [`Next::Assigned`], which the source waits for.
+    assigned: Option<std::sync::mpsc::Receiver<Result<BTreeMap<String, u64>>>>,
 }
 
 impl CustomReader {
@@ -118,6 +152,39 @@ impl CustomReader {
             custom,
             produced: 0,
             bytes_read: 0,
+            assigned: None,
+        }
+    }
+
+    /// Waits for the offsets of the parts last assigned, and hands them to the source.
+    /// `None`: the run ended meanwhile.
+    fn resume_assigned(&mut self, closed: &AtomicBool) -> Option<Result<()>> {
+        let rx = self.assigned.take()?;
+        loop {
+            if closed.load(Ordering::Relaxed) {
+                return None;
+            }
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(offsets)) => return Some(self.custom.source.resume_parts(&offsets)),
+                Ok(Err(e)) => return Some(Err(e)),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                // The writing loop ended without answering: it failed, and says why.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    /// A chunk of no records that tells the writing loop of `change`.
+    fn parts_chunk(&self, change: PartsChange) -> RawChunk {
+        RawChunk {
+            display: self.custom.name.clone(),
+            buf: Vec::new(),
+            spans: Vec::new(),
+            cursor: self.cursor(),
+            read: Vec::new(),
+            too_long: Vec::new(),
+            position: None,
+            parts: Some(change),
         }
     }
 }
@@ -135,6 +202,12 @@ impl SourceReader for CustomReader {
         _bytes_max: usize,
         closed: &AtomicBool,
     ) -> Option<Result<Option<RawChunk>>> {
+        if self.assigned.is_some() {
+            match self.resume_assigned(closed)? {
+                Ok(()) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
         loop {
             if closed.load(Ordering::Relaxed) {
                 return None;
@@ -148,6 +221,16 @@ impl SourceReader for CustomReader {
                     }
                     Ok(Next::Idle) => continue,
                     Ok(Next::End) => Ok(None),
+                    Ok(Next::Assigned(parts)) => {
+                        let (reply, rx) = std::sync::mpsc::sync_channel(1);
+                        self.assigned = Some(rx);
+                        Ok(Some(
+                            self.parts_chunk(PartsChange::Assigned { parts, reply }),
+                        ))
+                    }
+                    Ok(Next::Revoked(parts)) => {
+                        Ok(Some(self.parts_chunk(PartsChange::Revoked(parts))))
+                    }
                     Err(e) => Err(e),
                 },
             );
@@ -201,6 +284,7 @@ impl CustomReader {
             read: Vec::new(),
             too_long: Vec::new(),
             position: Some(position),
+            parts: None,
         }
     }
 }

@@ -126,6 +126,7 @@ impl Decoder {
             read,
             too_long,
             position,
+            parts,
             ..
         } = raw;
         bad.extend(too_long);
@@ -143,6 +144,7 @@ impl Decoder {
             cursor,
             read,
             position,
+            parts,
         })
     }
 

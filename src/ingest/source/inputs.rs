@@ -342,6 +342,7 @@ impl InputSource {
             read,
             too_long: Vec::new(),
             position: None,
+            parts: None,
         }
     }
 

@@ -80,6 +80,7 @@ mod stream;
 mod tests;
 pub use check::check_read;
 use check::{continues_last_record, CONTINUED};
+pub(crate) use chunk::PartsChange;
 pub use chunk::{BadRecord, Chunk, RawChunk};
 pub use compression::InputCompression;
 pub use custom::{CommitHook, Next, Source};

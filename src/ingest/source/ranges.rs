@@ -478,6 +478,7 @@ impl Lane {
                 read: Vec::new(),
                 too_long: Vec::new(),
                 position: None,
+                parts: None,
             };
             return failed(baton, LaneNext::FailedAfter(before, e));
         }
@@ -533,6 +534,7 @@ impl Lane {
             read: vec![(i, after)],
             too_long,
             position: None,
+            parts: None,
         }))
     }
 

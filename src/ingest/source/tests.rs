@@ -100,6 +100,7 @@ fn raw_of(records: &[Vec<u8>]) -> RawChunk {
         read: Vec::new(),
         too_long: Vec::new(),
         position: None,
+        parts: None,
     }
 }
 
