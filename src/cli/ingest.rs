@@ -24,7 +24,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use super::exit::{CliError, CliResult, INPUT_CHANGED};
+use super::exit::{CliError, CliResult, INPUT_CHANGED, REFUSED};
 use super::lake::open_storage;
 use super::util::{
     compression_name, human_bytes, parse_checkpoint_every, parse_compression, parse_job,
@@ -124,9 +124,11 @@ pub struct IngestArgs {
     /// extension, told by the first bytes); `-` reads standard input (needs --job);
     /// `s3://bucket/key` reads an object, `s3://bucket/prefix/*.jsonl` every object the glob
     /// matches, in key order (`*`, `?`, `[..]` within a path component, `**` across them).
-    /// `kafka://HOST:PORT/TOPIC[,TOPIC…][?partitions=0-3]` reads Kafka topics (alone; needs
-    /// --schema): each record's value is one record, read committed, from the offsets the
-    /// lake recorded.
+    /// `kafka://HOST:PORT/TOPIC[,TOPIC…][?partitions=0-3|?group=G]` reads Kafka topics
+    /// (alone; needs --schema): each record's value is one record, read committed, from the
+    /// offsets the lake recorded; with `group=G`, the partitions consumer group G assigns
+    /// (start the same command N times to share them; each process takes a job of its own,
+    /// the first free of `<job>_1`, `<job>_2`, … unless --job names one).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 
@@ -140,6 +142,13 @@ pub struct IngestArgs {
     /// (milliseconds since the Unix epoch).
     #[arg(long, value_delimiter = ',', value_name = "COLUMN")]
     pub kafka_columns: Vec<String>,
+
+    /// With a `kafka://` input: a librdkafka setting of the consumer, `KEY=VALUE` (repeat
+    /// for more): `security.protocol=SASL_SSL`, `session.timeout.ms=10000`. Those
+    /// exactly-once rests on (`isolation.level`, `enable.auto.commit`, `auto.offset.reset`…)
+    /// are refused.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub kafka_config: Vec<String>,
 
     /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`), created
     /// if missing, or `s3://bucket/prefix` (configured from the `AWS_*` environment
@@ -323,9 +332,8 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     // Every argument is checked before anything is created (the options by the library's plan
     // of the run, what only the flags can say by `Run::resolve`): an invalid one exits 2 and
     // leaves no lake, no `sink.json`, no job behind.
-    let (run, ingest) = Run::resolve(&args).await?;
-    let ingest = ingest.stop_handle(stop_on_signals());
-    let summary = run_engine(ingest, &run).await?;
+    let stop = stop_on_signals();
+    let (run, summary) = run_in_a_slot(&args, &stop).await?;
     if summary.status == IngestStatus::AlreadyFinished {
         return already_finished(out, args.json, &summary.job, &summary);
     }
@@ -381,6 +389,8 @@ struct Run {
     inputs: usize,
     /// The job name, given or derived from the inputs.
     job: String,
+    /// The input is a Kafka consumer group's (`kafka://…?group=G`).
+    in_group: bool,
 }
 
 impl Run {
@@ -394,9 +404,12 @@ impl Run {
         let (inputs, ingest) = match kafka_source(args).await? {
             Some(ingest) => (Vec::new(), ingest),
             None => {
-                if args.until.is_some() || !args.kafka_columns.is_empty() {
+                if args.until.is_some()
+                    || !args.kafka_columns.is_empty()
+                    || !args.kafka_config.is_empty()
+                {
                     return Err(CliError::usage(
-                        "--until and --kafka-columns apply to a kafka:// input",
+                        "--until, --kafka-columns and --kafka-config apply to a kafka:// input",
                     ));
                 }
                 let inputs = resolve_inputs(&args.inputs).await?;
@@ -465,9 +478,19 @@ impl Run {
             codec,
             inputs: inputs.len(),
             job: ingest.job_name().unwrap_or_default(),
+            in_group: args
+                .inputs
+                .first()
+                .is_some_and(|i| i.starts_with("kafka://") && kafka_group(i)),
         };
         Ok((run, ingest))
     }
+}
+
+/// Whether `url`, a `kafka://` input, joins a consumer group (`group=` in its query).
+fn kafka_group(url: &str) -> bool {
+    url.split_once('?')
+        .is_some_and(|(_, q)| q.split('&').any(|p| p.starts_with("group=")))
 }
 
 /// The ingest of a `kafka://` input, connected to its cluster, with the job named after it
@@ -506,6 +529,14 @@ async fn connect_kafka(args: &IngestArgs) -> CliResult<Ingest> {
             .map_err(ingest_error)?;
         kafka = kafka.columns(columns);
     }
+    for setting in &args.kafka_config {
+        let Some((key, value)) = setting.split_once('=') else {
+            return Err(CliError::usage(format!(
+                "invalid --kafka-config: {setting:?} is not KEY=VALUE"
+            )));
+        };
+        kafka = kafka.config(key, value).map_err(ingest_error)?;
+    }
     let source = tokio::task::spawn_blocking(move || kafka.connect())
         .await
         .map_err(|e| CliError::msg(format!("connecting to Kafka failed: {e}")))?
@@ -542,11 +573,50 @@ fn table(ingest: Ingest, args: &IngestArgs, location: &Location) -> CliResult<In
 }
 
 /// Runs the engine with its progress on standard error; an error says where the run failed.
-async fn run_engine(ingest: Ingest, run: &Run) -> CliResult<IngestSummary> {
+/// The most jobs a consumer group's processes take without `--job` (`<job>_1` to
+/// `<job>_64`).
+const SLOTS_MAX: usize = 64;
+
+/// Runs the ingest the arguments ask for. A process of a Kafka consumer group without
+/// `--job` takes the first *slot* no live run holds: job `<job>_1`, `<job>_2`, … So a
+/// restarted process takes its job back once its last run is gone, and the lake keeps as many
+/// jobs as processes ran at once. A slot a live run holds (found as the job opens, so two
+/// processes starting at once do not both take one) is passed over; the source connects
+/// again for the next.
+async fn run_in_a_slot(args: &IngestArgs, stop: &StopHandle) -> CliResult<(Run, IngestSummary)> {
+    for slot in 1..=SLOTS_MAX {
+        let (mut run, mut ingest) = Run::resolve(args).await?;
+        let slotted = run.in_group && args.job.is_none();
+        if slotted {
+            run.job = format!("{}_{slot}", run.job);
+            ingest = ingest.job(run.job.clone());
+        }
+        let ingest = ingest.stop_handle(stop.clone());
+        match run_engine(ingest, &run, slotted).await? {
+            Some(summary) => return Ok((run, summary)),
+            None => continue,
+        }
+    }
+    Err(CliError::new(
+        REFUSED,
+        format!("every job slot of this consumer group (1 to {SLOTS_MAX}) is held by a live run"),
+    ))
+}
+
+/// Runs `ingest`. `None`: `slotted`, and its job is held by a live run, found as it opened
+/// (nothing was read or changed).
+async fn run_engine(ingest: Ingest, run: &Run, slotted: bool) -> CliResult<Option<IngestSummary>> {
     let (job, location) = (&run.job, &run.location);
     let mut progress = Progress::default();
     match ingest.run_with(&mut progress).await {
-        Ok(summary) => Ok(summary),
+        Ok(summary) => Ok(Some(summary)),
+        Err(filesink::Error::JobBusy { job: busy, .. })
+            if slotted
+                && &busy == job
+                && matches!(progress.failed_at, None | Some(Step::Open | Step::Prepare)) =>
+        {
+            Ok(None)
+        }
         Err(e) => {
             let context = match progress.failed_at {
                 Some(Step::Open) => format!("cannot open job `{job}` in `{location}`"),

@@ -52,13 +52,16 @@
 //!   record.
 //! - No offset is skipped silently: an offset the broker no longer has is refused.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::custom::{CommitHook, Next, Source};
@@ -183,9 +186,12 @@ impl Kafka {
         self
     }
 
-    /// The consumer group the offsets are committed to once their records are committed in the
-    /// lake, so that the usual lag monitoring works (the job's name by default). Only for
-    /// monitoring: the position is the lake's, and the group's offsets are never read.
+    /// Joins consumer group `group` and reads the partitions the broker assigns: processes
+    /// started with the same group share the topics' partitions, each one a job of its own
+    /// (see the [module doc](self)). Not with [`Kafka::partitions`]. The offsets are also
+    /// committed to the group once their records are committed in the lake, so that the usual
+    /// lag monitoring works; they are never read. Without a group the partitions are read as
+    /// given, and the offsets are committed to a group named after the job.
     pub fn group(mut self, group: impl Into<String>) -> Kafka {
         self.group = Some(group.into());
         self
@@ -225,10 +231,19 @@ impl Kafka {
         if self.topics.is_empty() {
             return Err(Error::Config("a Kafka source needs a topic".into()));
         }
+        if self.group.is_some() && self.partitions.is_some() {
+            return Err(Error::Config(
+                "a Kafka source in a consumer group reads the partitions the group assigns: \
+                 give partitions or a group, not both"
+                    .into(),
+            ));
+        }
         let at = format!("kafka://{}", self.brokers);
-        let consumer: BaseConsumer = consumer_config(&self.brokers, "filesink", &self.config)
-            .create()
-            .map_err(|e| broker_error("connect to", &at, &e))?;
+        let group = self.group.as_deref().unwrap_or("filesink");
+        let consumer: BaseConsumer<Rebalances> =
+            consumer_config(&self.brokers, group, &self.config)
+                .create_with_context(Rebalances::default())
+                .map_err(|e| broker_error("connect to", &at, &e))?;
         let metadata = consumer
             .fetch_metadata(None, BROKER_TIMEOUT)
             .map_err(|e| broker_error("read the topics of", &at, &e))?;
@@ -275,9 +290,17 @@ impl Kafka {
         if let Some(p) = &self.partitions {
             name.push_str(&format!("?partitions={}", ranges(p)));
         }
+        if let Some(g) = &self.group {
+            name.push_str(&format!("?group={g}"));
+        }
         Ok(KafkaSource {
             name,
             brokers: self.brokers,
+            cluster,
+            topics: self.topics,
+            assigned: None,
+            assigning: None,
+            assigned_names: Arc::default(),
             next: vec![None; parts.len()],
             carried: Default::default(),
             at_end: vec![false; parts.len()],
@@ -289,8 +312,73 @@ impl Kafka {
             group: self.group,
             config: self.config,
             warned_at: None,
-            consumer,
+            consumer: Arc::new(consumer),
         })
+    }
+}
+
+/// The consumer's context: a group's rebalances, queued for [`KafkaSource::next`] to hand on
+/// in order with the records (the callback runs inside a poll, on the reader's thread).
+#[derive(Default)]
+struct Rebalances {
+    events: Mutex<VecDeque<Rebalanced>>,
+}
+
+/// A rebalance of the group.
+#[derive(Debug)]
+enum Rebalanced {
+    /// These topic-partitions are the consumer's now; not assigned yet: they are, at the
+    /// lake's offsets, once the ingest took them (`Source::resume_parts`).
+    Assigned(Vec<(String, i32)>),
+    /// Everything assigned is given up (eager rebalancing revokes it all); unassigned already.
+    Revoked,
+}
+
+/// librdkafka's own log, in the ingest's (`-v`, `RUST_LOG`): its errors and warnings say why a
+/// broker is not reached.
+impl ClientContext for Rebalances {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => tracing::error!(facility, "librdkafka: {message}"),
+            RDKafkaLogLevel::Warning => tracing::warn!(facility, "librdkafka: {message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(facility, "librdkafka: {message}");
+            }
+            RDKafkaLogLevel::Debug => tracing::debug!(facility, "librdkafka: {message}"),
+        }
+    }
+}
+
+impl ConsumerContext for Rebalances {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let event = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => Rebalanced::Assigned(
+                tpl.elements()
+                    .iter()
+                    .map(|e| (e.topic().to_owned(), e.partition()))
+                    .collect(),
+            ),
+            // A revoke, or a rebalance error: nothing more is fetched of what was assigned.
+            _ => {
+                if let Err(e) = consumer.unassign() {
+                    tracing::warn!(error = %e, "unassigning revoked Kafka partitions failed");
+                }
+                Rebalanced::Revoked
+            }
+        };
+        tracing::info!(?event, "consumer group rebalanced");
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(event);
     }
 }
 
@@ -316,6 +404,9 @@ const TUNED: &[(&str, &str)] = &[("client.id", "filesink"), ("fetch.wait.max.ms"
 /// The configuration of a consumer of `brokers` in `group`, with the settings given.
 fn consumer_config(brokers: &str, group: &str, given: &[(String, String)]) -> ClientConfig {
     let mut config = ClientConfig::new();
+    // Every level reaches the context's log (`Rebalances`), which the ingest's filter sorts;
+    // librdkafka writes debug lines only for the contexts `debug` names.
+    config.set_log_level(RDKafkaLogLevel::Debug);
     config.set("bootstrap.servers", brokers);
     config.set("group.id", group);
     for (k, v) in FIXED.iter().chain(TUNED) {
@@ -366,6 +457,11 @@ impl std::str::FromStr for Kafka {
                 Some(("group", group)) if !group.is_empty() => kafka = kafka.group(group),
                 _ => return Err(bad(&format!("`{pair}` is not a known option"))),
             }
+        }
+        if kafka.partitions.is_some() && kafka.group.is_some() {
+            return Err(bad(
+                "a consumer group reads the partitions it assigns: give partitions or a group",
+            ));
         }
         Ok(kafka)
     }
@@ -516,10 +612,22 @@ struct Part {
 /// Topic-partitions of a Kafka cluster, read with `read_committed` from the offsets the lake
 /// recorded (see the [module doc](self)). Made by [`Kafka::connect`].
 pub struct KafkaSource {
-    /// `kafka://<cluster>/<topics>[?partitions=…]`.
+    /// `kafka://<cluster>/<topics>[?partitions=…|?group=…]`.
     name: String,
     brokers: String,
+    /// The cluster id, as part names hold it.
+    cluster: String,
+    topics: Vec<String>,
+    /// Every part the source may read: those given, or in a group every partition of the
+    /// topics (and those added since).
     parts: Vec<Part>,
+    /// In a group: the parts assigned and resumed; `None` before the first assignment and
+    /// between a revoke and the next.
+    assigned: Option<Vec<usize>>,
+    /// In a group: the parts of the last `Next::Assigned`, until `resume_parts`.
+    assigning: Option<Vec<usize>>,
+    /// The names of the parts assigned, for the group committer.
+    assigned_names: Arc<Mutex<BTreeSet<String>>>,
     /// Per topic, per partition: the part's index.
     index: HashMap<String, HashMap<i32, usize>>,
     /// The metadata columns added to each record.
@@ -537,7 +645,7 @@ pub struct KafkaSource {
     config: Vec<(String, String)>,
     /// When a retried consumer error was last logged.
     warned_at: Option<Instant>,
-    consumer: BaseConsumer,
+    consumer: Arc<BaseConsumer<Rebalances>>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -551,7 +659,8 @@ impl std::fmt::Debug for KafkaSource {
 
 impl KafkaSource {
     /// A job name for this source: `kafka_<first topic>_<hash of the source's name>`, so that
-    /// the same command resumes the same job.
+    /// the same command resumes the same job. At most 45 characters: a process of a consumer
+    /// group adds its slot (`_1` to `_64`) and stays within the 48 a job name may have.
     pub fn default_job_name(&self) -> String {
         let topic: String = self.parts[0]
             .topic
@@ -560,7 +669,7 @@ impl KafkaSource {
                 true => c,
                 false => '_',
             })
-            .take(39)
+            .take(30)
             .collect();
         format!("kafka_{topic}_{:08x}", crc32c::crc32c(self.name.as_bytes()))
     }
@@ -637,13 +746,18 @@ impl KafkaSource {
 
 /// Commits committed offsets to a consumer group: asynchronously after each checkpoint's
 /// commit, and the last ones synchronously as it is dropped (the run ends), so that the group
-/// shows where the lake stands.
+/// shows where the lake stands. Without a group, through a consumer of its own that joins none
+/// (it serves its own commit results); in a group, through the member itself (a commit from
+/// outside a live group is refused), for the parts assigned to it only (another member holds
+/// the newer offsets of the rest), leaving the polls to the reader.
 struct GroupCommitter {
-    consumer: BaseConsumer,
+    consumer: Arc<BaseConsumer<Rebalances>>,
+    /// In a group: the parts assigned to the member.
+    assigned: Option<Arc<Mutex<BTreeSet<String>>>>,
     parts: HashMap<String, (String, i32)>,
     name: String,
     /// The offsets of the last commit.
-    last: std::sync::Mutex<Option<TopicPartitionList>>,
+    last: Mutex<Option<TopicPartitionList>>,
 }
 
 impl GroupCommitter {
@@ -651,19 +765,31 @@ impl GroupCommitter {
         let Some(offsets) = PartOffsets::from_json(position) else {
             return;
         };
+        let assigned = self
+            .assigned
+            .as_ref()
+            .map(|a| a.lock().unwrap_or_else(|e| e.into_inner()).clone());
         let mut list = TopicPartitionList::new();
         for (part, next) in &offsets.parts {
+            if assigned.as_ref().is_some_and(|a| !a.contains(part)) {
+                continue;
+            }
             let (Some((topic, partition)), Ok(next)) = (self.parts.get(part), i64::try_from(*next))
             else {
                 continue;
             };
             let _ = list.add_partition_offset(topic, *partition, Offset::Offset(next));
         }
+        if list.count() == 0 {
+            return;
+        }
         if let Err(e) = self.consumer.commit(&list, CommitMode::Async) {
             tracing::warn!(source = %self.name, error = %e, "committing offsets to the consumer group failed");
         }
-        // Serves the results of earlier commits, so that they do not pile up.
-        let _ = self.consumer.poll(Duration::ZERO);
+        if self.assigned.is_none() {
+            // Serves the results of earlier commits, so that they do not pile up.
+            let _ = self.consumer.poll(Duration::ZERO);
+        }
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(list);
     }
 }
@@ -679,68 +805,44 @@ impl Drop for GroupCommitter {
     }
 }
 
-impl Source for KafkaSource {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    fn parts(&mut self) -> Result<Vec<String>> {
-        Ok(self.parts.iter().map(|p| p.name.clone()).collect())
-    }
-
-    /// Commits the offsets of committed records to the consumer group (the job's name unless
-    /// [`Kafka::group`] names one), through a consumer of its own that joins no group: for lag
-    /// monitoring only (`GroupCommitter`).
-    fn commit_hook(&mut self, job: &str) -> Option<CommitHook> {
-        let group = self.group.clone().unwrap_or_else(|| job.to_owned());
-        let mut config = consumer_config(&self.brokers, &group, &self.config);
-        // The last commit, as the run ends, waits at most this long for a broker that is down.
-        config.set("socket.timeout.ms", "10000");
-        let consumer: BaseConsumer = match config.create() {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(source = %self.name, error = %e, "no offsets will be committed to the consumer group");
-                return None;
-            }
-        };
-        let committer = GroupCommitter {
-            consumer,
-            parts: self
-                .parts
-                .iter()
-                .map(|p| (p.name.clone(), (p.topic.clone(), p.partition)))
-                .collect(),
-            name: self.name.clone(),
-            last: std::sync::Mutex::new(None),
-        };
-        Some(std::sync::Arc::new(move |position: &serde_json::Value| {
-            committer.commit(position);
-        }))
-    }
-
-    fn seek(&mut self, position: Option<&serde_json::Value>) -> Result<()> {
-        let recorded = match position {
-            None => PartOffsets::default(),
-            Some(v) => PartOffsets::from_json(v).ok_or_else(|| {
-                Error::corrupt(
-                    format!("position of source `{}`", self.name),
-                    "it holds no offsets of topic-partitions",
-                )
-            })?,
-        };
-        // Offsets of parts this run does not read are kept as they were: the ledger may ask
-        // this job's position where it stood in them.
-        self.carried = recorded.parts.clone();
-        for part in &self.parts {
-            self.carried.remove(&part.name);
+impl KafkaSource {
+    /// The part of `topic`'s partition `partition`: one of those known, or (a partition added
+    /// to a topic read in a group) a new one.
+    fn part_index(&mut self, topic: &str, partition: i32) -> usize {
+        if let Some(&i) = self.index.get(topic).and_then(|p| p.get(&partition)) {
+            return i;
         }
+        let i = self.parts.len();
+        self.parts.push(Part {
+            topic: topic.to_owned(),
+            partition,
+            name: format!("kafka://{}/{topic}/{partition}", self.cluster),
+        });
+        self.next.push(None);
+        self.at_end.push(false);
+        self.listed_end.push(0);
+        self.index
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(partition, i);
+        i
+    }
+
+    /// The assignment of parts `indices` at `offsets` (a part missing there from its first
+    /// offset kept), each offset checked against what the broker keeps.
+    fn assignment(
+        &mut self,
+        indices: &[usize],
+        offsets: &BTreeMap<String, u64>,
+    ) -> Result<TopicPartitionList> {
         let mut assignment = TopicPartitionList::new();
-        for (i, part) in self.parts.iter().enumerate() {
+        for &i in indices {
+            let part = &self.parts[i];
             let (low, high) = self
                 .consumer
                 .fetch_watermarks(&part.topic, part.partition, BROKER_TIMEOUT)
                 .map_err(|e| broker_error("read the offsets of", &part.name, &e))?;
-            let next = recorded.parts.get(&part.name).copied();
+            let next = offsets.get(&part.name).copied();
             let offset = match next {
                 Some(n) => {
                     check_kept(&part.name, n, low, high)?;
@@ -755,16 +857,184 @@ impl Source for KafkaSource {
             self.next[i] = next;
             self.at_end[i] = false;
         }
+        Ok(assignment)
+    }
+
+    /// The next rebalance of the group to hand on, if one is queued: the parts assigned, or
+    /// those revoked (none if nothing was assigned).
+    fn rebalanced(&mut self) -> Option<Next> {
+        loop {
+            let event = self
+                .consumer
+                .context()
+                .events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()?;
+            match event {
+                Rebalanced::Assigned(list) => {
+                    let indices: Vec<usize> =
+                        list.iter().map(|(t, p)| self.part_index(t, *p)).collect();
+                    let names = indices
+                        .iter()
+                        .map(|i| self.parts[*i].name.clone())
+                        .collect();
+                    self.assigning = Some(indices);
+                    return Some(Next::Assigned(names));
+                }
+                Rebalanced::Revoked => {
+                    self.assigned_names
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clear();
+                    let Some(indices) = self.assigned.take().filter(|a| !a.is_empty()) else {
+                        continue;
+                    };
+                    let names = indices
+                        .iter()
+                        .map(|i| self.parts[*i].name.clone())
+                        .collect();
+                    return Some(Next::Revoked(names));
+                }
+            }
+        }
+    }
+
+    /// Whether a rebalance waits to be handed on.
+    fn rebalance_queued(&self) -> bool {
+        !self
+            .consumer
+            .context()
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// Whether every part read is at its end (`until_end`): every part given, or in a group
+    /// every part assigned (none assigned: at once, once the group assigned nothing).
+    fn ended(&self) -> bool {
+        if !self.until_end {
+            return false;
+        }
+        match (&self.group, &self.assigned) {
+            (None, _) => self.at_end.iter().all(|e| *e),
+            (Some(_), Some(assigned)) => assigned.iter().all(|i| self.at_end[*i]),
+            (Some(_), None) => false,
+        }
+    }
+}
+
+impl Source for KafkaSource {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// The parts given, or in a group every partition of the topics.
+    fn parts(&mut self) -> Result<Vec<String>> {
+        Ok(self.parts.iter().map(|p| p.name.clone()).collect())
+    }
+
+    fn assigns_parts(&self) -> bool {
+        self.group.is_some()
+    }
+
+    /// Commits the offsets of committed records to the consumer group (the job's name unless
+    /// [`Kafka::group`] names one): for lag monitoring only (`GroupCommitter`).
+    fn commit_hook(&mut self, job: &str) -> Option<CommitHook> {
+        let parts = self
+            .parts
+            .iter()
+            .map(|p| (p.name.clone(), (p.topic.clone(), p.partition)))
+            .collect();
+        let (consumer, assigned) = match &self.group {
+            Some(_) => (self.consumer.clone(), Some(self.assigned_names.clone())),
+            None => {
+                let mut config = consumer_config(&self.brokers, job, &self.config);
+                // The last commit, as the run ends, waits at most this long for a broker that
+                // is down.
+                config.set("socket.timeout.ms", "10000");
+                match config.create_with_context(Rebalances::default()) {
+                    Ok(c) => (Arc::new(c), None),
+                    Err(e) => {
+                        tracing::warn!(source = %self.name, error = %e, "no offsets will be committed to the consumer group");
+                        return None;
+                    }
+                }
+            }
+        };
+        let committer = GroupCommitter {
+            consumer,
+            assigned,
+            parts,
+            name: self.name.clone(),
+            last: Mutex::new(None),
+        };
+        Some(Arc::new(move |position: &serde_json::Value| {
+            committer.commit(position);
+        }))
+    }
+
+    /// Places every part given at its recorded offset; in a group, keeps the recorded offsets
+    /// and joins the group: the parts come with its assignment.
+    fn seek(&mut self, position: Option<&serde_json::Value>) -> Result<()> {
+        let recorded = match position {
+            None => PartOffsets::default(),
+            Some(v) => PartOffsets::from_json(v).ok_or_else(|| {
+                Error::corrupt(
+                    format!("position of source `{}`", self.name),
+                    "it holds no offsets of topic-partitions",
+                )
+            })?,
+        };
+        // Offsets of parts this run does not read are kept as they were: the ledger may ask
+        // this job's position where it stood in them.
+        self.carried = recorded.parts.clone();
+        if self.group.is_some() {
+            let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
+            return self
+                .consumer
+                .subscribe(&topics)
+                .map_err(|e| broker_error("join the consumer group of", &self.name, &e));
+        }
+        for part in &self.parts {
+            self.carried.remove(&part.name);
+        }
+        let all: Vec<usize> = (0..self.parts.len()).collect();
+        let assignment = self.assignment(&all, &recorded.parts)?;
         self.consumer
             .assign(&assignment)
             .map_err(|e| broker_error("assign the partitions of", &self.name, &e))
     }
 
+    /// Assigns the parts of the last [`Next::Assigned`] at `offsets`.
+    fn resume_parts(&mut self, offsets: &BTreeMap<String, u64>) -> Result<()> {
+        let Some(indices) = self.assigning.take() else {
+            return Ok(());
+        };
+        let assignment = self.assignment(&indices, offsets)?;
+        self.consumer
+            .assign(&assignment)
+            .map_err(|e| broker_error("assign the partitions of", &self.name, &e))?;
+        *self
+            .assigned_names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = indices
+            .iter()
+            .map(|i| self.parts[*i].name.clone())
+            .collect();
+        self.assigned = Some(indices);
+        Ok(())
+    }
+
     fn next(&mut self, records_max: usize, deadline: Instant) -> Result<Next> {
+        if let Some(rebalanced) = self.rebalanced() {
+            return Ok(rebalanced);
+        }
         let mut records: Vec<Vec<u8>> = Vec::new();
         let mut advanced = false;
         while records.len() < records_max {
-            if self.until_end && self.at_end.iter().all(|e| *e) {
+            if self.ended() {
                 break;
             }
             // Wait for the first record until the deadline; then take what is there.
@@ -773,7 +1043,10 @@ impl Source for KafkaSource {
                 false => Duration::ZERO,
             };
             let polled = self.consumer.poll(wait);
+            // A rebalance during the poll: the records before it go first, then it.
+            let rebalanced = self.rebalance_queued();
             let message = match polled {
+                None if rebalanced => break,
                 None if records.is_empty() && Instant::now() < deadline => continue,
                 None => break,
                 Some(Err(KafkaError::PartitionEOF(p))) => {
@@ -790,6 +1063,10 @@ impl Source for KafkaSource {
             let Some(&i) = found.and_then(|p| p.get(&message.partition())) else {
                 continue;
             };
+            if self.group.is_some() && !self.assigned.as_ref().is_some_and(|a| a.contains(&i)) {
+                // Fetched before a revoke: the part is another job's now.
+                continue;
+            }
             let Ok(after) = u64::try_from(message.offset() + 1) else {
                 continue;
             };
@@ -803,6 +1080,9 @@ impl Source for KafkaSource {
                     false => add_fields(value, &column_values(&message, &self.columns)),
                 });
             }
+            if rebalanced {
+                break;
+            }
         }
         if !records.is_empty() || advanced {
             return Ok(Next::Records {
@@ -810,7 +1090,10 @@ impl Source for KafkaSource {
                 position: self.position(),
             });
         }
-        if self.until_end && self.at_end.iter().all(|e| *e) {
+        if let Some(rebalanced) = self.rebalanced() {
+            return Ok(rebalanced);
+        }
+        if self.ended() {
             return Ok(Next::End);
         }
         Ok(Next::Idle)
@@ -855,6 +1138,10 @@ mod tests {
             ("kafka://h:1/t?partitions=x", "not a partition number"),
             ("kafka://h:1/t?grup=g", "not a known option"),
             ("kafka://h:1/t?group=", "not a known option"),
+            (
+                "kafka://h:1/t?partitions=0&group=g",
+                "partitions or a group",
+            ),
         ] {
             let e = url.parse::<Kafka>().unwrap_err().to_string();
             assert!(e.contains(why), "{url}: {e}");
@@ -939,18 +1226,34 @@ mod tests {
         KafkaSource {
             name: "kafka://c/t".into(),
             brokers: "127.0.0.1:1".into(),
+            cluster: "c".into(),
+            topics: vec!["t".into()],
+            assigned: None,
+            assigning: None,
+            assigned_names: Arc::default(),
             next: vec![None; parts.len()],
             carried: BTreeMap::new(),
             at_end: vec![false; parts.len()],
             listed_end: vec![0; parts.len()],
-            index: HashMap::new(),
+            index: HashMap::from([(
+                "t".to_owned(),
+                partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (*p, i))
+                    .collect(),
+            )]),
             parts,
             columns: Vec::new(),
             until_end: false,
             group: None,
             config: Vec::new(),
             warned_at: None,
-            consumer: consumer_config("127.0.0.1:1", "g", &[]).create().unwrap(),
+            consumer: Arc::new(
+                consumer_config("127.0.0.1:1", "g", &[])
+                    .create_with_context(Rebalances::default())
+                    .unwrap(),
+            ),
         }
     }
 
@@ -982,5 +1285,38 @@ mod tests {
         p.at_least(&bases.into_iter().collect());
         assert_eq!(offsets(&p.to_json())["kafka://c/t/0"], 20);
         assert_eq!(offsets(&p.to_json())["kafka://c/t/1"], 50);
+    }
+
+    #[test]
+    fn rebalances_are_handed_on_in_order_and_name_new_partitions_too() {
+        let mut source = unconnected(&[0, 1]);
+        source.group = Some("g".into());
+        source.until_end = true;
+        let push = |s: &KafkaSource, e: Rebalanced| {
+            s.consumer.context().events.lock().unwrap().push_back(e);
+        };
+        // A revoke with nothing assigned gives nothing to hand on.
+        push(&source, Rebalanced::Revoked);
+        push(
+            &source,
+            Rebalanced::Assigned(vec![("t".into(), 1), ("t".into(), 5)]),
+        );
+        let names = vec!["kafka://c/t/1".to_owned(), "kafka://c/t/5".to_owned()];
+        assert_eq!(source.rebalanced(), Some(Next::Assigned(names.clone())));
+        // Partition 5 was added to the topic since the source connected: a part of its own.
+        assert_eq!(source.parts.len(), 3);
+        assert!(!source.ended(), "nothing resumed yet");
+        source.assigned = source.assigning.take();
+        source.at_end[1] = true;
+        assert!(!source.ended());
+        source.at_end[2] = true;
+        assert!(source.ended(), "every part assigned is at its end");
+        push(&source, Rebalanced::Revoked);
+        assert_eq!(source.rebalanced(), Some(Next::Revoked(names)));
+        assert_eq!(source.rebalanced(), None);
+        assert!(
+            !source.ended(),
+            "nothing assigned until the next assignment"
+        );
     }
 }
