@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,38 +16,11 @@ use common::backend::{s3_or_explain, Backend};
 use common::cli::{assert_exactly_once, json_of, run_expect, s, stderr};
 use common::delta_py::{reader_or_explain, table_location};
 use common::job::Rng;
-use common::kafka::{broker_or_explain, create_topic, delete_topic, produce, producer, OwnBroker};
+use common::kafka::{
+    assert_no_duplicate, broker_or_explain, create_topic, delete_topic, log_of, produce, producer,
+    schema_file, sigterm, spawn, url, Case, OwnBroker, PARTITIONS,
+};
 use common::visible_parquet_ids;
-
-const PARTITIONS: i32 = 4;
-
-/// The schema file of records `{"id": …}`.
-fn schema_file(dir: &Path) -> String {
-    let path = dir.join("schema.json");
-    let schema = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
-    std::fs::write(&path, serde_json::to_vec(&schema).unwrap()).unwrap();
-    s(&path).to_owned()
-}
-
-fn url(broker: &str, topic: &str, query: &str) -> String {
-    format!("kafka://{broker}/{topic}{query}")
-}
-
-/// Starts `filesink args`, its standard output and error in `log` (read with [`log_of`]).
-fn spawn(args: &[&str], log: &Path) -> Child {
-    let file = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_filesink"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap()
-}
-
-fn log_of(log: &Path) -> String {
-    std::fs::read_to_string(log).unwrap_or_default()
-}
 
 /// The offsets consumer group `group` committed for the partitions of `topic`.
 fn group_offsets(broker: &str, group: &str, topic: &str) -> Vec<i64> {
@@ -80,60 +53,6 @@ fn wait_for_visible(lake: &Path, n: usize, child: &mut Child) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// One test's topic (a new one of `PARTITIONS` partitions), and its lake and schema file in
-/// a directory of its own.
-struct Case {
-    dir: tempfile::TempDir,
-    lake: PathBuf,
-    schema: String,
-    topic: String,
-    source: String,
-}
-
-impl Case {
-    fn new(broker: &str, what: &str) -> Case {
-        let dir = tempfile::tempdir().unwrap();
-        let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
-        let topic = create_topic(broker, what, PARTITIONS);
-        let source = url(broker, &topic, "");
-        Case {
-            dir,
-            lake,
-            schema,
-            topic,
-            source,
-        }
-    }
-
-    /// `ingest <topic> --to <lake> --schema <schema>`, then `extra`.
-    fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
-        let mut args = vec!["ingest", &self.source, "--to", s(&self.lake)];
-        args.extend(["--schema", &self.schema]);
-        args.extend_from_slice(extra);
-        args
-    }
-
-    /// A file for a run's output, in the test's directory.
-    fn log(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-}
-
-fn sigterm(child: &Child) {
-    let pid = i32::try_from(child.id()).unwrap();
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-}
-
-/// Asserts that no id of `ids` (sorted) is there twice.
-fn assert_no_duplicate(ids: &[i64], when: &str) {
-    let twice = ids.windows(2).find(|w| w[0] == w[1]);
-    assert!(
-        twice.is_none(),
-        "{when}: id {:?} visible twice",
-        twice.map(|w| w[0])
-    );
 }
 
 /// A topic read to its end holds each record once in the lake; the same command run again
@@ -581,6 +500,20 @@ fn kafka_arguments_are_checked_before_anything_is_created() {
         (
             &["kafka://h:1/t", "--kafka-columns", "headers"],
             "not a Kafka column",
+        ),
+        (
+            &["kafka://h:1/t?partitions=0&group=g"],
+            "partitions or a group",
+        ),
+        (&[s(&input), "--kafka-config", "a=b"], "kafka:// input"),
+        (&["kafka://h:1/t", "--kafka-config", "linger"], "KEY=VALUE"),
+        (
+            &[
+                "kafka://h:1/t",
+                "--kafka-config",
+                "isolation.level=read_uncommitted",
+            ],
+            "exactly-once rests on it",
         ),
     ];
     for (args, says) in cases {

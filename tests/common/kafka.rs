@@ -1,12 +1,20 @@
 //! Helpers of the Kafka tests: the broker `./scripts/test` starts (tansu), topics, and a
 //! producer of records with ids.
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use arrow::datatypes::{DataType, Field, Schema};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+use super::cli::s;
+
+/// Partitions of a test's topic ([`Case`]).
+pub const PARTITIONS: i32 = 4;
 
 /// How long a call to the broker may take in a test.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -176,5 +184,87 @@ pub fn delete_topic(broker: &str, topic: &str) {
         out.status.success(),
         "deleting topic {topic}: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The schema file of records `{"id": …}`.
+pub fn schema_file(dir: &Path) -> String {
+    let path = dir.join("schema.json");
+    let schema = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
+    std::fs::write(&path, serde_json::to_vec(&schema).unwrap()).unwrap();
+    s(&path).to_owned()
+}
+
+pub fn url(broker: &str, topic: &str, query: &str) -> String {
+    format!("kafka://{broker}/{topic}{query}")
+}
+
+/// Starts `filesink args`, its standard output and error in `log` (read with [`log_of`]).
+pub fn spawn(args: &[&str], log: &Path) -> Child {
+    let file = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap()
+}
+
+pub fn log_of(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
+}
+
+/// One test's topic (a new one of `PARTITIONS` partitions), and its lake and schema file in
+/// a directory of its own.
+pub struct Case {
+    pub dir: tempfile::TempDir,
+    pub lake: PathBuf,
+    pub schema: String,
+    pub topic: String,
+    pub source: String,
+}
+
+impl Case {
+    pub fn new(broker: &str, what: &str) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let (lake, schema) = (dir.path().join("lake"), schema_file(dir.path()));
+        let topic = create_topic(broker, what, PARTITIONS);
+        let source = url(broker, &topic, "");
+        Case {
+            dir,
+            lake,
+            schema,
+            topic,
+            source,
+        }
+    }
+
+    /// `ingest <topic> --to <lake> --schema <schema>`, then `extra`.
+    pub fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["ingest", &self.source, "--to", s(&self.lake)];
+        args.extend(["--schema", &self.schema]);
+        args.extend_from_slice(extra);
+        args
+    }
+
+    /// A file for a run's output, in the test's directory.
+    pub fn log(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+pub fn sigterm(child: &Child) {
+    let pid = i32::try_from(child.id()).unwrap();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+}
+
+/// Asserts that no id of `ids` (sorted) is there twice.
+pub fn assert_no_duplicate(ids: &[i64], when: &str) {
+    let twice = ids.windows(2).find(|w| w[0] == w[1]);
+    assert!(
+        twice.is_none(),
+        "{when}: id {:?} visible twice",
+        twice.map(|w| w[0])
     );
 }
