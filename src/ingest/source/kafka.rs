@@ -34,6 +34,26 @@
 //!    or [`Kafka::group`]), asynchronously, the last one of a run synchronously. For lag
 //!    monitoring only.
 //!
+//! # Consumer groups ([`Kafka::group`])
+//!
+//! The source joins the group and reads what the broker assigns; processes started with the
+//! same group share the partitions, each a job of its own. [`Source::parts`] then names every
+//! partition of the topics, and the parts change as the ingest runs:
+//!
+//! 1. The rebalance callback (inside a poll, on the reader's thread) queues the event:
+//!    - a revoke unassigns at once (eager rebalancing revokes everything);
+//!    - an assignment is not assigned yet.
+//! 2. [`Source::next`] hands out the records polled before the event, then
+//!    [`Next::Revoked`] or [`Next::Assigned`]; nothing of a revoked part after it.
+//! 3. The ingest answers a revoke with a checkpoint that rolls every file, its commit, and a
+//!    release of the parts in the ledger at the offsets it recorded.
+//! 4. It answers an assignment by taking the parts in the ledger (waiting for a live job that
+//!    holds one to release it), then [`Source::resume_parts`] with each part's offset. Only
+//!    then are they assigned, at those offsets: librdkafka heartbeats meanwhile.
+//!
+//! The design, and why no process waits for one that waits for it: `docs/design/kafka.md`
+//! (section 7).
+//!
 //! # Crash points
 //!
 //! | the process dies | then |
@@ -43,13 +63,16 @@
 //! | after the commit, before the group's offsets are committed | nothing is read again; only the group's lag figure is behind until the next commit |
 //! | during the last checkpoint a SIGTERM asked for | as during any checkpoint: the next run resumes from the last complete one |
 //! | paused past its lease while another job took a part over (a zombie) | its next checkpoint fails its ownership check and writes nothing; the other job read on from its last committed offsets |
+//! | in a group, during a revoke's checkpoint, before its release | the parts' heads still name its job: the next owner settles it once its run is gone (at once on local disk) and reads on from its last checkpoint |
+//! | in a group, after taking a part, before a checkpoint names it | the head names its job: a restart of the job releases it at start, or the next owner settles the dead job |
 //!
 //! # Invariants
 //!
 //! - A position only holds offsets after records that were handed out: the offsets of a
 //!   chunk are those after its own records.
 //! - A part is read by one job of a lake at a time (the ledger), so no two jobs write one
-//!   record.
+//!   record, whatever a consumer group assigns: a part two members are assigned at once is
+//!   read by the one that holds it in the ledger, the other waits for its release.
 //! - No offset is skipped silently: an offset the broker no longer has is refused.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
