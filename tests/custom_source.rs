@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use arrow::datatypes::{DataType, Field, Schema};
 use common::backend::{s3_or_explain, Backend};
-use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Next, Source};
+use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Next, Skipped, Source};
 use filesink::{Error, FileFormat, Setting};
 
 /// A replayable log of records with ids, read from an offset: the position.
@@ -270,4 +270,60 @@ async fn bad_records_of_a_custom_source_are_named_by_it() {
     assert_eq!((summary.records, summary.bad_records), (9, 1));
     let text = std::fs::read_to_string(&bad).unwrap();
     assert!(text.contains("log:5"), "{text}");
+}
+
+/// A source that passed records over because it could no longer give them (as the Kafka
+/// source does on request, when retention deleted what the lake had not read) says so: the
+/// run's summary reports them as possible loss, and the records after them are written.
+#[tokio::test]
+async fn records_a_source_passed_over_are_reported_as_possible_loss() {
+    /// A log whose first ten records expired before the lake read them.
+    struct Expired {
+        log: LogSource,
+        told: bool,
+    }
+    impl Source for Expired {
+        fn name(&self) -> String {
+            self.log.name()
+        }
+        fn seek(&mut self, position: Option<&serde_json::Value>) -> filesink::Result<()> {
+            self.log.seek(position)
+        }
+        fn next(&mut self, records_max: usize, deadline: Instant) -> filesink::Result<Next> {
+            if !self.told && self.log.offset < 10 {
+                self.told = true;
+                let from = self.log.offset as u64;
+                self.log.offset = 10;
+                return Ok(Next::Skipped(Skipped {
+                    part: "log".into(),
+                    from,
+                    to: 10,
+                    reason: "expired".into(),
+                }));
+            }
+            self.log.next(records_max, deadline)
+        }
+    }
+    let b = Backend::memory();
+    let source = Expired {
+        log: LogSource::new(100),
+        told: false,
+    };
+    let summary = Ingest::from_source(source)
+        .job("log")
+        .schema(schema())
+        .to_storage(b.storage.clone())
+        .checkpoint_every(CheckpointEvery::Rows(30))
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(summary.status, IngestStatus::Finished);
+    assert_eq!(summary.records_total, 90);
+    let expected = Skipped {
+        part: "log".into(),
+        from: 0,
+        to: 10,
+        reason: "expired".into(),
+    };
+    assert_eq!(summary.skipped, [expected]);
 }

@@ -506,6 +506,10 @@ fn kafka_arguments_are_checked_before_anything_is_created() {
             "partitions or a group",
         ),
         (&[s(&input), "--kafka-config", "a=b"], "kafka:// input"),
+        (
+            &[s(&input), "--kafka-offset-reset", "earliest"],
+            "kafka:// input",
+        ),
         (&["kafka://h:1/t", "--kafka-config", "linger"], "KEY=VALUE"),
         (
             &[

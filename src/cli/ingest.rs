@@ -116,6 +116,14 @@ pub enum UntilArg {
     End,
 }
 
+/// Where a Kafka partition is read on from when the broker no longer keeps the offset the lake
+/// recorded (`--kafka-offset-reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OffsetResetArg {
+    /// From its first offset kept; the offsets passed over are reported as possible loss.
+    Earliest,
+}
+
 /// Arguments of `filesink ingest`.
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
@@ -149,6 +157,13 @@ pub struct IngestArgs {
     /// are refused.
     #[arg(long, value_name = "KEY=VALUE")]
     pub kafka_config: Vec<String>,
+
+    /// With a `kafka://` input, `earliest`: a partition whose recorded offset retention
+    /// deleted is read on from its first offset kept, and the offsets passed over are reported
+    /// as possible loss (`possible_loss` in the summary). Without it such a partition is
+    /// refused (exit 7) and nothing is written.
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub kafka_offset_reset: Option<OffsetResetArg>,
 
     /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`), created
     /// if missing, or `s3://bucket/prefix` (configured from the `AWS_*` environment
@@ -407,9 +422,10 @@ impl Run {
                 if args.until.is_some()
                     || !args.kafka_columns.is_empty()
                     || !args.kafka_config.is_empty()
+                    || args.kafka_offset_reset.is_some()
                 {
                     return Err(CliError::usage(
-                        "--until, --kafka-columns and --kafka-config apply to a kafka:// input",
+                        "--until and the --kafka-… options apply to a kafka:// input",
                     ));
                 }
                 let inputs = resolve_inputs(&args.inputs).await?;
@@ -513,6 +529,9 @@ async fn connect_kafka(args: &IngestArgs) -> CliResult<Ingest> {
     let mut kafka: filesink::ingest::Kafka = url.parse().map_err(ingest_error)?;
     if args.until == Some(UntilArg::End) {
         kafka = kafka.until_end();
+    }
+    if args.kafka_offset_reset == Some(OffsetResetArg::Earliest) {
+        kafka = kafka.offset_reset_earliest();
     }
     if !args.kafka_columns.is_empty() {
         if args.input_format == Some(InputFormatArg::Csv) {
@@ -732,6 +751,12 @@ fn finished_json(run: &Run, summary: &IngestSummary, rates: &Rates) -> serde_jso
             Stage::Checkpoint => "checkpoint",
         }),
         "compaction": summary.compaction.as_ref().map(compaction_json),
+        "possible_loss": summary.skipped.iter().map(|s| serde_json::json!({
+            "part": s.part,
+            "from": s.from,
+            "to": s.to,
+            "reason": s.reason,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -783,6 +808,16 @@ fn finished_text(
     }
     if let Some(c) = &summary.compaction {
         compaction_text(c, out)?;
+    }
+    for s in &summary.skipped {
+        outln!(
+            out,
+            "  possible loss: `{}` offsets {}..{} were passed over ({})",
+            s.part,
+            s.from,
+            s.to,
+            s.reason
+        );
     }
     Ok(())
 }

@@ -644,6 +644,7 @@ async fn already_finished(
         last_checkpoint,
         stage_times: StageTimes::default(),
         compaction,
+        skipped: Vec::new(),
     }
 }
 

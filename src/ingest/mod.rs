@@ -151,7 +151,7 @@ pub use rules::{check_bad_records_path, check_distinct, default_job_name, descri
 pub use source::{
     check_csv_schema, check_read, infer_schema, BadRecord, Chunk, CommitHook, Cursor, Decoder,
     Input, InputCompression, InputFormat, InputSource, Lane, LaneNext, Next, PartOffsets, Prefix,
-    Ranges, RawChunk, RowCheck, Source, SourcePosition, StdinRecords, TimePartitionBy,
+    Ranges, RawChunk, RowCheck, Skipped, Source, SourcePosition, StdinRecords, TimePartitionBy,
 };
 #[cfg(feature = "kafka")]
 pub use source::{Kafka, KafkaColumn, KafkaSource};
@@ -366,6 +366,9 @@ pub struct IngestSummary {
     pub stage_times: StageTimes,
     /// What the compaction rounds beside the run did ([`Ingest::compact_in_background`]).
     pub compaction: Option<CompactionSummary>,
+    /// Records the source passed over because it could no longer give them, as it was told
+    /// to ([`Next::Skipped`]): possible loss, for the operator to look at.
+    pub skipped: Vec<Skipped>,
 }
 
 /// Where an [`Ingest`] writes.

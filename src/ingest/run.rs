@@ -110,6 +110,7 @@ impl JobRun {
             last_checkpoint: self.coordinator.last_checkpoint(),
             stage_times: StageTimes::default(),
             compaction: None,
+            skipped: Vec::new(),
         };
         let mut compacting = Compacting {
             storage: self.storage.clone(),
@@ -492,6 +493,14 @@ impl Writing {
                 }
                 tracing::info!(job = %job, parts = ?offsets, "parts taken");
                 let _ = reply.send(Ok(offsets));
+            }
+            PartsChange::Skipped(skipped) => {
+                observer.note(&format!(
+                    "possible loss: `{}` offsets {}..{} were passed over ({})",
+                    skipped.part, skipped.from, skipped.to, skipped.reason
+                ));
+                tracing::warn!(job = %job, part = %skipped.part, from = skipped.from, to = skipped.to, reason = %skipped.reason, "records passed over");
+                self.summary.skipped.push(skipped);
             }
         }
         Ok(None)

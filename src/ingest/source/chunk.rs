@@ -94,6 +94,8 @@ pub(crate) enum PartsChange {
     },
     /// Parts given up: no record of them comes after this.
     Revoked(Vec<String>),
+    /// Records passed over, reported as possible loss.
+    Skipped(super::Skipped),
 }
 
 impl Chunk {

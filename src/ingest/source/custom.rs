@@ -121,6 +121,24 @@ pub enum Next {
     /// for its commit, and releases the parts in the lake's ledger at the offsets it recorded:
     /// the job they are handed to next reads on from there.
     Revoked(Vec<String>),
+    /// Records the source could no longer give were passed over, as it was told to (the
+    /// Kafka source's `offset_reset_earliest`): the run's summary reports them as possible
+    /// loss ([`IngestSummary::skipped`](crate::ingest::IngestSummary::skipped)).
+    Skipped(Skipped),
+}
+
+/// Records a source passed over because it could no longer give them ([`Next::Skipped`]):
+/// offsets `from..to` of a part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The part (`kafka://<cluster>/<topic>/<partition>`), or the source's name.
+    pub part: String,
+    /// The first offset passed over.
+    pub from: u64,
+    /// The offset read on from.
+    pub to: u64,
+    /// Why they could not be given (`deleted by retention`).
+    pub reason: String,
 }
 
 /// A [`Source`] and how its records are read.
@@ -230,6 +248,9 @@ impl SourceReader for CustomReader {
                     }
                     Ok(Next::Revoked(parts)) => {
                         Ok(Some(self.parts_chunk(PartsChange::Revoked(parts))))
+                    }
+                    Ok(Next::Skipped(skipped)) => {
+                        Ok(Some(self.parts_chunk(PartsChange::Skipped(skipped))))
                     }
                     Err(e) => Err(e),
                 },

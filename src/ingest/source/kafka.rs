@@ -87,7 +87,7 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::custom::{CommitHook, Next, Source};
+use super::custom::{CommitHook, Next, Skipped, Source};
 use super::position::PartOffsets;
 use crate::error::{Error, Result};
 
@@ -123,6 +123,7 @@ pub struct Kafka {
     group: Option<String>,
     columns: Vec<KafkaColumn>,
     config: Vec<(String, String)>,
+    reset_earliest: bool,
 }
 
 /// Metadata of a Kafka record, added to it as a column ([`Kafka::columns`]): for audit, and
@@ -192,7 +193,18 @@ impl Kafka {
             group: None,
             columns: Vec::new(),
             config: Vec::new(),
+            reset_earliest: false,
         }
+    }
+
+    /// A recorded offset below the first one a partition keeps (retention deleted records the
+    /// lake never read) is not refused: the part is read on from its first offset kept, and
+    /// the offsets passed over are reported as possible loss ([`Next::Skipped`], in the run's
+    /// summary). Without it such a part is refused ([`Error::InputChanged`]). An offset past a
+    /// partition's end (the topic was created again) is refused either way.
+    pub fn offset_reset_earliest(mut self) -> Kafka {
+        self.reset_earliest = true;
+        self
     }
 
     /// Only these partitions of each topic.
@@ -331,6 +343,8 @@ impl Kafka {
             parts,
             index,
             columns: self.columns,
+            reset_earliest: self.reset_earliest,
+            skipped: VecDeque::new(),
             until_end: self.until_end,
             group: self.group,
             config: self.config,
@@ -561,7 +575,8 @@ fn check_kept(part: &str, next: u64, low: i64, high: i64) -> Result<()> {
         return Err(Error::InputChanged(format!(
             "part `{part}`: the lake read it up to offset {next}, and the broker keeps \
              offsets from {low} on: records {next}..{low} were deleted (retention) before \
-             the lake took them; nothing was written"
+             the lake took them; nothing was written (--kafka-offset-reset earliest reads on \
+             from offset {low}, reporting the gap as possible loss)"
         )));
     }
     if next > high {
@@ -573,6 +588,37 @@ fn check_kept(part: &str, next: u64, low: i64, high: i64) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Where to start reading part `part`, recorded at next offset `recorded` (`None`: never
+/// read), the broker keeping offsets `low..high`: the offset (`None`: its first kept), and the
+/// offsets passed over to get there. An offset the broker no longer keeps is refused
+/// ([`check_kept`]), unless `reset_earliest` and retention deleted it: then the part starts at
+/// its first offset kept, the gap reported.
+fn start_at(
+    part: &str,
+    recorded: Option<u64>,
+    low: i64,
+    high: i64,
+    reset_earliest: bool,
+) -> Result<(Option<u64>, Option<Skipped>)> {
+    let Some(n) = recorded else {
+        return Ok((None, None));
+    };
+    match check_kept(part, n, low, high) {
+        Ok(()) => Ok((Some(n), None)),
+        Err(_) if reset_earliest && i64::try_from(n).is_ok_and(|n| n < low) => {
+            let first = u64::try_from(low).unwrap_or(0);
+            let skipped = Skipped {
+                part: part.to_owned(),
+                from: n,
+                to: first,
+                reason: "deleted by retention before the lake read them".into(),
+            };
+            Ok((Some(first), Some(skipped)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The values of `columns` for `message`.
@@ -655,6 +701,10 @@ pub struct KafkaSource {
     index: HashMap<String, HashMap<i32, usize>>,
     /// The metadata columns added to each record.
     columns: Vec<KafkaColumn>,
+    /// Offsets the broker no longer keeps are passed over ([`Kafka::offset_reset_earliest`]).
+    reset_earliest: bool,
+    /// Offsets passed over, to hand on before the next records.
+    skipped: VecDeque<Skipped>,
     /// Per part, the next offset to read, once known (recorded, or after a record).
     next: Vec<Option<u64>>,
     /// The recorded offsets of parts this run does not read, kept in its positions.
@@ -736,7 +786,8 @@ impl KafkaSource {
                 Err(Error::InputChanged(format!(
                     "`{}`: an offset the lake recorded is not on the broker any more ({e}): \
                      retention deleted records before the lake took them, or the topic was \
-                     created again; nothing was written past the last checkpoint",
+                     created again; nothing was written past the last checkpoint (a run with \
+                     --kafka-offset-reset earliest reads on past records retention deleted)",
                     self.name
                 )))
             }
@@ -865,12 +916,11 @@ impl KafkaSource {
                 .consumer
                 .fetch_watermarks(&part.topic, part.partition, BROKER_TIMEOUT)
                 .map_err(|e| broker_error("read the offsets of", &part.name, &e))?;
-            let next = offsets.get(&part.name).copied();
+            let recorded = offsets.get(&part.name).copied();
+            let (next, skipped) = start_at(&part.name, recorded, low, high, self.reset_earliest)?;
+            self.skipped.extend(skipped);
             let offset = match next {
-                Some(n) => {
-                    check_kept(&part.name, n, low, high)?;
-                    Offset::Offset(i64::try_from(n).unwrap_or(i64::MAX))
-                }
+                Some(n) => Offset::Offset(i64::try_from(n).unwrap_or(i64::MAX)),
                 None => Offset::Beginning,
             };
             assignment
@@ -1051,6 +1101,9 @@ impl Source for KafkaSource {
     }
 
     fn next(&mut self, records_max: usize, deadline: Instant) -> Result<Next> {
+        if let Some(skipped) = self.skipped.pop_front() {
+            return Ok(Next::Skipped(skipped));
+        }
         if let Some(rebalanced) = self.rebalanced() {
             return Ok(rebalanced);
         }
@@ -1206,6 +1259,23 @@ mod tests {
     }
 
     #[test]
+    fn offsets_retention_deleted_are_passed_over_on_request_and_reported() {
+        let part = "kafka://c/t/0";
+        assert_eq!(start_at(part, None, 40, 90, false).unwrap(), (None, None));
+        assert_eq!(
+            start_at(part, Some(50), 40, 90, false).unwrap(),
+            (Some(50), None)
+        );
+        assert!(start_at(part, Some(10), 40, 90, false).is_err());
+        let (next, skipped) = start_at(part, Some(10), 40, 90, true).unwrap();
+        assert_eq!(next, Some(40));
+        let skipped = skipped.unwrap();
+        assert_eq!((skipped.from, skipped.to), (10, 40));
+        // Past the end (the topic created again) is refused whatever was asked.
+        assert!(start_at(part, Some(120), 40, 90, true).is_err());
+    }
+
+    #[test]
     fn metadata_fields_are_added_at_the_end_of_an_object_and_nothing_else_changes() {
         let fields = [
             ("kafka_offset", serde_json::Value::from(5)),
@@ -1268,6 +1338,8 @@ mod tests {
             )]),
             parts,
             columns: Vec::new(),
+            reset_earliest: false,
+            skipped: VecDeque::new(),
             until_end: false,
             group: None,
             config: Vec::new(),

@@ -83,7 +83,7 @@ use check::{continues_last_record, CONTINUED};
 pub(crate) use chunk::PartsChange;
 pub use chunk::{BadRecord, Chunk, RawChunk};
 pub use compression::InputCompression;
-pub use custom::{CommitHook, Next, Source};
+pub use custom::{CommitHook, Next, Skipped, Source};
 pub(crate) use custom::{CustomReader, CustomReading};
 pub use decode::{Decoder, RowCheck};
 pub use framing::csv_fields;
