@@ -34,6 +34,16 @@ fn wait_for_visible_of(lake: &Path, n: usize, children: &mut [&mut Child], logs:
     }
 }
 
+/// Waits until `child`'s `log` holds `text`; fails the test if it ends first or takes a minute.
+fn wait_for_line(child: &mut Child, log: &Path, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log_of(log).contains(text) {
+        assert!(Instant::now() < deadline, "no `{text}`: {}", log_of(log));
+        assert!(child.try_wait().unwrap().is_none(), "{}", log_of(log));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Processes of one consumer group share a topic's partitions, each a job of its own: two
 /// start at once, a third joins, the first is killed holding partitions, a fourth joins and
 /// takes the dead one's job back (releasing its partitions at start). No record is visible
@@ -77,12 +87,7 @@ fn a_consumer_group_of_processes_one_killed_and_one_added_holds_each_record_once
     // A third process joins: every partition is revoked, checkpointed, released and handed
     // out again, and the third takes its share.
     let mut third = spawn(&args, &logs[2]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !log_of(&logs[2]).contains("parts taken") {
-        assert!(Instant::now() < deadline, "{}", log_of(&logs[2]));
-        assert!(third.try_wait().unwrap().is_none(), "{}", log_of(&logs[2]));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_line(&mut third, &logs[2], "parts taken");
     produce(&p, topic, PARTITIONS, 20_000..40_000);
     wait_for_visible_of(
         lake,
@@ -101,12 +106,7 @@ fn a_consumer_group_of_processes_one_killed_and_one_added_holds_each_record_once
     assert_no_duplicate(&visible_parquet_ids(lake), "the first was killed");
     produce(&p, topic, PARTITIONS, 50_000..60_000);
     let mut fourth = spawn(&args, &logs[3]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !log_of(&logs[3]).contains("resuming job") {
-        assert!(Instant::now() < deadline, "{}", log_of(&logs[3]));
-        assert!(fourth.try_wait().unwrap().is_none(), "{}", log_of(&logs[3]));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_line(&mut fourth, &logs[3], "resuming job");
     std::thread::sleep(Duration::from_secs(2));
     assert_no_duplicate(&visible_parquet_ids(lake), "a fourth process joined");
 

@@ -341,10 +341,15 @@ impl Writing {
         Ok(None)
     }
 
-    /// Takes a checkpoint at the current position; its commit runs behind the writes that
-    /// follow, and the previous checkpoint's commit is taken in first.
-    async fn checkpoint(&mut self, observer: &mut dyn Observer, step: &mut Step) -> Result<()> {
-        // The writes queued so far end first: an error of one is a write's.
+    /// What every checkpoint of the loop does first: the writes queued so far end (an error of
+    /// one is a write's), the bad-records file is synced, and the previous checkpoint's
+    /// commit, run behind the writes since, is taken in. Returns when the checkpoint proper
+    /// began.
+    async fn before_checkpoint(
+        &mut self,
+        observer: &mut dyn Observer,
+        step: &mut Step,
+    ) -> Result<Instant> {
         let draining = Instant::now();
         let position = &mut self.job.position;
         *step = Step::Write(position.cursor);
@@ -353,9 +358,16 @@ impl Writing {
         let checkpointing = Instant::now();
         self.job.bad_file.sync(position).await?;
         *step = Step::Checkpoint;
-        // The previous checkpoint was committed behind the writes since.
         self.settle(observer).await?;
+        self.committing = None;
         self.compacting.start_when_ready(&self.job.coordinator);
+        Ok(checkpointing)
+    }
+
+    /// Takes a checkpoint at the current position; its commit runs behind the writes that
+    /// follow, and the previous checkpoint's commit is taken in first.
+    async fn checkpoint(&mut self, observer: &mut dyn Observer, step: &mut Step) -> Result<()> {
+        let checkpointing = self.before_checkpoint(observer, step).await?;
         let report = self
             .job
             .coordinator
@@ -382,16 +394,7 @@ impl Writing {
         observer: &mut dyn Observer,
         step: &mut Step,
     ) -> Result<()> {
-        let draining = Instant::now();
-        let position = &mut self.job.position;
-        *step = Step::Write(position.cursor);
-        self.job.coordinator.written().await?;
-        self.summary.stage_times.write += draining.elapsed();
-        let checkpointing = Instant::now();
-        self.job.bad_file.sync(position).await?;
-        *step = Step::Checkpoint;
-        self.settle(observer).await?;
-        self.committing = None;
+        let checkpointing = self.before_checkpoint(observer, step).await?;
         let report = self
             .job
             .coordinator
@@ -442,18 +445,9 @@ impl Writing {
         match change {
             PartsChange::Revoked(parts) => {
                 self.checkpoint_committed(observer, step).await?;
-                let own = self.own_offsets();
-                let released: Vec<(String, u64)> = parts
-                    .into_iter()
-                    .map(|p| {
-                        let at = own.get(&p).copied().unwrap_or(0);
-                        (p, at)
-                    })
-                    .collect();
                 *step = Step::Checkpoint;
-                ledger::release(storage.as_ref(), &job, &released).await?;
+                self.release(parts).await?;
                 *step = Step::Prepare;
-                tracing::info!(job = %job, parts = ?released, "parts released");
             }
             PartsChange::Assigned { parts, reply } => {
                 let claims: Vec<Option<Claim>> =
@@ -539,16 +533,24 @@ impl Writing {
             return Ok(());
         }
         self.checkpoint_committed(observer, step).await?;
+        self.release(held).await
+    }
+
+    /// Releases `parts` in the ledger at the job's own offsets (its base where it read
+    /// none). The caller promises every record before the position is visible
+    /// ([`Writing::checkpoint_committed`]).
+    async fn release(&mut self, parts: Vec<String>) -> Result<()> {
         let own = self.own_offsets();
-        let released: Vec<(String, u64)> = held
+        let released: Vec<(String, u64)> = parts
             .into_iter()
             .map(|p| {
                 let at = own.get(&p).copied().unwrap_or(0);
                 (p, at)
             })
             .collect();
-        ledger::release(storage.as_ref(), &job, &released).await?;
-        tracing::info!(job = %job, parts = ?released, "parts of the last run released");
+        let job = &self.job.plan.job;
+        ledger::release(self.job.storage.as_ref(), job, &released).await?;
+        tracing::info!(job = %job, parts = ?released, "parts released");
         Ok(())
     }
 
