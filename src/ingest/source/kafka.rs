@@ -314,13 +314,6 @@ impl Kafka {
                 name: format!("kafka://{cluster}/{topic}/{p}"),
             }));
         }
-        let mut index: HashMap<String, HashMap<i32, usize>> = HashMap::new();
-        for (i, p) in parts.iter().enumerate() {
-            index
-                .entry(p.topic.clone())
-                .or_default()
-                .insert(p.partition, i);
-        }
         let mut name = format!("kafka://{cluster}/{}", self.topics.join(","));
         if let Some(p) = &self.partitions {
             name.push_str(&format!("?partitions={}", ranges(p)));
@@ -328,7 +321,25 @@ impl Kafka {
         if let Some(g) = &self.group {
             name.push_str(&format!("?group={g}"));
         }
-        Ok(KafkaSource {
+        Ok(self.source(name, cluster, parts, consumer))
+    }
+
+    /// The source named `name` of parts `parts` of cluster `cluster`, read by `consumer`.
+    fn source(
+        self,
+        name: String,
+        cluster: String,
+        parts: Vec<Part>,
+        consumer: BaseConsumer<Rebalances>,
+    ) -> KafkaSource {
+        let mut index: HashMap<String, HashMap<i32, usize>> = HashMap::new();
+        for (i, p) in parts.iter().enumerate() {
+            index
+                .entry(p.topic.clone())
+                .or_default()
+                .insert(p.partition, i);
+        }
+        KafkaSource {
             name,
             brokers: self.brokers,
             cluster,
@@ -337,7 +348,7 @@ impl Kafka {
             assigning: None,
             assigned_names: Arc::default(),
             next: vec![None; parts.len()],
-            carried: Default::default(),
+            carried: BTreeMap::new(),
             at_end: vec![false; parts.len()],
             listed_end: vec![0; parts.len()],
             parts,
@@ -350,7 +361,7 @@ impl Kafka {
             config: self.config,
             warned_at: None,
             consumer: Arc::new(consumer),
-        })
+        }
     }
 }
 
@@ -1316,40 +1327,15 @@ mod tests {
                 name: format!("kafka://c/t/{p}"),
             })
             .collect();
-        KafkaSource {
-            name: "kafka://c/t".into(),
-            brokers: "127.0.0.1:1".into(),
-            cluster: "c".into(),
-            topics: vec!["t".into()],
-            assigned: None,
-            assigning: None,
-            assigned_names: Arc::default(),
-            next: vec![None; parts.len()],
-            carried: BTreeMap::new(),
-            at_end: vec![false; parts.len()],
-            listed_end: vec![0; parts.len()],
-            index: HashMap::from([(
-                "t".to_owned(),
-                partitions
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| (*p, i))
-                    .collect(),
-            )]),
+        let consumer = consumer_config("127.0.0.1:1", "g", &[])
+            .create_with_context(Rebalances::default())
+            .unwrap();
+        Kafka::new("127.0.0.1:1", ["t".to_owned()]).source(
+            "kafka://c/t".into(),
+            "c".into(),
             parts,
-            columns: Vec::new(),
-            reset_earliest: false,
-            skipped: VecDeque::new(),
-            until_end: false,
-            group: None,
-            config: Vec::new(),
-            warned_at: None,
-            consumer: Arc::new(
-                consumer_config("127.0.0.1:1", "g", &[])
-                    .create_with_context(Rebalances::default())
-                    .unwrap(),
-            ),
-        }
+            consumer,
+        )
     }
 
     #[test]
