@@ -331,3 +331,25 @@ async fn a_restore_removes_the_temporary_files_of_its_jobs_dead_manifest_writes(
     c.checkpoint(&20).await.unwrap();
     assert_exactly_once(dir.path(), &FileFormat::parquet(), 20);
 }
+
+/// A checkpoint that rolls every open file makes every record before it visible, row files
+/// the rolling policy would keep open included, and the job writes on after it (what a job
+/// hands a Kafka partition on at).
+#[tokio::test]
+async fn a_checkpoint_rolling_every_file_leaves_nothing_hidden_and_the_job_goes_on() {
+    for format in formats() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = sink(dir.path(), format.clone());
+        let mut c = Coordinator::open(&sink, "handover", 1).await.unwrap();
+        c.writer().write(&batch(0, 10)).await.unwrap();
+        let report = c.checkpoint_rolling_all(&10).await.unwrap();
+        assert_eq!(report.deferred, 0);
+        assert_exactly_once(dir.path(), &format, 10);
+        assert_eq!(c.writer().open_files(), 0, "{format:?}");
+        c.writer().write(&batch(10, 10)).await.unwrap();
+        c.checkpoint_rolling_all(&20).await.unwrap();
+        assert_exactly_once(dir.path(), &format, 20);
+        assert!(!c.is_finished());
+        c.close().await.unwrap();
+    }
+}
