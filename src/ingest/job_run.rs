@@ -368,16 +368,13 @@ async fn take_inputs(
     observer: &mut dyn Observer,
 ) -> Result<(Vec<Option<ledger::Taken>>, BTreeMap<String, u64>)> {
     let settle = plan.settle_options();
-    let (parts, assigned) = source_parts(plan).await?;
+    let (mut parts, assigned) = source_parts(plan).await?;
     if assigned {
         // Taken as they are assigned, while the run goes on.
-        plan.assigned_parts = Some(parts);
-        return Ok((
-            ledger::take(storage, &plan.job, &inputs_claims(plan), &settle).await?,
-            BTreeMap::new(),
-        ));
+        plan.assigned_parts = Some(std::mem::take(&mut parts));
     }
-    let mut claims = inputs_claims(plan);
+    let mut claims: Vec<Option<ledger::Claim>> =
+        plan.inputs.iter().map(ledger::Claim::of_input).collect();
     claims.extend(parts.iter().map(|p| Some(ledger::Claim::of_part(p))));
     let mut taken = ledger::take(storage, &plan.job, &claims, &settle).await?;
     let of_parts = taken.split_off(plan.inputs.len());
@@ -409,11 +406,6 @@ async fn take_inputs(
         }
     }
     Ok((taken, bases))
-}
-
-/// The claims of the inputs ([`Claim::of_input`](ledger::Claim::of_input)).
-fn inputs_claims(plan: &IngestPlan) -> Vec<Option<ledger::Claim>> {
-    plan.inputs.iter().map(ledger::Claim::of_input).collect()
 }
 
 /// The parts of a custom source ([`Source::parts`](super::Source::parts)), and whether they

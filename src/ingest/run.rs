@@ -486,7 +486,7 @@ impl Writing {
                     }
                 }
                 tracing::info!(job = %job, parts = ?offsets, "parts taken");
-                let _ = reply.send(Ok(offsets));
+                let _ = reply.send(offsets);
             }
             PartsChange::Skipped(skipped) => {
                 observer.note(&format!(

@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use super::position::{Cursor, Prefix};
 use crate::bucket::BucketId;
-use crate::error::Result;
 
 /// A record that could not be decoded, as written to `--bad-records`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -90,7 +89,7 @@ pub(crate) enum PartsChange {
     /// (the reader waits for them).
     Assigned {
         parts: Vec<String>,
-        reply: std::sync::mpsc::SyncSender<Result<BTreeMap<String, u64>>>,
+        reply: std::sync::mpsc::SyncSender<BTreeMap<String, u64>>,
     },
     /// Parts given up: no record of them comes after this.
     Revoked(Vec<String>),

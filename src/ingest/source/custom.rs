@@ -161,7 +161,7 @@ pub(crate) struct CustomReader {
     produced: u64,
     bytes_read: u64,
     /// The answer to the last [`Next::Assigned`], which the source waits for.
-    assigned: Option<std::sync::mpsc::Receiver<Result<BTreeMap<String, u64>>>>,
+    assigned: Option<std::sync::mpsc::Receiver<BTreeMap<String, u64>>>,
 }
 
 impl CustomReader {
@@ -183,8 +183,7 @@ impl CustomReader {
                 return None;
             }
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Ok(offsets)) => return Some(self.custom.source.resume_parts(&offsets)),
-                Ok(Err(e)) => return Some(Err(e)),
+                Ok(offsets) => return Some(self.custom.source.resume_parts(&offsets)),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
                 // The writing loop ended without answering: it failed, and says why.
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
