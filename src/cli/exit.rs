@@ -28,6 +28,9 @@ pub const CORRUPT: u8 = 6;
 /// Input changed: an input of a resumed job no longer begins with the bytes the job already
 /// read of it (replaced, edited or cut short); nothing was written.
 pub const INPUT_CHANGED: u8 = 7;
+/// Inputs refused: a run over a glob (a job named after its inputs) took its other inputs, and
+/// passed over those that changed within what the lake took of them.
+pub const INPUTS_REFUSED: u8 = 8;
 
 /// Every exit code with its name and meaning.
 // Only tests read the table at run time: `AFTER_HELP` has to be a literal for clap.
@@ -62,6 +65,11 @@ pub const EXIT_CODES: &[(u8, &str, &str)] = &[
         "input changed",
         "an input of a resumed job differs from what the job already read of it",
     ),
+    (
+        INPUTS_REFUSED,
+        "inputs refused",
+        "the other inputs were taken; those named changed within what the lake took of them",
+    ),
 ];
 
 /// The exit code table as shown at the end of `filesink --help`.
@@ -74,7 +82,8 @@ Exit codes:
   4  data lost      a file that a checkpoint promised to keep is gone
   5  refused        not a filesink output, the job is owned by a live run, a writer looks alive, or a new lake would be inside another lake's tree or hold one
   6  corrupt state  a manifest or the sink identity is damaged or of a newer version
-  7  input changed  an input of a resumed job differs from what the job already read of it";
+  7  input changed  an input of a resumed job differs from what the job already read of it
+  8  inputs refused  the other inputs were taken; those named changed within what the lake took of them";
 
 /// The exit code for a library error.
 pub fn code_of(e: &filesink::Error) -> u8 {

@@ -24,7 +24,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use super::exit::{CliError, CliResult, INPUT_CHANGED, REFUSED};
+use super::exit::{CliError, CliResult, INPUTS_REFUSED, INPUT_CHANGED, REFUSED};
 use super::lake::open_storage;
 use super::util::{
     compression_name, human_bytes, parse_checkpoint_every, parse_compression, parse_job,
@@ -179,6 +179,14 @@ pub struct IngestArgs {
     /// jsonl).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub input_format: Option<InputFormatArg>,
+
+    /// The line-end rule: a record is taken with its line end. A file's last line without
+    /// one may still be being written: it is taken once the file has been unchanged this
+    /// long, and until then left for a later run, which reads it whole. `0s`: the files are
+    /// complete, take it at once. Standard input at its end, objects and compressed files are
+    /// complete.
+    #[arg(long, value_parser = super::util::parse_duration, value_name = "DURATION", default_value = "1h")]
+    pub settle: std::time::Duration,
 
     /// Partition the output Hive-style by these columns (`day=2026-11-30/`), outermost first;
     /// the columns move from the data into the directory names.
@@ -348,16 +356,64 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     // of the run, what only the flags can say by `Run::resolve`): an invalid one exits 2 and
     // leaves no lake, no `sink.json`, no job behind.
     let stop = stop_on_signals();
-    let (run, summary) = run_in_a_slot(&args, &stop).await?;
-    if summary.status == IngestStatus::AlreadyFinished {
-        return already_finished(out, args.json, &summary.job, &summary);
+    let (mut run, summary) = run_in_a_slot(&args, &stop).await?;
+    let Some(summary) = summary else {
+        return nothing_matched(out, args.json, &run.unmatched);
+    };
+    if !summary.job.is_empty() {
+        // Named after the inputs it read (`ledger::survey`), fewer than were given.
+        run.job = summary.job.clone();
     }
-    let rates = Rates::of(&summary, started);
-    if args.json {
-        let v = finished_json(&run, &summary, &rates);
+    match summary.status {
+        IngestStatus::NothingNew => nothing_new(out, args.json, &run, &summary)?,
+        IngestStatus::AlreadyFinished => already_finished(out, args.json, &summary.job, &summary)?,
+        _ => {
+            let rates = Rates::of(&summary, started);
+            if args.json {
+                let v = finished_json(&run, &summary, &rates);
+                outln!(out, "{v}");
+            } else {
+                finished_text(out, &run, &summary, &rates)?;
+            }
+        }
+    }
+    match summary.refused.len() {
+        0 => Ok(()),
+        n => Err(CliError::new(
+            INPUTS_REFUSED,
+            format!(
+                "{n} input(s) refused: each changed within what the lake took of it (above); \
+                 the other inputs were taken"
+            ),
+        )),
+    }
+}
+
+/// The summary of a run whose inputs were all read to their end before (or refused).
+fn nothing_new(out: &mut dyn Write, json: bool, run: &Run, summary: &IngestSummary) -> CliResult {
+    let unchanged = run.inputs - summary.refused.len();
+    if json {
+        let v = serde_json::json!({
+            "status": "nothing_new",
+            "unchanged": unchanged,
+            "records": 0,
+            "refused": summary.refused,
+        });
         outln!(out, "{v}");
     } else {
-        finished_text(out, &run, &summary, &rates)?;
+        outln!(
+            out,
+            "{unchanged} input(s) were read to their end before and did not change; nothing to do"
+        );
+        refused_text(out, &summary.refused)?;
+    }
+    Ok(())
+}
+
+/// The inputs refused, a line each.
+fn refused_text(out: &mut dyn Write, refused: &[String]) -> CliResult {
+    for r in refused {
+        outln!(out, "  refused: {r}");
     }
     Ok(())
 }
@@ -402,6 +458,8 @@ struct Run {
     codec: String,
     /// How many inputs the arguments resolved to.
     inputs: usize,
+    /// The globs that matched no input.
+    unmatched: Vec<String>,
     /// The job name, given or derived from the inputs.
     job: String,
     /// The input is a Kafka consumer group's (`kafka://…?group=G`).
@@ -416,8 +474,8 @@ impl Run {
     async fn resolve(args: &IngestArgs) -> CliResult<(Run, Ingest)> {
         let location = Location::parse(&args.to)?;
         let (format, codec) = output_format(args)?;
-        let (inputs, ingest) = match kafka_source(args).await? {
-            Some(ingest) => (Vec::new(), ingest),
+        let (inputs, unmatched, ingest) = match kafka_source(args).await? {
+            Some(ingest) => (Vec::new(), Vec::new(), ingest),
             None => {
                 if args.until.is_some()
                     || !args.kafka_columns.is_empty()
@@ -428,8 +486,8 @@ impl Run {
                         "--until and the --kafka-… options apply to a kafka:// input",
                     ));
                 }
-                let inputs = resolve_inputs(&args.inputs).await?;
-                (inputs.clone(), Ingest::new(inputs))
+                let (inputs, unmatched) = resolve_inputs(&args.inputs).await?;
+                (inputs.clone(), unmatched, Ingest::new(inputs))
             }
         };
         let mut ingest = ingest
@@ -443,6 +501,7 @@ impl Run {
         if let Some(job) = &args.job {
             ingest = ingest.job(job.clone());
         }
+        ingest = ingest.settle(args.settle);
         ingest = match &location {
             // Created only once the job is known to start.
             Location::Local(path) => ingest.to_local(path),
@@ -493,6 +552,7 @@ impl Run {
             location,
             codec,
             inputs: inputs.len(),
+            unmatched,
             job: ingest.job_name().unwrap_or_default(),
             in_group: args
                 .inputs
@@ -602,9 +662,17 @@ const SLOTS_MAX: usize = 64;
 /// jobs as processes ran at once. A slot a live run holds (found as the job opens, so two
 /// processes starting at once do not both take one) is passed over; the source connects
 /// again for the next.
-async fn run_in_a_slot(args: &IngestArgs, stop: &StopHandle) -> CliResult<(Run, IngestSummary)> {
+/// `None` for a run whose globs matched no input: nothing is done.
+async fn run_in_a_slot(
+    args: &IngestArgs,
+    stop: &StopHandle,
+) -> CliResult<(Run, Option<IngestSummary>)> {
     for slot in 1..=SLOTS_MAX {
         let (mut run, mut ingest) = Run::resolve(args).await?;
+        if run.inputs == 0 && !run.unmatched.is_empty() {
+            // Nothing to read: no lake is created, no job opened.
+            return Ok((run, None));
+        }
         let slotted = run.in_group && args.job.is_none();
         if slotted {
             run.job = format!("{}_{slot}", run.job);
@@ -612,7 +680,7 @@ async fn run_in_a_slot(args: &IngestArgs, stop: &StopHandle) -> CliResult<(Run, 
         }
         let ingest = ingest.stop_handle(stop.clone());
         match run_engine(ingest, &run, slotted).await? {
-            Some(summary) => return Ok((run, summary)),
+            Some(summary) => return Ok((run, Some(summary))),
             None => continue,
         }
     }
@@ -652,6 +720,25 @@ async fn run_engine(ingest: Ingest, run: &Run, slotted: bool) -> CliResult<Optio
     }
 }
 
+/// The summary of a run whose globs (`unmatched`) matched no input: nothing to do, exit 0.
+fn nothing_matched(out: &mut dyn Write, json: bool, unmatched: &[String]) -> CliResult {
+    if json {
+        let v = serde_json::json!({
+            "status": "no_input",
+            "unmatched": unmatched,
+            "records": 0,
+        });
+        outln!(out, "{v}");
+    } else {
+        outln!(
+            out,
+            "no input matches `{}`; nothing to do",
+            unmatched.join("`, `")
+        );
+    }
+    Ok(())
+}
+
 /// The summary of a run that found job `job` finished already.
 fn already_finished(
     out: &mut dyn Write,
@@ -666,6 +753,8 @@ fn already_finished(
             "status": "already_finished",
             "checkpoint": summary.last_checkpoint,
             "records": records,
+            "waiting": summary.waiting,
+            "refused": summary.refused,
             "compaction": summary.compaction.as_ref().map(compaction_json),
         });
         outln!(out, "{v}");
@@ -678,6 +767,8 @@ fn already_finished(
         if let Some(c) = &summary.compaction {
             compaction_text(c, out)?;
         }
+        waiting_text(out, &summary.waiting)?;
+        refused_text(out, &summary.refused)?;
     }
     Ok(())
 }
@@ -751,6 +842,8 @@ fn finished_json(run: &Run, summary: &IngestSummary, rates: &Rates) -> serde_jso
             Stage::Checkpoint => "checkpoint",
         }),
         "compaction": summary.compaction.as_ref().map(compaction_json),
+        "waiting": summary.waiting,
+        "refused": summary.refused,
         "possible_loss": summary.skipped.iter().map(|s| serde_json::json!({
             "part": s.part,
             "from": s.from,
@@ -809,6 +902,8 @@ fn finished_text(
     if let Some(c) = &summary.compaction {
         compaction_text(c, out)?;
     }
+    waiting_text(out, &summary.waiting)?;
+    refused_text(out, &summary.refused)?;
     for s in &summary.skipped {
         outln!(
             out,
@@ -817,6 +912,18 @@ fn finished_text(
             s.from,
             s.to,
             s.reason
+        );
+    }
+    Ok(())
+}
+
+/// The files whose last line waits for its line end (the line-end rule), a line each.
+fn waiting_text(out: &mut dyn Write, waiting: &[String]) -> CliResult {
+    for w in waiting {
+        outln!(
+            out,
+            "  waiting: the last line of `{w}` has no line end yet; a later run takes it once it \
+             ends, or once the file is unchanged for --settle"
         );
     }
     Ok(())
@@ -988,10 +1095,13 @@ fn flag(setting: Setting) -> String {
     .to_string()
 }
 
-/// Resolves the inputs: files, `-`, and `s3://` objects or globs (each match an input, in key
-/// order). One file given twice, under any two names, is the engine's to refuse.
-async fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
+/// Resolves the inputs: `-`, files and `s3://` objects, or globs of either (each match an
+/// input, in byte order of its name: `glob.rs`). Returns them, and the globs that matched
+/// nothing (an empty set, not an error: a cron run may come before the first file). One file
+/// given twice, under any two names, is the engine's to refuse.
+async fn resolve_inputs(args: &[String]) -> CliResult<(Vec<Input>, Vec<String>)> {
     let mut inputs = Vec::with_capacity(args.len());
+    let mut unmatched = Vec::new();
     for a in args {
         let open_error = |e| match e {
             filesink::Error::Io { source, .. } => {
@@ -999,13 +1109,20 @@ async fn resolve_inputs(args: &[String]) -> CliResult<Vec<Input>> {
             }
             e => ingest_error(e),
         };
-        if Location::s3_rest(a).is_some() {
-            inputs.extend(Input::s3(a).await.map_err(open_error)?);
+        let matched = if Location::s3_rest(a).is_some() {
+            Input::s3(a).await.map_err(open_error)?
+        } else if a == "-" {
+            vec![Input::stdin()]
         } else {
-            inputs.push(Input::resolve(a).map_err(open_error)?);
+            Input::files_matching(a).map_err(open_error)?
+        };
+        if matched.is_empty() {
+            note(&format!("`{a}` matches no input"));
+            unmatched.push(a.clone());
         }
+        inputs.extend(matched);
     }
-    Ok(inputs)
+    Ok((inputs, unmatched))
 }
 
 /// Reads a `--schema` file: the serde JSON of an arrow schema.

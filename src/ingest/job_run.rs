@@ -14,7 +14,7 @@ use super::bad_records::{self, BadRecords};
 use super::plan::IngestPlan;
 use super::rules::{
     check_not_inside_a_sink, check_output_columns, check_partition_columns, check_same_job,
-    describe_schema, infer_from_inputs, legacy_read,
+    default_job_name, describe_schema, infer_from_inputs, legacy_read,
 };
 use super::source::{
     self, check_read, Cursor, Input, PartOffsets, Prefix, SourcePosition, StdinRecords,
@@ -95,6 +95,9 @@ impl JobRun {
         observer: &mut dyn Observer,
         step: &mut Step,
     ) -> Result<Opened> {
+        if let Some(nothing) = survey_inputs(&mut plan, observer).await? {
+            return Ok(Opened::Finished(Box::new(nothing)));
+        }
         let early = early_storage(&plan).await?;
         // Standard input takes what arrived by the first checkpoint's deadline for inference
         // (which counts from here: the records a stream's inference waited for are due then).
@@ -220,6 +223,75 @@ impl JobRun {
     }
 }
 
+/// A job named after its inputs reads only those the lake has something of to take
+/// ([`ledger::survey`]): an input a finished job read to its end, unchanged since, is passed
+/// over, and one changed within what the lake took is refused, named in the summary, while
+/// the others are read. The job is then named after the inputs it reads, so that a cron run
+/// over a glob whose files were all taken opens no job and writes nothing, and one that finds
+/// one new file takes that file alone. Returns the summary of a run that has nothing to read.
+/// A job named by the caller reads the inputs it was given, as given. Reads, writes nothing.
+async fn survey_inputs(
+    plan: &mut IngestPlan,
+    observer: &mut dyn Observer,
+) -> Result<Option<IngestSummary>> {
+    if plan.job_given || plan.custom_name.is_some() {
+        return Ok(None);
+    }
+    let storage: Arc<dyn Storage> = match &plan.output {
+        Output::Local(p) if !p.join(crate::protocol::METADATA_DIR).is_dir() => return Ok(None),
+        Output::Local(p) => Arc::new(LocalStorage::new(p)?),
+        Output::Storage(s) => s.clone(),
+    };
+    let standing = ledger::survey(storage.as_ref(), &plan.inputs).await?;
+    let (mut keep, mut passed) = (Vec::with_capacity(plan.inputs.len()), 0usize);
+    for (input, standing) in std::mem::take(&mut plan.inputs).into_iter().zip(standing) {
+        match standing {
+            ledger::Standing::New | ledger::Standing::Taken => keep.push(input),
+            ledger::Standing::NothingNew => passed += 1,
+            ledger::Standing::Refused(e) => {
+                observer.note(&format!("refused: {e}"));
+                plan.refused.push(e.to_string());
+            }
+        }
+    }
+    plan.inputs = keep;
+    if passed == 0 && plan.refused.is_empty() {
+        return Ok(None);
+    }
+    let Some(job) = default_job_name(&plan.inputs) else {
+        return Ok(Some(nothing_new(plan)));
+    };
+    observer.note(&format!(
+        "{passed} input(s) were read to their end before and did not change: job `{job}` reads \
+         the other {}",
+        plan.inputs.len()
+    ));
+    plan.rename(job);
+    Ok(None)
+}
+
+/// The summary of a run whose inputs hold nothing the lake has not taken.
+fn nothing_new(plan: &IngestPlan) -> IngestSummary {
+    IngestSummary {
+        job: String::new(),
+        status: IngestStatus::NothingNew,
+        resumed: false,
+        records: 0,
+        records_total: 0,
+        bad_records: 0,
+        files: 0,
+        bytes: 0,
+        checkpoints: 0,
+        input_bytes: 0,
+        last_checkpoint: 0,
+        stage_times: StageTimes::default(),
+        compaction: None,
+        skipped: Vec::new(),
+        waiting: Vec::new(),
+        refused: plan.refused.clone(),
+    }
+}
+
 /// The lake's storage if it exists already, after refusing at once a run that overlaps a live
 /// run of its job, before inference reads any input (standard input may never end); opening
 /// the job decides for certain. A local directory that does not exist holds no job and is not
@@ -275,9 +347,10 @@ impl Fresh {
                 let (inputs, format, strict) =
                     (plan.inputs.clone(), plan.input_format, plan.strict);
                 let deadline = plan.schedule.inference_deadline(inference_began);
-                let records = plan.schedule.inference_records();
+                let within = (deadline, plan.schedule.inference_records());
+                let settle = plan.settle;
                 let inferred = tokio::task::spawn_blocking(move || {
-                    infer_from_inputs(&inputs, format, strict, deadline, records)
+                    infer_from_inputs(&inputs, format, strict, within, settle)
                 })
                 .await
                 .map_err(|e| Error::io("infer a schema from", "the inputs", e.into()))?;
@@ -637,6 +710,8 @@ async fn already_finished(
         stage_times: StageTimes::default(),
         compaction,
         skipped: Vec::new(),
+        waiting: Vec::new(),
+        refused: plan.refused.clone(),
     }
 }
 

@@ -119,9 +119,50 @@ pub struct Entry {
     /// When, in milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// A release: `job` gave the part up at `read`, every record before it visible, and the
-    /// next job takes it without taking `job` over ([`release`]).
+    /// next job takes it without taking `job` over ([`release`], [`release_inputs`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
+    /// A file's name in `job`'s checkpoints (its canonical path), where the identity is not
+    /// the path: what `job`'s position records its prefix under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// When the file was created (nanoseconds since the Unix epoch), where its file system
+    /// keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub born_ns: Option<i64>,
+    /// In a release of a file read to its end: its size and time of last change as the run
+    /// found them unchanged once it had read them. A file of that size and time is not read
+    /// again to tell that it holds nothing new.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// See `size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_ns: Option<i64>,
+}
+
+impl Entry {
+    /// Entry `seq` of `claim`, naming `job` from `read` on.
+    fn next(claim: &Claim, seq: u64, job: &str, from: Option<String>, read: Prefix) -> Entry {
+        Entry {
+            version: ENTRY_VERSION,
+            input: claim.identity.clone(),
+            seq,
+            job: job.to_owned(),
+            from,
+            read,
+            at_ms: manifest::now_ms(),
+            released: false,
+            path: claim.path.clone(),
+            born_ns: claim.input.as_ref().and_then(|i| i.born_ns),
+            size: None,
+            modified_ns: None,
+        }
+    }
+
+    /// The name `job`'s checkpoints know the input by.
+    fn name_in_job(&self) -> &str {
+        self.path.as_deref().unwrap_or(&self.input)
+    }
 }
 
 /// What a job was handed of one of its inputs by [`take`].
@@ -141,20 +182,53 @@ pub fn is_ledgered(input: &Input) -> bool {
 /// What a job takes from the ledger: a ledgered input, or a part of a source
 /// ([`Source::parts`](super::Source::parts)), whose entries' `read.offset` is the part's next
 /// offset (and `read.crc32c` `None`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Claim {
-    /// The identity its entries are kept under.
+    /// The identity its entries are kept under ([`identity`]).
     pub identity: String,
     /// How messages name it (``input `x.jsonl` ``, ``part `kafka://…/3` ``).
     pub display: String,
+    /// A file's name in this job's checkpoints (its canonical path), where the identity is not
+    /// the path.
+    pub path: Option<String>,
+    /// The identity a lake written by an older filesink knows a file by: its canonical path.
+    /// Looked up only while the identity has no entry.
+    pub legacy: Option<String>,
+    /// The input, checked against what the lake took of it when another job hands it on.
+    pub input: Option<Input>,
+}
+
+/// What the ledger knows an input by. The identity rule: a local file is its device and
+/// inode (`inode:<dev>:<ino>`), so that every name of it is one input: a file renamed or
+/// rotated (`mv app.jsonl app.jsonl.1`), reached by a hard or symbolic link, is read on from
+/// where the lake stopped in it, never taken again. The identity is checked against the bytes
+/// the lake took (their CRC-32C) before anything is read: a file that reuses the inode of a
+/// deleted one (born after the lake took that one, or of another birth time) is a new input;
+/// the same file rewritten is refused. A copy is another file: another input, taken whole
+/// (taking it as the same input could drop records that only happen to be the same bytes).
+/// An object is its URL (an object is replaced, not changed: a replaced one is refused by its
+/// bytes). Streams are not in the ledger.
+pub fn identity(input: &Input) -> Option<String> {
+    if !is_ledgered(input) {
+        return None;
+    }
+    Some(match (&input.path, input.file_id) {
+        (Some(_), Some((dev, ino))) => format!("inode:{dev}:{ino}"),
+        _ => input.canonical.clone(),
+    })
 }
 
 impl Claim {
     /// The claim of an input, if it is ledgered.
     pub fn of_input(input: &Input) -> Option<Claim> {
-        is_ledgered(input).then(|| Claim {
-            identity: input.canonical.clone(),
+        let identity = identity(input)?;
+        let by_path = identity == input.canonical;
+        Some(Claim {
+            identity,
             display: format!("input `{}`", input.display),
+            path: (!by_path).then(|| input.canonical.clone()),
+            legacy: (!by_path).then(|| input.canonical.clone()),
+            input: Some(input.clone()),
         })
     }
 
@@ -163,6 +237,9 @@ impl Claim {
         Claim {
             identity: part.to_owned(),
             display: format!("part `{part}`"),
+            path: None,
+            legacy: None,
+            input: None,
         }
     }
 }
@@ -273,16 +350,8 @@ async fn import_once(storage: &dyn Storage) -> Result<()> {
         }
     }
     for (input, (job, read)) in furthest {
-        let first = Entry {
-            version: ENTRY_VERSION,
-            input,
-            seq: 1,
-            job,
-            from: None,
-            read,
-            at_ms: manifest::now_ms(),
-            released: false,
-        };
+        // Known by path, as every entry of a lake of that age.
+        let first = Entry::next(&Claim::of_part(&input), 1, &job, None, read);
         put(storage, &first).await?;
     }
     let marker =
@@ -366,47 +435,34 @@ async fn take_held(
             out.push(None);
             continue;
         };
-        let identity = claim.identity.as_str();
         let taken = loop {
-            let Some(head) = head(storage.as_ref(), identity).await? else {
-                let first = Entry {
-                    version: ENTRY_VERSION,
-                    input: identity.to_owned(),
-                    seq: 1,
-                    job: job.to_owned(),
-                    from: None,
-                    read: Prefix::START,
-                    at_ms: manifest::now_ms(),
-                    released: false,
-                };
+            let Some((head, legacy)) = head_of(storage.as_ref(), claim).await? else {
+                let first = Entry::next(claim, 1, job, None, Prefix::START);
                 if put(storage.as_ref(), &first).await? {
                     break None;
                 }
                 continue;
             };
+            // An entry under the old identity (the path) is followed by entry 1 of the new.
+            let seq = if legacy { 1 } else { head.seq + 1 };
+            let taken = |read: Prefix, from: Option<String>| {
+                (read.offset > 0).then_some(Taken { read, from })
+            };
             if head.job == job && !head.released {
-                break (head.read.offset > 0).then_some(Taken {
-                    read: head.read,
-                    from: head.from.clone(),
-                });
+                if legacy {
+                    let next = Entry::next(claim, seq, job, head.from.clone(), head.read);
+                    if !put(storage.as_ref(), &next).await? {
+                        continue;
+                    }
+                }
+                break taken(head.read, head.from.clone());
             }
             if head.released {
                 // Given up by its holder, every record before `read` visible: taken as it is.
-                let next = Entry {
-                    version: ENTRY_VERSION,
-                    input: identity.to_owned(),
-                    seq: head.seq + 1,
-                    job: job.to_owned(),
-                    from: Some(head.job.clone()),
-                    read: head.read,
-                    at_ms: manifest::now_ms(),
-                    released: false,
-                };
+                let read = verified(claim, &head, head.read).await?;
+                let next = Entry::next(claim, seq, job, Some(head.job.clone()), read);
                 if put(storage.as_ref(), &next).await? {
-                    break (head.read.offset > 0).then_some(Taken {
-                        read: head.read,
-                        from: Some(head.job),
-                    });
+                    break taken(read, Some(head.job));
                 }
                 continue;
             }
@@ -421,27 +477,87 @@ async fn take_held(
             // A lease that expired while this run settled the holder may have let the
             // holder's own run in, reading on from where this run found it.
             h.lease.check().await?;
-            let read = holder_prefix(h.position.as_ref(), identity, head.read);
-            let next = Entry {
-                version: ENTRY_VERSION,
-                input: identity.to_owned(),
-                seq: head.seq + 1,
-                job: job.to_owned(),
-                from: Some(holder.clone()),
-                read,
-                at_ms: manifest::now_ms(),
-                released: false,
-            };
+            let read = holder_prefix(h.position.as_ref(), head.name_in_job(), head.read);
+            let read = verified(claim, &head, read).await?;
+            let next = Entry::next(claim, seq, job, Some(holder.clone()), read);
             if put(storage.as_ref(), &next).await? {
-                break (read.offset > 0).then_some(Taken {
-                    read,
-                    from: Some(holder),
-                });
+                break taken(read, Some(holder));
             }
         };
         out.push(taken);
     }
     Ok(out)
+}
+
+/// The head of `claim`'s entries, and whether it is one of its old identity
+/// ([`Claim::legacy`]: its identity has no entry yet).
+async fn head_of(storage: &dyn Storage, claim: &Claim) -> Result<Option<(Entry, bool)>> {
+    if let Some(h) = head(storage, &claim.identity).await? {
+        return Ok(Some((h, false)));
+    }
+    match &claim.legacy {
+        Some(path) => Ok(head(storage, path).await?.map(|h| (h, true))),
+        None => Ok(None),
+    }
+}
+
+/// How a file compares with what the lake took of it under its identity.
+#[derive(Debug)]
+pub enum Verdict {
+    /// It begins with those bytes: read on after them.
+    Same {
+        /// It holds more than those bytes.
+        grew: bool,
+    },
+    /// Another file under an identity a deleted one had (created after the lake took it, or
+    /// of another birth time): a new input, read from its start.
+    Other,
+    /// The same file, changed within what was taken: refused.
+    Changed(Error),
+}
+
+/// Compares `input` with `read`, the prefix the lake took of the file that `head` (the
+/// ledger's entry for the input's identity) names. Reads the prefix; call it off the runtime.
+pub fn verify(input: &Input, head: &Entry, read: Prefix) -> Result<Verdict> {
+    match super::source::check_read(&head.job, std::slice::from_ref(input), &[read]) {
+        Ok(grew) => Ok(Verdict::Same {
+            grew: grew.first().copied().unwrap_or(false),
+        }),
+        Err(Error::InputChanged(why)) => {
+            let born_after = input.born_ns.is_some_and(|b| b / 1_000_000 > head.at_ms);
+            let other_birth = matches!(
+                (head.born_ns, input.born_ns),
+                (Some(a), Some(b)) if a != b
+            );
+            let renamed_unborn = head.born_ns.is_none()
+                && input.born_ns.is_none()
+                && head.name_in_job() != input.canonical;
+            if born_after || other_birth || renamed_unborn {
+                Ok(Verdict::Other)
+            } else {
+                Ok(Verdict::Changed(Error::InputChanged(why)))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Where a job taking `claim` over from `head` starts in it: `read`, if the file still begins
+/// with those bytes; its start, if it is another file under the same identity. A file changed
+/// within them is refused ([`Error::InputChanged`]).
+async fn verified(claim: &Claim, head: &Entry, read: Prefix) -> Result<Prefix> {
+    let Some(input) = claim.input.clone().filter(|_| read.offset > 0) else {
+        return Ok(read);
+    };
+    let head = head.clone();
+    let verdict = tokio::task::spawn_blocking(move || verify(&input, &head, read))
+        .await
+        .map_err(|e| Error::io("check", &claim.display, e.into()))??;
+    match verdict {
+        Verdict::Same { .. } => Ok(read),
+        Verdict::Other => Ok(Prefix::START),
+        Verdict::Changed(e) => Err(e),
+    }
 }
 
 /// How often [`take_waiting`] reads a part's head again while a live holder keeps it.
@@ -485,26 +601,117 @@ pub async fn release(storage: &dyn Storage, job: &str, parts: &[(String, u64)]) 
             if head.job != job || head.released {
                 break;
             }
-            let entry = Entry {
-                version: ENTRY_VERSION,
-                input: identity.clone(),
-                seq: head.seq + 1,
-                job: job.to_owned(),
-                from: None,
-                read: Prefix {
-                    offset: (*offset).max(head.read.offset),
-                    line: 1,
-                    crc32c: None,
-                },
-                at_ms: manifest::now_ms(),
-                released: true,
+            let read = Prefix {
+                offset: (*offset).max(head.read.offset),
+                line: 1,
+                crc32c: None,
             };
+            let mut entry = Entry::next(&Claim::of_part(identity), head.seq + 1, job, None, read);
+            entry.released = true;
             if put(storage, &entry).await? {
                 break;
             }
         }
     }
     Ok(())
+}
+
+/// Gives up every ledgered input of `inputs` that `job` holds, each at what the job read of
+/// it (`read`, one prefix per input): the caller promises that every record before it is
+/// visible (the job finished, its last checkpoint committed). The next job to name one takes
+/// it there without taking `job` over, and one that finds it unchanged
+/// ([`Entry::size`]) passes it over without reading it ([`survey`]).
+pub async fn release_inputs(
+    storage: &dyn Storage,
+    job: &str,
+    inputs: &[Input],
+    read: &[Prefix],
+) -> Result<()> {
+    for (input, p) in inputs.iter().zip(read) {
+        let Some(claim) = Claim::of_input(input) else {
+            continue;
+        };
+        let unchanged = input.path.as_ref().and_then(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            let modified = meta.modified().ok().and_then(super::source::epoch_ns);
+            (Some(meta.len()) == input.size_bytes && modified == input.modified_ns)
+                .then_some((meta.len(), modified))
+        });
+        loop {
+            let Some(head) = head(storage, &claim.identity).await? else {
+                break;
+            };
+            if head.job != job || head.released || p.offset < head.read.offset {
+                break;
+            }
+            let mut entry = Entry::next(&claim, head.seq + 1, job, None, *p);
+            entry.released = true;
+            if let Some((size, modified)) = unchanged {
+                (entry.size, entry.modified_ns) = (Some(size), modified);
+            }
+            if put(storage, &entry).await? {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where the lake stands in an input, as [`survey`] finds it before a job is chosen.
+#[derive(Debug)]
+pub enum Standing {
+    /// New to the lake (or another file under an identity a deleted one had): read whole.
+    New,
+    /// A job holds it, or it holds more than the lake took: read on.
+    Taken,
+    /// Given up by the job that read it, which read all of it: nothing to read.
+    NothingNew,
+    /// Changed within what the lake took: refused ([`Error::InputChanged`]).
+    Refused(Error),
+}
+
+/// Where the lake stands in each of `inputs` (see [`Standing`]), read-only: nothing is
+/// written, no job is taken. A file given up at its end is passed over without reading it
+/// when its size and time of last change are those the releasing job recorded; any other is
+/// compared with what the lake took of it. What this finds is checked again as the inputs
+/// are taken ([`take`]).
+pub async fn survey(storage: &dyn Storage, inputs: &[Input]) -> Result<Vec<Standing>> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let Some(claim) = Claim::of_input(input) else {
+            out.push(Standing::Taken);
+            continue;
+        };
+        let Some((head, legacy)) = head_of(storage, &claim).await? else {
+            out.push(Standing::New);
+            continue;
+        };
+        if legacy || !head.released {
+            out.push(Standing::Taken);
+            continue;
+        }
+        let unchanged = head.size.is_some()
+            && head.size == input.size_bytes
+            && head.modified_ns == input.modified_ns
+            && head.born_ns == input.born_ns
+            && (input.compression.is_some() || input.size_bytes == Some(head.read.offset));
+        if unchanged {
+            out.push(Standing::NothingNew);
+            continue;
+        }
+        let read = head.read;
+        let (input, head) = (input.clone(), head.clone());
+        let verdict = tokio::task::spawn_blocking(move || verify(&input, &head, read))
+            .await
+            .map_err(|e| Error::io("check", &claim.display, e.into()))??;
+        out.push(match verdict {
+            Verdict::Same { grew: false } => Standing::NothingNew,
+            Verdict::Same { grew: true } => Standing::Taken,
+            Verdict::Other => Standing::New,
+            Verdict::Changed(e) => Standing::Refused(e),
+        });
+    }
+    Ok(out)
 }
 
 /// Where the holder of an input or part stands in it: the later of the base its entry gave it

@@ -335,6 +335,9 @@ pub enum IngestStatus {
     /// The run was asked to stop ([`Ingest::stop_handle`]): it took a checkpoint of every
     /// record it wrote, committed it and gave the job up; the next run reads on from there.
     Interrupted,
+    /// Every input was read to its end by the lake's jobs before, and none grew: no job was
+    /// opened, nothing was written.
+    NothingNew,
 }
 
 /// What an [`Ingest`] run did.
@@ -369,6 +372,13 @@ pub struct IngestSummary {
     /// Records the source passed over because it could no longer give them, as it was told
     /// to ([`Next::Skipped`]): possible loss, for the operator to look at.
     pub skipped: Vec<Skipped>,
+    /// Files whose last line has no line end yet: the line-end rule left it for a later run
+    /// ([`Ingest::settle`]).
+    pub waiting: Vec<String>,
+    /// Inputs refused because they changed within what the lake took of them, each with why;
+    /// the run took the others. Only a job named after its inputs passes over a refused input:
+    /// a job named with [`Ingest::job`] is refused whole ([`Error::InputChanged`]).
+    pub refused: Vec<String>,
 }
 
 /// Where an [`Ingest`] writes.
@@ -407,6 +417,7 @@ pub struct Ingest {
     merge: Option<crate::sink::MergePolicy>,
     compact: Option<(crate::maintain::CompactOptions, Duration)>,
     row_visibility_delay: Option<Duration>,
+    settle: Duration,
     /// A source written outside this crate ([`Ingest::from_source`]), read instead of inputs.
     custom: Option<CustomSource>,
 }
@@ -468,6 +479,7 @@ impl Ingest {
             merge: None,
             compact: None,
             row_visibility_delay: None,
+            settle: source::SETTLE_DEFAULT,
             custom: None,
         }
     }
@@ -606,6 +618,18 @@ impl Ingest {
         self
     }
 
+    /// The line-end rule: a record is taken with its line end, so that nothing is committed
+    /// shorter than its writer makes it. A plain file's last record without one may still be
+    /// being written: it is taken once the file has been unchanged for `settle`
+    /// ([`SETTLE_DEFAULT`](source::SETTLE_DEFAULT), one hour, by default), and until then left
+    /// for a later run, which reads it whole. `Duration::ZERO` takes it at once: the files
+    /// are known to be complete. Standard input at its end, objects and compressed files are
+    /// complete.
+    pub fn settle(mut self, settle: Duration) -> Ingest {
+        self.settle = settle;
+        self
+    }
+
     /// Appends malformed records to the file at `path` and goes on; by default the first
     /// malformed record stops the run. The file holds JSON lines
     /// `{"source":"file:line","line":…,"error":…,"input":…,"job":…,"sink_id":…,"seq":…}`
@@ -741,6 +765,8 @@ mod tests {
             canonical: path.to_string(),
             size_bytes: Some(0),
             file_id: None,
+            born_ns: None,
+            modified_ns: None,
             compression: None,
             stream: None,
             object: None,

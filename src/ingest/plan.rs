@@ -45,6 +45,10 @@ pub(super) struct IngestPlan {
     pub(super) strict: bool,
     pub(super) bad_records_path: Option<PathBuf>,
     pub(super) job: String,
+    /// The job was named ([`super::Ingest::job`]), not derived from the inputs.
+    pub(super) job_given: bool,
+    /// Inputs the lake refused before the run chose its job ([`super::ledger::survey`]).
+    pub(super) refused: Vec<String>,
     pub(super) lease: LeaseOptions,
     pub(super) stop_after_records: Option<u64>,
     /// Stops the run at a checkpoint (`Ingest::stop_handle`).
@@ -69,6 +73,8 @@ pub(super) struct IngestPlan {
     pub(super) compact: Option<(CompactOptions, Duration)>,
     /// Row files may stay open across checkpoints up to this long.
     pub(super) row_visibility_delay: Option<Duration>,
+    /// The line-end rule's settle time ([`super::Ingest::settle`]).
+    pub(super) settle: Duration,
     /// A source written outside this crate, read instead of inputs; taken by the run.
     pub(super) custom: Option<CustomSource>,
     /// Its name, kept after the run took it.
@@ -104,6 +110,7 @@ impl IngestPlan {
             merge,
             compact,
             row_visibility_delay,
+            settle,
             custom,
         } = ingest;
         let custom_name = custom.as_ref().map(|c| c.name.clone());
@@ -126,6 +133,7 @@ impl IngestPlan {
             (None, None) => InputFormat::of_inputs(&inputs)?,
         };
         check_distinct(&inputs)?;
+        let job_given = job.is_some();
         let job = job_name(job, &inputs)?;
         check_output_format(
             &format,
@@ -192,6 +200,8 @@ impl IngestPlan {
             strict: bad_records.is_none(),
             bad_records_path,
             job,
+            job_given,
+            refused: Vec::new(),
             lease: LeaseOptions { ttl: lease_ttl },
             stop_after_records,
             stop,
@@ -206,10 +216,22 @@ impl IngestPlan {
             merge,
             compact,
             row_visibility_delay,
+            settle,
             custom,
             custom_name,
             assigned_parts: None,
         })
+    }
+
+    /// Names the job `job` (a job named after its inputs, which now reads fewer of them:
+    /// `ledger::survey`); background compaction named after the job follows it.
+    pub(super) fn rename(&mut self, job: String) {
+        if let Some((options, _)) = &mut self.compact {
+            if options.job_name() == Some(compaction::compaction_job(&self.job).as_str()) {
+                *options = options.clone().job(compaction::compaction_job(&job));
+            }
+        }
+        self.job = job;
     }
 
     /// How the ledger settles a job it takes inputs or parts from: a Delta table job as

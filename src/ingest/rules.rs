@@ -6,13 +6,13 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 
 use super::source::{
-    infer_schema, Input, InputFormat, Prefix, RowCheck, SourcePosition, StdinRecords,
+    infer_schema_settled, Input, InputFormat, Prefix, RowCheck, SourcePosition, StdinRecords,
     TimePartitionBy,
 };
 use super::Observer;
@@ -196,12 +196,12 @@ pub(super) fn infer_from_inputs(
     inputs: &[Input],
     format: InputFormat,
     strict: bool,
-    stdin_deadline: Option<Instant>,
-    stdin_records: usize,
+    within: (Option<Instant>, usize),
+    settle: Duration,
 ) -> Result<(Schema, Option<StdinRecords>)> {
     let mut first = None;
     for input in inputs {
-        let (schema, prefix) = infer_schema(input, format, strict, stdin_deadline, stdin_records)?;
+        let (schema, prefix) = infer_schema_settled(input, format, strict, within, settle)?;
         // Standard input cannot be read twice: what it gave is what there is. Columns that
         // are all `Null` (a CSV header alone) have no types yet: the next input may give them.
         let typed = schema

@@ -111,6 +111,8 @@ impl JobRun {
             stage_times: StageTimes::default(),
             compaction: None,
             skipped: Vec::new(),
+            waiting: Vec::new(),
+            refused: self.plan.refused.clone(),
         };
         let mut compacting = Compacting {
             storage: self.storage.clone(),
@@ -194,7 +196,8 @@ impl JobRun {
             Arc::new(self.schema.clone()),
             self.position.read.clone(),
         )
-        .with_linger(plan.schedule.linger());
+        .with_linger(plan.schedule.linger())
+        .with_settle(plan.settle);
         if !plan.strict {
             source = source.setting_bad_records_aside();
         }
@@ -672,6 +675,12 @@ impl Writing {
         }
         // Gives the job up now, and lets a log checkpoint of a table still being written end.
         coordinator.close().await?;
+        if matches!(ended, Ended::Finished | Ended::NothingNew) {
+            // Every record read is visible: the inputs are given up where the job stopped, so
+            // that the next job passes over what did not change without taking this one.
+            let (plan, read) = (&job.plan, &job.position.read);
+            ledger::release_inputs(job.storage.as_ref(), &plan.job, &plan.inputs, read).await?;
+        }
         if let Ended::NothingNew = ended {
             summary.status = IngestStatus::AlreadyFinished;
             summary.input_bytes = 0;
@@ -683,6 +692,12 @@ impl Writing {
             summary.compaction = Some(c.finish(true).await);
         }
         pipeline.join().await;
+        let (inputs, read) = (job.plan.inputs.clone(), job.position.read.clone());
+        let csv = job.plan.input_format == super::InputFormat::Csv;
+        summary.waiting =
+            tokio::task::spawn_blocking(move || super::source::unended(&inputs, &read, csv))
+                .await
+                .unwrap_or_default();
         Ok(summary)
     }
 }

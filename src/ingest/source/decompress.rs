@@ -7,6 +7,7 @@ use std::io;
 
 use super::check::{crc_of_prefix, BlankScan};
 use super::file::Opened;
+use super::framing::LastLine;
 use super::input::{open_file, Input};
 use super::position::Prefix;
 use crate::error::{Error, Result};
@@ -47,10 +48,12 @@ pub(super) fn open_past(input: &Input, mut read: Prefix) -> Result<Opened> {
             crc32c: Some(crc),
         };
     }
+    // A compressed stream or an object is read to its end: complete.
     Ok(Opened {
         reader,
         read,
         last,
         blank,
+        last_line: LastLine::Taken,
     })
 }

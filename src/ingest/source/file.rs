@@ -6,7 +6,11 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use super::check::{crc_of_prefix, is_blank, BlankScan};
+use super::framing::LastLine;
 use super::input::Input;
 use super::position::Prefix;
 use super::READ_BUFFER_BYTES;
@@ -23,10 +27,18 @@ pub(super) struct Opened {
     /// Whether `read` holds nothing, or white space only (a CSV header is still to come).
     /// Computed only for CSV and for a prefix read again.
     pub(super) blank: bool,
+    /// Whether a last record without a line end is taken.
+    pub(super) last_line: LastLine,
 }
 
 /// The plain file `input` past `read`; with `csv`, also whether its header is still to come.
-pub(super) fn open_past(input: &Input, mut read: Prefix, csv: bool) -> Result<Opened> {
+/// Its last record is taken without a line end once the file was unchanged for `settle`.
+pub(super) fn open_past(
+    input: &Input,
+    mut read: Prefix,
+    csv: bool,
+    settle: Duration,
+) -> Result<Opened> {
     let open_err = |e: io::Error| Error::io("open input", &input.display, e);
     let path = input.path.as_ref().expect("a plain file");
     let mut file = File::open(path).map_err(open_err)?;
@@ -78,10 +90,45 @@ pub(super) fn open_past(input: &Input, mut read: Prefix, csv: bool) -> Result<Op
             last
         }
     };
+    let last_line = LastLine::Settled {
+        file: Arc::new(file.try_clone().map_err(open_err)?),
+        settle,
+    };
     Ok(Opened {
         reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)),
         read,
         last,
         blank,
+        last_line,
     })
+}
+
+/// The plain files among `inputs` whose bytes past what is read of them (`read`) are one
+/// record without its end (a line without a line end; in CSV, with `csv`, also one inside a
+/// quoted field): a last record the line-end rule left for a later run ([`LastLine`]).
+/// Named as given.
+pub(crate) fn unended(inputs: &[Input], read: &[Prefix], csv: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for (input, p) in inputs.iter().zip(read) {
+        let (Some(path), None, false) = (&input.path, input.compression, input.is_object()) else {
+            continue;
+        };
+        let Ok(mut file) = File::open(path) else {
+            continue;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        if len <= p.offset || file.seek(SeekFrom::Start(p.offset)).is_err() {
+            continue;
+        }
+        let mut rest = Vec::new();
+        let limit = super::RECORD_BYTES_MAX + 1;
+        if (&mut file).take(limit).read_to_end(&mut rest).is_err() {
+            continue;
+        }
+        let open_quote = csv && rest.iter().filter(|&&b| b == b'"').count() % 2 == 1;
+        if !rest.contains(&b'\n') || open_quote {
+            out.push(input.display.clone());
+        }
+    }
+    out
 }

@@ -93,6 +93,43 @@ pub(super) fn too_long_record(display: &str, line: u64, kept: &[u8], bytes: u64)
     }
 }
 
+/// Whether a record that ends the input without a line end is taken: the line-end rule. A
+/// record is taken with its line end, or where the input is known complete, so that nothing is
+/// committed shorter than its writer makes it.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum LastLine {
+    /// The input is complete: a stream at its end, an object, a compressed stream at its end.
+    #[default]
+    Taken,
+    /// A plain file that may still be written: the record is taken only once the file holds
+    /// nothing past what was read and was last changed at least `settle` ago; until then it is
+    /// left unread, for a later run. A zero `settle` takes it at once.
+    Settled {
+        /// The file, opened (its size and time of last change are read from it).
+        file: std::sync::Arc<std::fs::File>,
+        /// How long the file must have been unchanged.
+        settle: std::time::Duration,
+    },
+}
+
+impl LastLine {
+    /// Whether a record without a line end that ends at byte `end` of the input is taken.
+    pub(super) fn takes(&self, end: u64) -> io::Result<bool> {
+        match self {
+            LastLine::Taken => Ok(true),
+            LastLine::Settled { settle, .. } if settle.is_zero() => Ok(true),
+            LastLine::Settled { file, settle } => {
+                let meta = file.metadata()?;
+                let unchanged = meta
+                    .modified()?
+                    .elapsed()
+                    .is_ok_and(|since| since >= *settle);
+                Ok(meta.len() == end && unchanged)
+            }
+        }
+    }
+}
+
 /// Reads whole records (a line; for CSV, lines until the quotes balance) and keeps the
 /// position and the CRC-32C of everything read.
 pub(super) struct RecordReader<R = Box<dyn BufRead + Send>> {
@@ -101,6 +138,8 @@ pub(super) struct RecordReader<R = Box<dyn BufRead + Send>> {
     pub(super) line: u64,
     pub(super) crc: u32,
     pub(super) csv: bool,
+    /// Whether a last record without a line end is taken ([`LastLine`]).
+    pub(super) last_line: LastLine,
 }
 
 impl<R: BufRead> RecordReader<R> {
@@ -215,6 +254,7 @@ impl<R: BufRead> RecordReader<R> {
             let start = buf.len();
             let first_line = self.line;
             let at_start = self.offset == 0;
+            let before = (self.offset, self.line, self.crc);
             let mut quotes = 0usize;
             loop {
                 let piece_start = buf.len();
@@ -251,6 +291,14 @@ impl<R: BufRead> RecordReader<R> {
                 break;
             }
             if buf.len() == start {
+                return Ok(None);
+            }
+            let unended = !buf.ends_with(b"\n") || quotes % 2 == 1;
+            if unended && !self.last_line.takes(self.offset)? {
+                // The input ends inside a record that may still be written: left for a later
+                // run, which reads it whole.
+                (self.offset, self.line, self.crc) = before;
+                buf.truncate(start);
                 return Ok(None);
             }
             if quotes % 2 == 1 {

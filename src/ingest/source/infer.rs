@@ -4,13 +4,13 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Cursor as IoCursor};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::error::ArrowError;
 use serde::Deserialize;
 
-use super::framing::{csv_fields, json_error, too_long, RecordReader};
+use super::framing::{csv_fields, json_error, too_long, LastLine, RecordReader};
 use super::input::{open_file, Input, InputFormat};
 use super::stdin::StdinRecords;
 use super::{INFER_NULL_RECORDS, INFER_NULL_STDIN_BYTES, INFER_RECORDS};
@@ -74,7 +74,31 @@ pub fn infer_schema(
     stdin_deadline: Option<Instant>,
     stdin_records: usize,
 ) -> Result<(Schema, Option<StdinRecords>)> {
+    let within = (stdin_deadline, stdin_records);
+    infer_schema_settled(input, format, strict, within, super::SETTLE_DEFAULT)
+}
+
+/// [`infer_schema`], with a file's last record without a line end read as the line-end rule
+/// with `settle` reads it ([`InputSource::with_settle`](super::InputSource::with_settle)):
+/// what the run will not take says nothing of the columns.
+pub(crate) fn infer_schema_settled(
+    input: &Input,
+    format: InputFormat,
+    strict: bool,
+    (stdin_deadline, stdin_records): (Option<Instant>, usize),
+    settle: Duration,
+) -> Result<(Schema, Option<StdinRecords>)> {
     let mut sample = Sample::open(input, format, strict, stdin_deadline, stdin_records)?;
+    if let (InferReader::File(r), Some(path), None) =
+        (&mut sample.reader, &input.path, input.compression)
+    {
+        let file =
+            std::fs::File::open(path).map_err(|e| Error::io("open input", &input.display, e))?;
+        r.last_line = LastLine::Settled {
+            file: std::sync::Arc::new(file),
+            settle,
+        };
+    }
     let schema = match format {
         InputFormat::Jsonl => sample.json_schema()?,
         InputFormat::Csv => sample.csv_schema()?,
@@ -133,6 +157,7 @@ impl<'a> Sample<'a> {
                     line: 1,
                     crc: 0,
                     csv: format == InputFormat::Csv,
+                    last_line: LastLine::Taken,
                 };
                 (InferReader::File(r), None)
             }

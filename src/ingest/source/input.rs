@@ -48,13 +48,16 @@ pub enum InputFormat {
 }
 
 impl InputFormat {
-    /// The format a file name's extension says, if it says one; a compression extension is
-    /// looked through (`events.jsonl.gz` is JSON lines, [`InputCompression::from_path`]).
+    /// The format a file name's extension says, if it says one; a compression extension
+    /// (`events.jsonl.gz` is JSON lines, [`InputCompression::from_path`]) and the suffixes log
+    /// rotation adds (`app.jsonl.1`, `app.jsonl.2.gz`, `app.jsonl-20261205`) are looked
+    /// through.
     pub fn from_path(path: &str) -> Option<InputFormat> {
         let mut path = Path::new(path);
         if InputCompression::from_path(path.to_str()?).is_some() {
             path = Path::new(path.file_stem()?);
         }
+        let path = Path::new(without_rotation(path.file_name()?.to_str()?));
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
             "jsonl" | "json" | "ndjson" => Some(InputFormat::Jsonl),
@@ -101,6 +104,34 @@ impl InputFormat {
     }
 }
 
+/// A time in nanoseconds since the Unix epoch (`None` before it, or past 2262).
+pub(crate) fn epoch_ns(t: std::time::SystemTime) -> Option<i64> {
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(d.as_nanos()).ok()
+}
+
+/// A file name without the suffixes log rotation adds: a number (`.1`, logrotate's and
+/// Python's), a date of at least eight digits (`-20261205`, logrotate's `dateext`), or both.
+fn without_rotation(name: &str) -> &str {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mut name = name;
+    loop {
+        if let Some((head, _)) = name
+            .rsplit_once('.')
+            .filter(|(h, n)| !h.is_empty() && digits(n))
+        {
+            name = head;
+        } else if let Some((head, _)) = name
+            .rsplit_once('-')
+            .filter(|(h, d)| h.contains('.') && d.len() >= 8 && digits(d))
+        {
+            name = head;
+        } else {
+            return name;
+        }
+    }
+}
+
 /// One input: a file, or a stream (standard input, or a reader).
 #[derive(Debug, Clone)]
 pub struct Input {
@@ -116,6 +147,12 @@ pub struct Input {
     /// Device and inode of the file (for standard input, of the file it is redirected from,
     /// if it is one): two names of one file are one input.
     pub file_id: Option<(u64, u64)>,
+    /// When the file was created, in nanoseconds since the Unix epoch, where its file system
+    /// keeps it: tells a file that reuses a deleted one's inode from that file.
+    pub born_ns: Option<i64>,
+    /// When the file was last modified, in nanoseconds since the Unix epoch, when the run
+    /// resolved it.
+    pub modified_ns: Option<i64>,
     /// How the file is compressed: as its extension says, else as its first bytes say. `None`
     /// for a stream, whose first bytes are looked at when it is read.
     pub compression: Option<InputCompression>,
@@ -161,6 +198,8 @@ impl Input {
             canonical: "-".to_string(),
             size_bytes: None,
             file_id: stdin_file_id(),
+            born_ns: None,
+            modified_ns: None,
             compression: None,
             stream: None,
             object: None,
@@ -179,6 +218,8 @@ impl Input {
             path: None,
             size_bytes: None,
             file_id: None,
+            born_ns: None,
+            modified_ns: None,
             compression: None,
             stream: Some(Stream(Arc::new(Mutex::new(Some(Box::new(reader)))))),
             object: None,
@@ -236,6 +277,8 @@ impl Input {
             canonical: canonical_str,
             size_bytes: Some(meta.len()),
             file_id: Some((meta.dev(), meta.ino())),
+            born_ns: meta.created().ok().and_then(epoch_ns),
+            modified_ns: meta.modified().ok().and_then(epoch_ns),
             compression,
             stream: None,
             object: None,
@@ -255,6 +298,8 @@ impl Input {
             canonical: url,
             size_bytes: Some(size_bytes),
             file_id: None,
+            born_ns: None,
+            modified_ns: None,
             compression,
             stream: None,
             object: Some(object),

@@ -8,7 +8,7 @@ use super::decode::{Decoder, RowCheck};
 use super::decompress;
 use super::file::{self, Opened};
 use super::framing::csv_fields;
-use super::framing::{too_long, too_long_record, RecordReader};
+use super::framing::{too_long, too_long_record, LastLine, RecordReader};
 use super::input::open_file;
 use super::input::{Input, InputFormat};
 use super::position::{Cursor, Prefix};
@@ -57,7 +57,14 @@ pub struct InputSource {
     pub(super) flat: Option<Arc<FlatJson>>,
     /// As [`Decoder::assigner`].
     pub(super) assigner: Option<Arc<dyn BucketAssigner>>,
+    /// How long a file must have been unchanged for its last record to be taken without a
+    /// line end ([`InputSource::with_settle`]).
+    pub(super) settle: Duration,
 }
+
+/// How long a file must have been unchanged before a last record without a line end is taken
+/// by default: one hour.
+pub const SETTLE_DEFAULT: Duration = Duration::from_secs(3600);
 
 impl InputSource {
     /// A source over `inputs` that reads each input on from what `read` says was read of it
@@ -102,6 +109,7 @@ impl InputSource {
             bytes_read: 0,
             row_check: None,
             assigner: None,
+            settle: SETTLE_DEFAULT,
             flat: match format {
                 InputFormat::Jsonl => FlatJson::new(&schema).map(Arc::new),
                 InputFormat::Csv => None,
@@ -134,6 +142,16 @@ impl InputSource {
     /// Does not read standard input at all: the job read it to its end already.
     pub fn with_stdin_done(mut self) -> InputSource {
         self.stdin_done = true;
+        self
+    }
+
+    /// The line-end rule: a record is taken with its line end. A plain file's last record
+    /// without one is taken only once the file was unchanged for `settle` (and holds nothing
+    /// past it): until then it may still be written, and is left for a later run, which reads
+    /// it whole. [`SETTLE_DEFAULT`] by default; zero takes it at once (the inputs are known to
+    /// be complete). Standard input at its end, objects and compressed files are complete.
+    pub fn with_settle(mut self, settle: Duration) -> InputSource {
+        self.settle = settle;
         self
     }
 
@@ -322,6 +340,7 @@ impl InputSource {
                     line: prefix.line,
                     crc: prefix.crc32c.unwrap_or(0),
                     csv: false,
+                    last_line: LastLine::Taken,
                 });
             }
             let mut chunk = self.raw_chunk(buf, spans);
@@ -376,7 +395,7 @@ impl InputSource {
         let opened = if input.compression.is_some() || input.is_object() {
             decompress::open_past(&input, read)?
         } else {
-            file::open_past(&input, read, self.format == InputFormat::Csv)?
+            file::open_past(&input, read, self.format == InputFormat::Csv, self.settle)?
         };
         if opened.read != read {
             self.set_read(i, opened.read);
@@ -386,23 +405,23 @@ impl InputSource {
             read,
             last,
             blank,
+            last_line,
         } = opened;
-        self.reader_at(i, &input, reader, read, last, blank)
+        self.reader_at(i, &input, reader, (read, last, blank), last_line)
     }
 
     /// The record reader of input `i` over `reader`, which stands at the end of `p`, whose
     /// last byte is `last`; of a CSV input whose `p` is `blank` (nothing, or white space
     /// only), past its header, checked against the schema. An input that continues the line
     /// of the record read last is refused ([`continues_last_record`]): it grew that way after
-    /// [`check_read`] looked.
+    /// [`check_read`] looked. A last record without a line end is taken as `last_line` says.
     pub(super) fn reader_at(
         &mut self,
         i: usize,
         input: &Input,
         mut reader: Box<dyn BufRead + Send>,
-        mut p: Prefix,
-        last: Option<u8>,
-        blank: bool,
+        (mut p, last, blank): (Prefix, Option<u8>, bool),
+        last_line: LastLine,
     ) -> Result<RecordReader> {
         let csv = self.format == InputFormat::Csv;
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
@@ -423,6 +442,7 @@ impl InputSource {
                 line: p.line,
                 crc: p.crc32c.expect("computed above"),
                 csv,
+                last_line: last_line.clone(),
             };
             if rr.next_record(&mut header).map_err(open_err)?.is_some() {
                 self.check_header(&header)?;
@@ -443,6 +463,7 @@ impl InputSource {
                 line: 1,
                 crc: 0,
                 csv,
+                last_line: LastLine::Taken,
             };
             if rr.next_record(&mut header).map_err(open_err)?.is_some() {
                 self.check_header(&header)?;
@@ -456,6 +477,7 @@ impl InputSource {
             line: p.line,
             crc: p.crc32c.expect("computed above"),
             csv,
+            last_line,
         })
     }
 }

@@ -24,6 +24,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use super::compression::InputCompression;
+use super::glob::{glob_matches, is_glob};
 use super::input::{Input, OffsetRead};
 use crate::error::{Error, Result};
 
@@ -171,8 +172,9 @@ impl Input {
 
     /// The objects of `store` whose keys match `pattern`, in key order: a key, or a glob (`*`,
     /// `?` and `[..]` within a `/`-separated component, `**` across components; components
-    /// starting with `.` or `_` match only when the pattern names them). Each is named
-    /// `<url_root>/<key>`. No match is an error. Call it inside a Tokio runtime.
+    /// starting with `.` or `_` match only when the pattern names them; the rule of
+    /// `glob.rs`, as for files). Each is named `<url_root>/<key>`. A glob that matches
+    /// nothing is an empty list. Call it inside a Tokio runtime.
     pub async fn objects_matching(
         store: Arc<dyn ObjectStore>,
         url_root: &str,
@@ -201,11 +203,6 @@ impl Input {
         })?;
         metas.retain(|m| glob_matches(pattern, m.location.as_ref()));
         metas.sort_by(|a, b| a.location.cmp(&b.location));
-        if metas.is_empty() {
-            return Err(Error::InvalidInput(format!(
-                "no object matches `{url_root}/{pattern}`"
-            )));
-        }
         let mut inputs = Vec::with_capacity(metas.len());
         for meta in metas {
             let url = format!("{url_root}/{}", meta.location);
@@ -234,107 +231,5 @@ impl Input {
             .build()
             .map_err(|e| Error::Config(format!("`{url}`: {e}")))?;
         Input::objects_matching(Arc::new(store), &format!("s3://{bucket}"), key).await
-    }
-}
-
-fn is_glob(s: &str) -> bool {
-    s.contains(['*', '?', '['])
-}
-
-/// Whether `key` matches `pattern` (`*`, `?` and `[...]` within a component, `**` across
-/// components). A hidden component of the key (`.x`, `_x`) matches only a literal one.
-pub(crate) fn glob_matches(pattern: &str, key: &str) -> bool {
-    let p: Vec<&str> = pattern.split('/').collect();
-    let k: Vec<&str> = key.split('/').collect();
-    components_match(&p, &k)
-}
-
-fn components_match(p: &[&str], k: &[&str]) -> bool {
-    match (p.first(), k.first()) {
-        (None, None) => true,
-        (Some(&"**"), _) => {
-            // `**` takes zero or more visible components.
-            components_match(&p[1..], k)
-                || (!k.is_empty() && !is_hidden(k[0]) && components_match(p, &k[1..]))
-        }
-        (Some(pc), Some(kc)) => {
-            (!is_hidden(kc) || !is_glob(pc))
-                && component_matches(pc.as_bytes(), kc.as_bytes())
-                && components_match(&p[1..], &k[1..])
-        }
-        _ => false,
-    }
-}
-
-fn is_hidden(component: &str) -> bool {
-    component.starts_with(['.', '_'])
-}
-
-/// Glob match of one component: `*` any run of bytes, `?` one byte, `[abc]`, `[a-z]`, `[!x]`.
-fn component_matches(p: &[u8], s: &[u8]) -> bool {
-    match p.first() {
-        None => s.is_empty(),
-        Some(b'*') => (0..=s.len()).any(|i| component_matches(&p[1..], &s[i..])),
-        Some(b'?') => !s.is_empty() && component_matches(&p[1..], &s[1..]),
-        Some(b'[') => {
-            let Some(end) = p.iter().skip(1).position(|&b| b == b']').map(|i| i + 1) else {
-                return s.first() == Some(&b'[') && component_matches(&p[1..], &s[1..]);
-            };
-            let Some(&c) = s.first() else { return false };
-            let (negate, set) = match p[1..end].first() {
-                Some(b'!') | Some(b'^') => (true, &p[2..end]),
-                _ => (false, &p[1..end]),
-            };
-            let mut hit = false;
-            let mut i = 0;
-            while i < set.len() {
-                if i + 2 < set.len() && set[i + 1] == b'-' {
-                    hit |= set[i] <= c && c <= set[i + 2];
-                    i += 3;
-                } else {
-                    hit |= set[i] == c;
-                    i += 1;
-                }
-            }
-            hit != negate && component_matches(&p[end + 1..], &s[1..])
-        }
-        Some(&b) => s.first() == Some(&b) && component_matches(&p[1..], &s[1..]),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs_match_within_and_across_components() {
-        let yes = [
-            ("2026-11-30/*.jsonl", "2026-11-30/a.jsonl"),
-            ("*/events-?.csv", "x/events-1.csv"),
-            ("raw/**/*.gz", "raw/a/b/c.gz"),
-            ("raw/**/*.gz", "raw/c.gz"),
-            ("d=2026-11-[0-3][0-9]/*", "d=2026-11-30/part"),
-            ("d=[!x]/*", "d=y/part"),
-            ("plain/key.jsonl", "plain/key.jsonl"),
-        ];
-        for (p, k) in yes {
-            assert!(glob_matches(p, k), "{p} should match {k}");
-        }
-        let no = [
-            ("2026-11-30/*.jsonl", "2026-11-30/sub/a.jsonl"),
-            ("2026-11-30/*.jsonl", "2026-11-30/a.csv"),
-            ("*/events-?.csv", "x/events-12.csv"),
-            ("raw/*", "raw/_tmp"),
-            ("2026-11-30/*.jsonl", "2026-11-30/.jsonl"),
-            ("raw/*", "raw/.hidden"),
-            ("raw/**/*.gz", "raw/_staging/c.gz"),
-            ("d=[!x]/*", "d=x/part"),
-            ("a/*", "a"),
-        ];
-        for (p, k) in no {
-            assert!(!glob_matches(p, k), "{p} should not match {k}");
-        }
-        // A hidden component named literally matches.
-        assert!(glob_matches("raw/_tmp/*", "raw/_tmp/x"));
     }
 }

@@ -71,8 +71,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{
     continues_last_record, too_long, too_long_record, BadRecord, Cursor, Input, InputSource,
-    Prefix, RawChunk, RecordReader, RecordTooLong, CONTINUED, READ_BUFFER_BYTES, RECORD_BYTES_MAX,
-    RECORD_TYPICAL_SLACK,
+    LastLine, Prefix, RawChunk, RecordReader, RecordTooLong, CONTINUED, READ_BUFFER_BYTES,
+    RECORD_BYTES_MAX, RECORD_TYPICAL_SLACK,
 };
 use crate::error::{Error, Result};
 
@@ -99,6 +99,8 @@ struct Shared {
     inputs: Vec<Input>,
     displays: Vec<Arc<str>>,
     strict: bool,
+    /// As [`InputSource::with_settle`].
+    settle: std::time::Duration,
     plan: Mutex<Plan>,
     baton: Mutex<Baton>,
     handed: Condvar,
@@ -183,6 +185,7 @@ impl InputSource {
                 inputs: self.inputs.clone(),
                 displays: self.displays.clone(),
                 strict: self.strict,
+                settle: self.settle,
                 plan: Mutex::new(Plan {
                     begun: self.read.clone(),
                     input: 0,
@@ -285,7 +288,9 @@ impl Ranges {
 
     /// Opens input `i` to read it on from `p`, with the checks the reader thread makes when it
     /// opens an input ([`InputSource::open_reader`]): the same file, not cut short, not continuing
-    /// the line the job read last. Returns the file and its length now.
+    /// the line the job read last. Returns the file and how much of it is read: its length
+    /// now, or, if it ends in a record without a line end that the line-end rule leaves
+    /// ([`LastLine`]), up to that record.
     fn open(&self, i: usize, p: Prefix) -> Result<(File, u64)> {
         let input = &self.0.inputs[i];
         let open_err = |e: io::Error| Error::io("open input", &input.display, e);
@@ -310,7 +315,19 @@ impl Ranges {
                 )));
             }
         }
-        Ok((file, meta.len()))
+        let mut len = meta.len();
+        if len > p.offset {
+            let mut last = [0u8; 1];
+            read_full_at(&file, &mut last, len - 1).map_err(open_err)?;
+            let last_line = LastLine::Settled {
+                file: Arc::new(file.try_clone().map_err(open_err)?),
+                settle: self.0.settle,
+            };
+            if last[0] != b'\n' && !last_line.takes(len).map_err(open_err)? {
+                len = after_last_line_end(&file, p.offset, len).map_err(open_err)?;
+            }
+        }
+        Ok((file, len))
     }
 
     /// Waits until it is range `k`'s turn with the baton; `None` if the relay was closed.
@@ -636,6 +653,7 @@ fn frame_records<R: BufRead>(reader: R, s: u64, strict: bool, framed: &mut Frame
         line: 0,
         crc: 0,
         csv: false,
+        last_line: LastLine::Taken,
     };
     let mut buf = std::mem::take(&mut framed.buf);
     let capacity = buf.capacity();
@@ -694,6 +712,22 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// The offset after the last `\n` in the bytes `[from, end)` of a file, or `from`.
+fn after_last_line_end(file: &File, from: u64, end: u64) -> io::Result<u64> {
+    let mut piece = vec![0u8; READ_BUFFER_BYTES];
+    let mut to = end;
+    while to > from {
+        let at = to.saturating_sub(piece.len() as u64).max(from);
+        let want = (to - at) as usize;
+        let n = read_full_at(file, &mut piece[..want], at)?;
+        if let Some(j) = memchr::memrchr(b'\n', &piece[..n]) {
+            return Ok(at + j as u64 + 1);
+        }
+        to = at;
+    }
+    Ok(from)
 }
 
 /// The offset after the first `\n` at or after `from`, or the end of the file.

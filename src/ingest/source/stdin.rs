@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::check::{skip_prefix, Skipped};
 use super::compression::sniffed;
-use super::framing::{too_long, RecordReader, TOO_LONG_KEPT};
+use super::framing::{too_long, LastLine, RecordReader, TOO_LONG_KEPT};
 use super::input::Input;
 use super::position::Prefix;
 use super::{READ_BUFFER_BYTES, STDIN_BATCHES_AHEAD, STDIN_BATCH_RECORDS};
@@ -92,6 +92,7 @@ impl StdinRecords {
                     line: 1,
                     crc: 0,
                     csv,
+                    last_line: LastLine::Taken,
                 };
                 if let Some(want) = prefix {
                     let skipped = skip_prefix(&mut reader.reader, want);

@@ -9,7 +9,7 @@ use arrow::record_batch::RecordBatch;
 use super::check::check_read;
 use super::chunk::RawChunk;
 use super::decode::{Decoder, Reused, REUSED_BATCH_ROWS};
-use super::framing::{csv_fields, read_line_crc, tidy_csv_error, RecordReader};
+use super::framing::{csv_fields, read_line_crc, tidy_csv_error, LastLine, RecordReader};
 use super::infer::infer_schema;
 use super::input::{Input, InputFormat};
 use super::position::{Cursor, Prefix, SourcePosition, TimePartitionBy};
@@ -123,6 +123,7 @@ fn frame_all(
         line: 1,
         crc: 0,
         csv: false,
+        last_line: LastLine::Taken,
     };
     let mut chunks = Vec::new();
     loop {
@@ -216,6 +217,7 @@ fn reader(data: &str, csv: bool) -> RecordReader {
         line: 1,
         crc: 0,
         csv,
+        last_line: LastLine::Taken,
     }
 }
 

@@ -1,0 +1,450 @@
+//! A log directory as a cron job sees it, through the real binary: globs that filesink expands
+//! itself, files whose last line is still being written, and inputs that are complete. Each
+//! test walks a class of inputs, not one example.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+mod common;
+
+use common::cli::*;
+
+/// `filesink ingest <inputs> --to <lake> --format jsonl <extra>`, run in `dir`.
+fn ingest_in(dir: &Path, inputs: &[&str], lake: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_filesink"))
+        .current_dir(dir)
+        .arg("ingest")
+        .args(inputs)
+        .args(["--to", lake, "--format", "jsonl"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn ok(o: Output) -> Output {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(bytes)
+        .unwrap();
+}
+
+/// Every visible record of a JSON-lines lake, as JSON values, sorted by their text.
+fn records(lake: &Path) -> Vec<Value> {
+    let mut out: Vec<Value> = common::visible_files(lake)
+        .iter()
+        .flat_map(|f| {
+            fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort_by_key(|v| v.to_string());
+    out
+}
+
+fn values(texts: &[&str]) -> Vec<Value> {
+    let mut out: Vec<Value> = texts
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+    out.sort_by_key(|v| v.to_string());
+    out
+}
+
+/// One case of a file caught while its writer is inside a line: what it holds when the first
+/// run reads it, what its writer adds, and the records each run leaves visible.
+struct Unended {
+    name: &'static str,
+    first: &'static [u8],
+    then: &'static [u8],
+    after_first: &'static [&'static str],
+    after_both: &'static [&'static str],
+}
+
+const UNENDED: &[Unended] = &[
+    Unended {
+        name: "cut.csv",
+        first: b"id,name,v\n1,a,1\n2,bb,2",
+        then: b"5\n3,c,3\n",
+        after_first: &[r#"{"id":1,"name":"a","v":1}"#],
+        after_both: &[
+            r#"{"id":1,"name":"a","v":1}"#,
+            r#"{"id":2,"name":"bb","v":25}"#,
+            r#"{"id":3,"name":"c","v":3}"#,
+        ],
+    },
+    Unended {
+        name: "cut.jsonl",
+        first: b"{\"id\":1,\"s\":\"x\"}\n{\"id\":2,\"s\":\"ab",
+        then: b"c\"}\n{\"id\":3,\"s\":\"z\"}\n",
+        after_first: &[r#"{"id":1,"s":"x"}"#],
+        after_both: &[
+            r#"{"id":1,"s":"x"}"#,
+            r#"{"id":2,"s":"abc"}"#,
+            r#"{"id":3,"s":"z"}"#,
+        ],
+    },
+    Unended {
+        // A number cut where it still parses: the cut value would be wrong, not refused.
+        name: "number.jsonl",
+        first: b"{\"id\":1,\"n\":7}\n{\"id\":2,\"n\":12",
+        then: b"34}\n",
+        after_first: &[r#"{"id":1,"n":7}"#],
+        after_both: &[r#"{"id":1,"n":7}"#, r#"{"id":2,"n":1234}"#],
+    },
+    Unended {
+        name: "spaces.jsonl",
+        first: b"{\"id\":1}\n   ",
+        then: b"{\"id\":2}\n",
+        after_first: &[r#"{"id":1}"#],
+        after_both: &[r#"{"id":1}"#, r#"{"id":2}"#],
+    },
+    Unended {
+        name: "crlf.jsonl",
+        first: b"{\"id\":1}\r\n{\"id\":2}\r",
+        then: b"\n{\"id\":3}\r\n",
+        after_first: &[r#"{"id":1}"#],
+        after_both: &[r#"{"id":1}"#, r#"{"id":2}"#, r#"{"id":3}"#],
+    },
+    Unended {
+        // Cut just after a line end inside a quoted field: the record is still open.
+        name: "quoted.csv",
+        first: b"id,name\n1,a\n2,\"two\n",
+        then: b"lines\"\n3,c\n",
+        after_first: &[r#"{"id":1,"name":"a"}"#],
+        after_both: &[
+            r#"{"id":1,"name":"a"}"#,
+            r#"{"id":2,"name":"two\nlines"}"#,
+            r#"{"id":3,"name":"c"}"#,
+        ],
+    },
+    Unended {
+        // Nothing but a header so far, itself unended.
+        name: "header.csv",
+        first: b"id,na",
+        then: b"me\n1,a\n",
+        after_first: &[],
+        after_both: &[r#"{"id":1,"name":"a"}"#],
+    },
+];
+
+/// A file whose last line has no line end yet is read up to that line: the line waits for the
+/// run that finds it whole, and is never committed shorter than it is. The same command then
+/// reads on, every record once, with its whole value. Every schedule (records, or time, where
+/// plain JSON-lines files are read in ranges by the decoding threads) and both formats.
+#[test]
+fn a_record_is_taken_only_with_its_line_end() {
+    for schedule in ["2rows", "50ms"] {
+        for case in UNENDED {
+            let dir = tempfile::tempdir().unwrap();
+            let input = dir.path().join(case.name);
+            fs::write(&input, case.first).unwrap();
+            let lake = dir.path().join("lake");
+            let args = ["--checkpoint-every", schedule];
+            let o = ok(ingest_in(dir.path(), &[case.name], "lake", &args));
+            assert_eq!(
+                records(&lake),
+                values(case.after_first),
+                "{} ({schedule}), first run:\n{}",
+                case.name,
+                stderr(&o)
+            );
+            let text = stdout(&o);
+            assert!(
+                text.contains("no line end yet"),
+                "{} ({schedule}): the summary names the line left:\n{text}",
+                case.name
+            );
+            append(&input, case.then);
+            ok(ingest_in(dir.path(), &[case.name], "lake", &args));
+            assert_eq!(
+                records(&lake),
+                values(case.after_both),
+                "{} ({schedule}), after the writer finished the line",
+                case.name
+            );
+            // And the run after that has nothing to do.
+            let o = ok(ingest_in(dir.path(), &[case.name], "lake", &args));
+            assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+        }
+    }
+}
+
+/// An input known to be complete gives its last record without a line end: a file unchanged
+/// for the settle time (`--settle`, one hour by default), any file with `--settle 0s`, a
+/// compressed file (its stream ends), standard input at its end.
+#[test]
+fn a_complete_input_gives_its_last_record_without_a_line_end() {
+    let want = values(&[r#"{"id":1}"#, r#"{"id":2}"#]);
+    let body = b"{\"id\":1}\n{\"id\":2}";
+
+    // Unchanged for longer than the default settle time.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old.jsonl");
+    fs::write(&old, body).unwrap();
+    let two_hours_ago = SystemTime::now() - Duration::from_secs(7200);
+    fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+    ok(ingest_in(dir.path(), &["old.jsonl"], "lake", &[]));
+    assert_eq!(records(&dir.path().join("lake")), want, "settled file");
+
+    // Changed a minute ago, but settled for `--settle 30s`; and not for `--settle 2m`.
+    let dir = tempfile::tempdir().unwrap();
+    let recent = dir.path().join("recent.jsonl");
+    fs::write(&recent, body).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&recent)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+    ok(ingest_in(
+        dir.path(),
+        &["recent.jsonl"],
+        "lake-2m",
+        &["--settle", "2m"],
+    ));
+    assert_eq!(
+        records(&dir.path().join("lake-2m")),
+        values(&[r#"{"id":1}"#])
+    );
+    ok(ingest_in(
+        dir.path(),
+        &["recent.jsonl"],
+        "lake-30s",
+        &["--settle", "30s"],
+    ));
+    assert_eq!(records(&dir.path().join("lake-30s")), want);
+
+    // Just written, with `--settle 0s`.
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("now.jsonl"), body).unwrap();
+    ok(ingest_in(
+        dir.path(),
+        &["now.jsonl"],
+        "lake",
+        &["--settle", "0s"],
+    ));
+    assert_eq!(records(&dir.path().join("lake")), want, "--settle 0s");
+
+    // Compressed: the end of the stream ends the record.
+    let dir = tempfile::tempdir().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(body).unwrap();
+    fs::write(dir.path().join("z.jsonl.gz"), gz.finish().unwrap()).unwrap();
+    ok(ingest_in(dir.path(), &["z.jsonl.gz"], "lake", &[]));
+    assert_eq!(records(&dir.path().join("lake")), want, "gzip");
+
+    // Standard input at its end.
+    let dir = tempfile::tempdir().unwrap();
+    let piped = dir.path().join("piped");
+    fs::write(&piped, body).unwrap();
+    let lake = dir.path().join("lake");
+    let o = filesink_with_stdin(
+        &[
+            "ingest",
+            "-",
+            "--to",
+            s(&lake),
+            "--format",
+            "jsonl",
+            "--job",
+            "piped",
+        ],
+        &piped,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(records(&lake), want, "stdin");
+}
+
+/// A quoted glob is expanded by filesink, with the rules of object globs, relative to the
+/// working directory or absolute: `*`, `?`, `[..]` within a component, `**` across them,
+/// hidden names (`.x`, `_x`) only where named, directories and names that do not match left
+/// out, a link to a file taken as the file.
+#[test]
+fn globs_are_expanded_by_filesink_as_object_globs_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir_all(logs.join("2026/12")).unwrap();
+    fs::create_dir_all(logs.join("dir.jsonl")).unwrap();
+    fs::create_dir_all(logs.join("_staging")).unwrap();
+    let file = |rel: &str, id: i64| {
+        fs::write(logs.join(rel), format!("{{\"id\":{id}}}\n")).unwrap();
+    };
+    file("app-1.jsonl", 1);
+    file("app-2.jsonl", 2);
+    file("app-10.jsonl", 10);
+    file("other.csv", 99);
+    file(".hidden.jsonl", 98);
+    file("_tmp.jsonl", 97);
+    file("2026/12/deep.jsonl", 3);
+    file("_staging/staged.jsonl", 96);
+    fs::write(dir.path().join("elsewhere.jsonl"), "{\"id\":4}\n").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere.jsonl"), logs.join("link.jsonl"))
+        .unwrap();
+    let abs = format!("{}/*.jsonl", logs.display());
+    let cases: &[(&str, &[i64])] = &[
+        ("logs/*.jsonl", &[1, 2, 4, 10]),
+        ("./logs/*.jsonl", &[1, 2, 4, 10]),
+        (abs.as_str(), &[1, 2, 4, 10]),
+        ("logs/app-?.jsonl", &[1, 2]),
+        ("logs/app-[2-9].jsonl", &[2]),
+        ("logs/app-[!1]*.jsonl", &[2]),
+        ("logs/**/*.jsonl", &[1, 2, 3, 4, 10]),
+        ("logs/_staging/*.jsonl", &[96]),
+        ("logs/.hidden.jsonl", &[98]),
+    ];
+    for (k, (pattern, want)) in cases.iter().enumerate() {
+        let lake = format!("lake-{k}");
+        let o = ok(ingest_in(dir.path(), &[pattern], &lake, &["--json"]));
+        let mut ids: Vec<i64> = records(&dir.path().join(&lake))
+            .iter()
+            .map(|v| v["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, *want, "{pattern}: {}", stderr(&o));
+    }
+}
+
+/// The matches of a glob are read in byte order of their names, as `ls` sorts them in the C
+/// locale: the order the job's checkpoint lists them in.
+#[test]
+fn a_glob_is_read_in_byte_order_of_its_names() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("logs")).unwrap();
+    for name in ["b.jsonl", "a.jsonl", "a.jsonl.10", "a.jsonl.2", "B.jsonl"] {
+        fs::write(dir.path().join("logs").join(name), "{\"id\":1}\n").unwrap();
+    }
+    ok(ingest_in(dir.path(), &["logs/*"], "lake", &["--job", "j"]));
+    let o = run_ok(&[
+        "inspect",
+        s(&dir.path().join("lake")),
+        "--job",
+        "j",
+        "--json",
+    ]);
+    let v = json_of(&o);
+    let inputs: Vec<String> = v["manifest"]["source_position"]["inputs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|i| {
+            let i = i.as_str().unwrap();
+            i.rsplit('/').next().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        inputs,
+        ["B.jsonl", "a.jsonl", "a.jsonl.10", "a.jsonl.2", "b.jsonl"]
+    );
+}
+
+/// A glob that matches nothing is an empty set of inputs, not an error: a cron run before the
+/// first file exits 0 and creates nothing, in text and JSON. A glob beside it that matches
+/// goes on alone; a name without glob characters that does not exist is still an error.
+#[test]
+fn a_glob_that_matches_nothing_is_an_empty_input_set() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("logs")).unwrap();
+    let o = ok(ingest_in(dir.path(), &["logs/*.jsonl"], "lake", &[]));
+    assert!(
+        stdout(&o).contains("no input matches `logs/*.jsonl`; nothing to do"),
+        "{}",
+        stdout(&o)
+    );
+    let o = ok(ingest_in(
+        dir.path(),
+        &["none/**/*.jsonl"],
+        "lake",
+        &["--json"],
+    ));
+    let v = json_of(&o);
+    assert_eq!(
+        (v["status"].as_str(), v["records"].as_i64()),
+        (Some("no_input"), Some(0))
+    );
+    assert!(!dir.path().join("lake").exists(), "nothing is created");
+
+    fs::write(dir.path().join("logs/a.jsonl"), "{\"id\":1}\n").unwrap();
+    let o = ok(ingest_in(
+        dir.path(),
+        &["logs/*.csv", "logs/*.jsonl"],
+        "lake",
+        &[],
+    ));
+    assert!(
+        stderr(&o).contains("`logs/*.csv` matches no input"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(records(&dir.path().join("lake")).len(), 1);
+
+    let o = ingest_in(dir.path(), &["logs/missing.jsonl"], "lake2", &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!dir.path().join("lake2").exists());
+
+    // A file whose name holds glob characters is itself, where it exists.
+    fs::write(dir.path().join("logs/[x].jsonl"), "{\"id\":5}\n").unwrap();
+    ok(ingest_in(dir.path(), &["logs/[x].jsonl"], "lake3", &[]));
+    assert_eq!(records(&dir.path().join("lake3")), values(&[r#"{"id":5}"#]));
+}
+
+/// The cron command of the README, quoted as it is written there, over a directory that
+/// grows between runs: every record once, and a run that finds nothing new does nothing.
+#[test]
+fn the_cron_command_takes_each_file_of_a_growing_directory_once() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("logs")).unwrap();
+    let mut next = 0;
+    for round in 0..4 {
+        for _ in 0..3 {
+            let path = dir.path().join(format!("logs/{next:04}.jsonl"));
+            fs::write(&path, format!("{{\"id\":{next}}}\n")).unwrap();
+            next += 1;
+        }
+        // A file that grew since the last run, too.
+        if round > 0 {
+            append(
+                &dir.path().join("logs/0000.jsonl"),
+                format!("{{\"id\":{}}}\n", 1000 + round).as_bytes(),
+            );
+        }
+        ok(ingest_in(dir.path(), &["logs/*.jsonl"], "lake", &[]));
+    }
+    let o = ok(ingest_in(dir.path(), &["logs/*.jsonl"], "lake", &[]));
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    let mut ids: Vec<i64> = records(&dir.path().join("lake"))
+        .iter()
+        .map(|v| v["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    let mut want: Vec<i64> = (0..12).chain(1001..1004).collect();
+    want.sort_unstable();
+    assert_eq!(ids, want);
+}
