@@ -14,10 +14,11 @@ mod common;
 
 use common::cli::*;
 use common::visible_parquet_ids;
-use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
+use filesink::ingest::{ledger, CheckpointEvery, Ingest, IngestStatus, Input};
 
 const EXIT_REFUSED: i32 = 5;
 const EXIT_INPUT_CHANGED: i32 = 7;
+const EXIT_INPUTS_REFUSED: i32 = 8;
 
 fn recs(ids: std::ops::Range<i64>) -> String {
     ids.map(|i| format!("{{\"id\":{i},\"day\":\"2026-12-0{}\"}}\n", 1 + i % 3))
@@ -135,16 +136,28 @@ fn an_input_replaced_under_the_lake_is_refused_whatever_the_job() {
         ("replaced", recs(7000..7600).into_bytes()),
     ] {
         fs::write(&a, &bytes).unwrap();
-        for extra in [&[][..], &["--job", "other"][..]] {
+        for extra in [&["--job", "other"][..], &[][..]] {
             let o = ingest_in(d, &["a.jsonl", "b.jsonl"], "lake", extra);
+            // A job named after its inputs takes `b.jsonl` beside the refused input (exit 8),
+            // once; after that it has nothing else to read (exit 7).
+            let took_b = extra.is_empty() && how == "edited";
+            let code = if took_b {
+                EXIT_INPUTS_REFUSED
+            } else {
+                EXIT_INPUT_CHANGED
+            };
             assert_eq!(
                 o.status.code(),
-                Some(EXIT_INPUT_CHANGED),
+                Some(code),
                 "{how} {extra:?}: {}",
                 stderr(&o)
             );
             assert!(stderr(&o).contains("a.jsonl"), "{}", stderr(&o));
-            assert_eq!(visible_parquet_ids(&d.join("lake")), before, "{how}");
+            let mut want = before.clone();
+            if extra.is_empty() || how != "edited" {
+                want.extend(500..600);
+            }
+            assert_eq!(visible_parquet_ids(&d.join("lake")), want, "{how}");
         }
     }
     // The original back, with more records: read on.
@@ -165,10 +178,21 @@ async fn an_input_held_by_a_live_run_is_refused_until_that_run_is_gone() {
     append(&d.join("a.jsonl"), &recs(300..400));
     fs::write(d.join("b.jsonl"), recs(400..500)).unwrap();
 
-    // A live run of job `first`: it holds its job as its process would.
-    let storage = LocalStorage::new(d.join("lake")).unwrap();
+    // A live run of job `first`: it holds its job, and takes its input (grown since the job
+    // finished), as its process would before reading it.
+    let storage: std::sync::Arc<dyn filesink::storage::Storage> =
+        std::sync::Arc::new(LocalStorage::new(d.join("lake")).unwrap());
     let lease = storage
         .acquire_job("first", &LeaseOptions::default())
+        .await
+        .unwrap();
+    let settle = ledger::Settle {
+        lease: LeaseOptions::default(),
+        location: "lake".into(),
+        single_writer: false,
+    };
+    let a = Input::file(d.join("a.jsonl")).unwrap();
+    ledger::take(&storage, "first", &[ledger::Claim::of_input(&a)], &settle)
         .await
         .unwrap();
     let o = ingest_in(d, &["a.jsonl", "b.jsonl"], "lake", &["--job", "second"]);

@@ -448,3 +448,127 @@ fn the_cron_command_takes_each_file_of_a_growing_directory_once() {
     want.sort_unstable();
     assert_eq!(ids, want);
 }
+
+/// Every path under `dir` with its length and time of last change.
+fn tree(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, (u64, SystemTime)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+            out.insert(e.path(), (m.len(), m.modified().unwrap()));
+        }
+    }
+    out
+}
+
+fn lines(ids: std::ops::Range<i64>) -> String {
+    ids.map(|i| format!("{{\"id\":{i}}}\n")).collect()
+}
+
+/// The ids of a JSON-lines lake, sorted, each as often as it is visible.
+fn ids(lake: &Path) -> Vec<i64> {
+    let mut ids: Vec<i64> = records(lake)
+        .iter()
+        .map(|v| v["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The identity rule: a file is the same input under every name (renamed, rotated with any
+/// suffix, hard-linked), read on from where the lake stopped in it, whichever run over
+/// whichever glob names it; a copy is another file, taken whole. Through the cron command
+/// over a log directory as logrotate leaves it.
+#[test]
+fn a_file_under_another_name_is_the_same_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let lake = dir.path().join("lake");
+    let cron = || ok(ingest_in(dir.path(), &["logs/*"], "lake", &[]));
+    fs::write(logs.join("app.jsonl"), lines(0..100)).unwrap();
+    cron();
+    assert_eq!(ids(&lake), (0..100).collect::<Vec<_>>());
+
+    // A hard link beside it, and the file grown through it.
+    fs::hard_link(logs.join("app.jsonl"), logs.join("app-link.jsonl")).unwrap();
+    append(&logs.join("app-link.jsonl"), lines(100..110).as_bytes());
+    cron();
+    assert_eq!(ids(&lake), (0..110).collect::<Vec<_>>(), "hard link");
+    fs::remove_file(logs.join("app-link.jsonl")).unwrap();
+
+    // logrotate: renamed to `.1`, still written by its writer, a new file under the old name.
+    fs::rename(logs.join("app.jsonl"), logs.join("app.jsonl.1")).unwrap();
+    append(&logs.join("app.jsonl.1"), lines(110..115).as_bytes());
+    fs::write(logs.join("app.jsonl"), lines(200..220)).unwrap();
+    cron();
+    let want: Vec<i64> = (0..115).chain(200..220).collect();
+    assert_eq!(ids(&lake), want, "rotated to .1");
+
+    // Rotated on, to a dated name and to `.2`: nothing new, nothing written.
+    fs::rename(logs.join("app.jsonl.1"), logs.join("app.jsonl-20261205")).unwrap();
+    fs::rename(logs.join("app.jsonl"), logs.join("app.jsonl.2")).unwrap();
+    let before = tree(&lake);
+    let o = cron();
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert_eq!(tree(&lake), before, "a run with nothing new writes nothing");
+    assert_eq!(ids(&lake), want, "rotated on");
+
+    // A copy is another file: taken whole (see the guide's identity rule).
+    fs::copy(logs.join("app.jsonl.2"), logs.join("copy.jsonl")).unwrap();
+    cron();
+    let mut with_copy: Vec<i64> = want.iter().copied().chain(200..220).collect();
+    with_copy.sort_unstable();
+    assert_eq!(ids(&lake), with_copy, "a copy");
+}
+
+/// An input changed within what the lake took of it (rewritten in place, cut short) is
+/// refused, named in the summary and in `--json`, with exit 8, while the run takes the other
+/// inputs of its glob; the refused one stays refused, the others go on being taken.
+#[test]
+fn a_refused_input_does_not_stop_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let lake = dir.path().join("lake");
+    fs::write(logs.join("a.jsonl"), lines(0..10)).unwrap();
+    fs::write(logs.join("b.jsonl"), lines(10..20)).unwrap();
+    ok(ingest_in(dir.path(), &["logs/*.jsonl"], "lake", &[]));
+
+    // Rewritten in place (same inode, other bytes), and cut short.
+    let rewrite = |name: &str, text: String| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(logs.join(name))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    rewrite("a.jsonl", lines(50..60));
+    rewrite("b.jsonl", lines(10..15));
+    fs::write(logs.join("c.jsonl"), lines(20..30)).unwrap();
+    for round in 0..2 {
+        let o = ingest_in(dir.path(), &["logs/*.jsonl", "--json"], "lake", &[]);
+        assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(stdout(&o).lines().last().unwrap()).unwrap();
+        let refused = v["refused"].as_array().unwrap();
+        assert_eq!(refused.len(), 2, "round {round}: {v}");
+        assert!(refused[0].as_str().unwrap().contains("a.jsonl"), "{v}");
+        assert!(refused[1].as_str().unwrap().contains("b.jsonl"), "{v}");
+        assert!(
+            stderr(&o).contains("the other inputs were taken"),
+            "{}",
+            stderr(&o)
+        );
+        append(
+            &logs.join("c.jsonl"),
+            lines(30 + round..31 + round).as_bytes(),
+        );
+    }
+    assert_eq!(ids(&lake), (0..31).collect::<Vec<_>>());
+}

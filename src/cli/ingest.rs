@@ -365,7 +365,12 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
         run.job = summary.job.clone();
     }
     match summary.status {
-        IngestStatus::NothingNew => nothing_new(out, args.json, &run, &summary)?,
+        // No job opened: every input was read before, unchanged, or refused.
+        IngestStatus::AlreadyFinished
+            if summary.unchanged + summary.refused.len() == run.inputs =>
+        {
+            nothing_new(out, args.json, &summary)?
+        }
         IngestStatus::AlreadyFinished => already_finished(out, args.json, &summary.job, &summary)?,
         _ => {
             let rates = Rates::of(&summary, started);
@@ -379,6 +384,13 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
     }
     match summary.refused.len() {
         0 => Ok(()),
+        n if summary.status == IngestStatus::AlreadyFinished => Err(CliError::new(
+            INPUT_CHANGED,
+            format!(
+                "{n} input(s) refused: each changed within what the lake took of it (above); \
+                 nothing was written"
+            ),
+        )),
         n => Err(CliError::new(
             INPUTS_REFUSED,
             format!(
@@ -390,21 +402,28 @@ pub async fn run(args: IngestArgs, out: &mut dyn Write) -> CliResult {
 }
 
 /// The summary of a run whose inputs were all read to their end before (or refused).
-fn nothing_new(out: &mut dyn Write, json: bool, run: &Run, summary: &IngestSummary) -> CliResult {
-    let unchanged = run.inputs - summary.refused.len();
+fn nothing_new(out: &mut dyn Write, json: bool, summary: &IngestSummary) -> CliResult {
+    let unchanged = summary.unchanged;
     if json {
+        // The status a rerun of a finished job has always had: nothing to do.
         let v = serde_json::json!({
-            "status": "nothing_new",
+            "status": "already_finished",
+            "job": null,
             "unchanged": unchanged,
             "records": 0,
             "refused": summary.refused,
         });
         outln!(out, "{v}");
     } else {
-        outln!(
-            out,
-            "{unchanged} input(s) were read to their end before and did not change; nothing to do"
-        );
+        if unchanged > 0 {
+            outln!(
+                out,
+                "already finished: the {unchanged} input(s) were read to their end before and \
+                 did not change; nothing to do"
+            );
+        } else {
+            outln!(out, "nothing to do: every input was refused");
+        }
         refused_text(out, &summary.refused)?;
     }
     Ok(())
@@ -843,6 +862,7 @@ fn finished_json(run: &Run, summary: &IngestSummary, rates: &Rates) -> serde_jso
         }),
         "compaction": summary.compaction.as_ref().map(compaction_json),
         "waiting": summary.waiting,
+        "unchanged": summary.unchanged,
         "refused": summary.refused,
         "possible_loss": summary.skipped.iter().map(|s| serde_json::json!({
             "part": s.part,
@@ -901,6 +921,13 @@ fn finished_text(
     }
     if let Some(c) = &summary.compaction {
         compaction_text(c, out)?;
+    }
+    if summary.unchanged > 0 {
+        outln!(
+            out,
+            "  {} other input(s) were read to their end before and did not change: passed over",
+            summary.unchanged
+        );
     }
     waiting_text(out, &summary.waiting)?;
     refused_text(out, &summary.refused)?;

@@ -229,12 +229,15 @@ impl JobRun {
 /// the others are read. The job is then named after the inputs it reads, so that a cron run
 /// over a glob whose files were all taken opens no job and writes nothing, and one that finds
 /// one new file takes that file alone. Returns the summary of a run that has nothing to read.
-/// A job named by the caller reads the inputs it was given, as given. Reads, writes nothing.
+/// A job named by the caller reads the inputs it was given, as given (so does one that compacts
+/// in the background). Reads, writes nothing.
 async fn survey_inputs(
     plan: &mut IngestPlan,
     observer: &mut dyn Observer,
 ) -> Result<Option<IngestSummary>> {
-    if plan.job_given || plan.custom_name.is_some() {
+    if plan.job_given || plan.custom_name.is_some() || plan.compact.is_some() {
+        // A job with background compaction is opened whatever it reads: its rerun finishes a
+        // round its last run died in.
         return Ok(None);
     }
     let storage: Arc<dyn Storage> = match &plan.output {
@@ -259,7 +262,7 @@ async fn survey_inputs(
         return Ok(None);
     }
     let Some(job) = default_job_name(&plan.inputs) else {
-        return Ok(Some(nothing_new(plan)));
+        return Ok(Some(nothing_new(plan, passed)));
     };
     observer.note(&format!(
         "{passed} input(s) were read to their end before and did not change: job `{job}` reads \
@@ -267,14 +270,16 @@ async fn survey_inputs(
         plan.inputs.len()
     ));
     plan.rename(job);
+    plan.unchanged = passed;
     Ok(None)
 }
 
-/// The summary of a run whose inputs hold nothing the lake has not taken.
-fn nothing_new(plan: &IngestPlan) -> IngestSummary {
+/// The summary of a run whose inputs hold nothing the lake has not taken (`passed` of them
+/// unchanged, the others refused).
+fn nothing_new(plan: &IngestPlan, passed: usize) -> IngestSummary {
     IngestSummary {
-        job: String::new(),
-        status: IngestStatus::NothingNew,
+        job: plan.job.clone(),
+        status: IngestStatus::AlreadyFinished,
         resumed: false,
         records: 0,
         records_total: 0,
@@ -288,6 +293,7 @@ fn nothing_new(plan: &IngestPlan) -> IngestSummary {
         compaction: None,
         skipped: Vec::new(),
         waiting: Vec::new(),
+        unchanged: passed,
         refused: plan.refused.clone(),
     }
 }
@@ -711,6 +717,7 @@ async fn already_finished(
         compaction,
         skipped: Vec::new(),
         waiting: Vec::new(),
+        unchanged: plan.unchanged,
         refused: plan.refused.clone(),
     }
 }

@@ -10,9 +10,14 @@
 //! _filesink/inputs/<key>/<seq, 20 digits>.json   one entry per hand-over, written once
 //! ```
 //!
-//! `<key>` is a 96-bit hash of the input's identity (the canonical absolute path of a file,
-//! `s3://bucket/key` of an object); each entry repeats the identity, and an entry of another
-//! identity under the key is refused as corrupt rather than read as this input's. The entry
+//! `<key>` is a 96-bit hash of the input's identity ([`identity`]: the device and inode of a
+//! local file, `inode:<dev>:<ino>`, so that every name of one file is one input; the URL of
+//! an object; the name of a part of a source); each entry repeats the identity, and an entry
+//! of another identity under the key is refused as corrupt rather than read as this input's.
+//! A file's entries also name it as the holder's checkpoints do (`path`, its canonical path
+//! when the holder took it) and its birth time. A lake written by an older filesink knows a
+//! file by its canonical path: while the file's identity has no entry, the entries under its
+//! path stand for it, and its first entry under the identity follows them. The entry
 //! with the highest sequence number is the *head*: its `job` is the input's holder, its
 //! `read` what the lake had taken of the input when that job took it over (the *base*). What
 //! the holder has read since is in its own checkpoints: the input's prefix in the holder's
@@ -34,8 +39,28 @@
 //!    base `J`'s prefix of the input. `J` is released once every input is taken.
 //!
 //! 4. The head is a *release* of job `J` (`released`: `J`'s run gave the part up, [`release`],
-//!    after a checkpoint that recorded `read` was committed): write the next entry naming this
-//!    job with base `read`, without taking `J` (its run may be live, reading other parts).
+//!    after a checkpoint that recorded `read` was committed; or it finished, [`release_inputs`]):
+//!    write the next entry naming this job with base `read`, without taking `J` (its run may be
+//!    live, reading other parts).
+//!
+//! In 3 and 4 a file is first checked against the base ([`verify`]): one that begins with it
+//! is read on after it; one that does not is either another file that reuses the identity of
+//! a deleted one (born after the entry was written, or of another birth time; without birth
+//! times, under another name), read from its start, or the same file changed within what the
+//! lake took, refused ([`Error::InputChanged`]) before anything is written.
+//!
+//! # Giving inputs up, and passing over what did not change
+//!
+//! A run that read every input to its end gives each up once its last checkpoint is committed
+//! ([`release_inputs`]): a release entry at what it read, with the file's size and time of
+//! last change when the run found them unchanged since it listed the file. Before a job named
+//! after its inputs is chosen, [`survey`] looks up each input, read-only: one released at its
+//! end with that size and time (or, failing that, whose bytes still begin with what was read
+//! and hold no more) holds nothing new and is left out of the job; one changed within what was
+//! read is refused and left out, named in the run's summary; the job is named after the rest.
+//! So a cron run over a glob whose files were all taken opens no job and writes nothing, one
+//! that finds a new file writes entries for that file only, and one changed file does not stop
+//! the others. What the survey found is checked again as the inputs are taken (above).
 //!
 //! A consumer group moves parts between live runs: [`take_waiting`] waits for a live holder
 //! to release a part its group revoked from it, and [`release`] writes the release once the
@@ -63,6 +88,7 @@
 //! | after entry n+1, before the job's next checkpoint | the new holder has no prefix past the base: the base is its start, for whichever job takes the input next |
 //! | after the job's checkpoints                      | the holder's latest manifest says how far it read         |
 //! | after a checkpoint, before its release entry      | the head names the holder: a taker settles it once its run is gone, or its restart releases it |
+//! | after the last checkpoint's commit, before or among the release entries of the inputs | an input not released yet is held by the finished job: the next job to name it takes it over, settling that job (nothing to commit) |
 //!
 //! # Invariants
 //!
@@ -138,6 +164,11 @@ pub struct Entry {
     /// See `size`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified_ns: Option<i64>,
+    /// In a release: `job` took no record at all (what it read held blank lines at most, or
+    /// a CSV header), so it is bound by nothing it read: an input that holds other bytes now
+    /// is read from its start, not refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub took_none: bool,
 }
 
 impl Entry {
@@ -156,6 +187,7 @@ impl Entry {
             born_ns: claim.input.as_ref().and_then(|i| i.born_ns),
             size: None,
             modified_ns: None,
+            took_none: false,
         }
     }
 
@@ -532,7 +564,7 @@ pub fn verify(input: &Input, head: &Entry, read: Prefix) -> Result<Verdict> {
             let renamed_unborn = head.born_ns.is_none()
                 && input.born_ns.is_none()
                 && head.name_in_job() != input.canonical;
-            if born_after || other_birth || renamed_unborn {
+            if born_after || other_birth || renamed_unborn || head.took_none {
                 Ok(Verdict::Other)
             } else {
                 Ok(Verdict::Changed(Error::InputChanged(why)))
@@ -618,7 +650,8 @@ pub async fn release(storage: &dyn Storage, job: &str, parts: &[(String, u64)]) 
 
 /// Gives up every ledgered input of `inputs` that `job` holds, each at what the job read of
 /// it (`read`, one prefix per input): the caller promises that every record before it is
-/// visible (the job finished, its last checkpoint committed). The next job to name one takes
+/// visible (the job finished, its last checkpoint committed); `took_none`: the job took no
+/// record at all ([`Entry::took_none`]). The next job to name one takes
 /// it there without taking `job` over, and one that finds it unchanged
 /// ([`Entry::size`]) passes it over without reading it ([`survey`]).
 pub async fn release_inputs(
@@ -626,6 +659,7 @@ pub async fn release_inputs(
     job: &str,
     inputs: &[Input],
     read: &[Prefix],
+    took_none: bool,
 ) -> Result<()> {
     for (input, p) in inputs.iter().zip(read) {
         let Some(claim) = Claim::of_input(input) else {
@@ -645,7 +679,7 @@ pub async fn release_inputs(
                 break;
             }
             let mut entry = Entry::next(&claim, head.seq + 1, job, None, *p);
-            entry.released = true;
+            (entry.released, entry.took_none) = (true, took_none);
             if let Some((size, modified)) = unchanged {
                 (entry.size, entry.modified_ns) = (Some(size), modified);
             }
@@ -905,6 +939,50 @@ mod tests {
             holder_prefix(Some(&other), "kafka://c/t/3", base(1)).offset,
             1
         );
+    }
+
+    /// A file that does not begin with what the lake took under its identity is another file
+    /// where its birth says so (born after the entry, or another birth time), or, where no
+    /// birth time is kept, where it has another name; else it is the same file changed.
+    #[test]
+    fn a_reused_identity_is_told_from_a_changed_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.jsonl");
+        std::fs::write(&path, "{\"id\":1}\n{\"id\":2}\n").unwrap();
+        let mut input = Input::file(&path).unwrap();
+        let taken = Prefix {
+            offset: 9,
+            line: 2,
+            crc32c: Some(crc32c::crc32c(b"{\"id\":9}\n")),
+        };
+        let claim = Claim::of_input(&input).unwrap();
+        let mut head = Entry::next(&claim, 1, "j", None, taken);
+        let verdict = |input: &Input, head: &Entry| verify(input, head, taken).unwrap();
+        // Same birth, same name: changed.
+        (input.born_ns, head.born_ns, head.at_ms) = (Some(5_000_000), Some(5_000_000), 10);
+        assert!(matches!(verdict(&input, &head), Verdict::Changed(_)));
+        // Born after the lake took the identity: another file.
+        input.born_ns = Some(11_000_000);
+        head.born_ns = None;
+        assert!(matches!(verdict(&input, &head), Verdict::Other));
+        // Another birth time: another file.
+        (input.born_ns, head.born_ns) = (Some(5_000_000), Some(4_000_000));
+        assert!(matches!(verdict(&input, &head), Verdict::Other));
+        // No birth times: the name tells.
+        (input.born_ns, head.born_ns) = (None, None);
+        assert!(matches!(verdict(&input, &head), Verdict::Changed(_)));
+        head.path = Some("/elsewhere/app.jsonl.1".into());
+        assert!(matches!(verdict(&input, &head), Verdict::Other));
+        // What it begins with decides first: the same bytes are the same input, grown.
+        let same = Prefix {
+            offset: 9,
+            line: 2,
+            crc32c: Some(crc32c::crc32c(b"{\"id\":1}\n")),
+        };
+        assert!(matches!(
+            verify(&input, &head, same).unwrap(),
+            Verdict::Same { grew: true }
+        ));
     }
 
     #[tokio::test]

@@ -327,7 +327,9 @@ pub enum Step {
 pub enum IngestStatus {
     /// Every input is read and the job's last checkpoint is complete.
     Finished,
-    /// The job had finished before and no input grew since: nothing was done.
+    /// The job had finished before and no input grew since: nothing was done. Also a job
+    /// named after its inputs all of which the lake's jobs read to their end before, unchanged
+    /// since ([`IngestSummary::unchanged`]): no job was opened, nothing was written.
     AlreadyFinished,
     /// The run stopped at [`Ingest::stop_after_records`], as a crash would: what it wrote
     /// after its last checkpoint stays hidden, and the next run resumes from that checkpoint.
@@ -335,9 +337,6 @@ pub enum IngestStatus {
     /// The run was asked to stop ([`Ingest::stop_handle`]): it took a checkpoint of every
     /// record it wrote, committed it and gave the job up; the next run reads on from there.
     Interrupted,
-    /// Every input was read to its end by the lake's jobs before, and none grew: no job was
-    /// opened, nothing was written.
-    NothingNew,
 }
 
 /// What an [`Ingest`] run did.
@@ -375,6 +374,9 @@ pub struct IngestSummary {
     /// Files whose last line has no line end yet: the line-end rule left it for a later run
     /// ([`Ingest::settle`]).
     pub waiting: Vec<String>,
+    /// Inputs passed over because the lake's jobs read them to their end before and they did
+    /// not change since (a job named after its inputs reads the others).
+    pub unchanged: usize,
     /// Inputs refused because they changed within what the lake took of them, each with why;
     /// the run took the others. Only a job named after its inputs passes over a refused input:
     /// a job named with [`Ingest::job`] is refused whole ([`Error::InputChanged`]).

@@ -49,6 +49,8 @@ pub(super) struct IngestPlan {
     pub(super) job_given: bool,
     /// Inputs the lake refused before the run chose its job ([`super::ledger::survey`]).
     pub(super) refused: Vec<String>,
+    /// Inputs the survey passed over, read to their end before and unchanged.
+    pub(super) unchanged: usize,
     pub(super) lease: LeaseOptions,
     pub(super) stop_after_records: Option<u64>,
     /// Stops the run at a checkpoint (`Ingest::stop_handle`).
@@ -202,6 +204,7 @@ impl IngestPlan {
             job,
             job_given,
             refused: Vec::new(),
+            unchanged: 0,
             lease: LeaseOptions { ttl: lease_ttl },
             stop_after_records,
             stop,

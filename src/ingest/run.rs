@@ -112,6 +112,7 @@ impl JobRun {
             compaction: None,
             skipped: Vec::new(),
             waiting: Vec::new(),
+            unchanged: self.plan.unchanged,
             refused: self.plan.refused.clone(),
         };
         let mut compacting = Compacting {
@@ -678,8 +679,10 @@ impl Writing {
         if matches!(ended, Ended::Finished | Ended::NothingNew) {
             // Every record read is visible: the inputs are given up where the job stopped, so
             // that the next job passes over what did not change without taking this one.
-            let (plan, read) = (&job.plan, &job.position.read);
-            ledger::release_inputs(job.storage.as_ref(), &plan.job, &plan.inputs, read).await?;
+            let (plan, p) = (&job.plan, &job.position);
+            let took_none = p.records == 0 && p.bad_records == 0;
+            let storage = job.storage.as_ref();
+            ledger::release_inputs(storage, &plan.job, &plan.inputs, &p.read, took_none).await?;
         }
         if let Ended::NothingNew = ended {
             summary.status = IngestStatus::AlreadyFinished;
