@@ -121,6 +121,9 @@ impl JobRun {
         // A resumed job keeps its writers: the budget and the open files are shared among
         // those, not among the writers a new job would have had here.
         let latest = manifest::latest_manifest(storage.as_ref(), &plan.job, None).await?;
+        if let Some(m) = &latest {
+            same_job_as(&plan, m)?;
+        }
         if let (None, Some(m)) = (plan.parallelism, &latest) {
             plan.share_among(m.writers.len());
         }
@@ -296,6 +299,37 @@ fn nothing_new(plan: &IngestPlan, passed: usize) -> IngestSummary {
         unchanged: passed,
         refused: plan.refused.clone(),
     }
+}
+
+/// Refuses a run whose options differ from those its job was started with (the output format,
+/// the inputs, their format, the partitioning), from the job's latest manifest, before the
+/// job is taken: nothing is written, not even the job's lock.
+fn same_job_as(plan: &IngestPlan, m: &Manifest) -> Result<()> {
+    let job = &plan.job;
+    if let Some(w) = m.writers.first() {
+        if w.format != plan.format.name() {
+            return Err(Error::InvalidInput(format!(
+                "job `{job}` writes {}, not {}; give the same --format to resume it, or --job \
+                 NAME to start a new job beside it",
+                w.format,
+                plan.format.name()
+            )));
+        }
+    }
+    if plan.custom_name.is_some() || m.source_position.is_null() {
+        return Ok(());
+    }
+    let Ok(p) = SourcePosition::from_json(job, &m.source_position) else {
+        return Ok(()); // the restore names what is wrong with it
+    };
+    check_same_job(
+        job,
+        &p,
+        &plan.canonical(),
+        plan.input_format,
+        &plan.partition_by,
+        plan.time_by.as_ref(),
+    )
 }
 
 /// The lake's storage if it exists already, after refusing at once a run that overlaps a live

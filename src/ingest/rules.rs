@@ -316,6 +316,10 @@ pub fn describe_schema(schema: &Schema) -> String {
 
 /// A resumed job must be run over the same inputs, read the same way, with the same
 /// partition columns and time directories.
+/// How a refusal of a job's options says what to do instead.
+const NEW_JOB: &str = "give the same options to resume it, or --job NAME to start a new job \
+    beside it";
+
 pub(super) fn check_same_job(
     job: &str,
     p: &SourcePosition,
@@ -333,14 +337,14 @@ pub(super) fn check_same_job(
     }
     if p.input_format != format {
         return Err(Error::InvalidInput(format!(
-            "job `{job}` reads its inputs as {}, not {}",
+            "job `{job}` reads its inputs as {}, not {}; {NEW_JOB}",
             p.input_format.name(),
             format.name()
         )));
     }
     if p.partition_by != partition_by {
         return Err(Error::InvalidInput(format!(
-            "job `{job}` was started with --partition-by `{}`, not `{}`",
+            "job `{job}` was started with --partition-by `{}`, not `{}`; {NEW_JOB}",
             p.partition_by.join(","),
             partition_by.join(",")
         )));
@@ -350,7 +354,7 @@ pub(super) fn check_same_job(
             t.map_or("no --partition-by-time".to_owned(), |t| format!("`{t}`"))
         };
         return Err(Error::InvalidInput(format!(
-            "job `{job}` was started with {}, not {}",
+            "job `{job}` was started with {}, not {}; {NEW_JOB}",
             describe(p.partition_by_time.as_ref()),
             describe(partition_by_time)
         )));

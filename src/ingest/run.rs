@@ -85,6 +85,9 @@ struct Writing {
     compacting: Compacting,
     /// Told of the source positions whose records are committed (`Source::commit_hook`).
     hook: Option<CommitHook>,
+    /// Every record before the last checkpoint is visible once its commit is taken in: none
+    /// of its files, nor its table log entry, waits for a later checkpoint.
+    all_visible: bool,
 }
 
 impl JobRun {
@@ -152,6 +155,7 @@ impl JobRun {
             committing: None,
             compacting,
             hook,
+            all_visible: true,
         };
         if resumed {
             if let Err(e) = writing.release_held(observer, step).await {
@@ -617,6 +621,8 @@ impl Writing {
         )
         .await?;
         let report = job.coordinator.finish(&job.position).await?;
+        self.all_visible =
+            report.deferred == 0 && report.table_outcome != Some(TableOutcome::Deferred);
         acknowledge(self.hook.as_ref(), Some(&job.position));
         self.compacting.start_when_ready(&job.coordinator);
         *step = Step::Prepare;
@@ -644,6 +650,7 @@ impl Writing {
             job,
             mut summary,
             compacting,
+            all_visible,
             ..
         } = self;
         let mut coordinator = job.coordinator;
@@ -676,9 +683,11 @@ impl Writing {
         }
         // Gives the job up now, and lets a log checkpoint of a table still being written end.
         coordinator.close().await?;
-        if matches!(ended, Ended::Finished | Ended::NothingNew) {
+        if matches!(ended, Ended::Finished | Ended::NothingNew) && all_visible {
             // Every record read is visible: the inputs are given up where the job stopped, so
-            // that the next job passes over what did not change without taking this one.
+            // that the next job passes over what did not change without taking this one. (A
+            // commit that had to wait leaves them held: the next job to name one settles this
+            // job first.)
             let (plan, p) = (&job.plan, &job.position);
             let took_none = p.records == 0 && p.bad_records == 0;
             let storage = job.storage.as_ref();

@@ -158,12 +158,10 @@ pub(super) fn continues_last_record(read: &Prefix, last: Option<u8>, next: Optio
 
 /// What [`Error::InputChanged`] says of an input that [`continues_last_record`].
 pub(super) const CONTINUED: &str =
-    "its last record had no line end when the job read it, and what was \
-    added since continues that line: the job wrote the record as it was then, and reading on \
-    would split it in two. Nothing was written; the job cannot go on with this file. Ingest \
-    the lines after the continued one as another job (a file of its own), and mend that \
-    record by hand. Write each line whole before a file is ingested (or write to another \
-    name and rename)";
+    "its last line had no line end when it was taken (as the last line of a complete input, \
+    or of a file unchanged for --settle), and what was added since continues that line; \
+    reading on would split the record in two. Mend that record in the lake by hand, and give \
+    the rest a name of its own";
 
 /// Checks that every input file still begins with the bytes `job` read of it (`read`, one
 /// prefix per input): at least as long, and the same CRC-32C over those bytes. Returns, per
