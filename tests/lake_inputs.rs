@@ -170,7 +170,7 @@ fn an_input_replaced_under_the_lake_is_refused_whatever_the_job() {
 /// once that run is gone the input is taken where it stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_input_held_by_a_live_run_is_refused_until_that_run_is_gone() {
-    use filesink::storage::{LeaseOptions, Leases, LocalStorage};
+    use filesink::storage::{LeaseOptions, LocalStorage};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     fs::write(d.join("a.jsonl"), recs(0..300)).unwrap();
