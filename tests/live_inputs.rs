@@ -572,3 +572,80 @@ fn a_refused_input_does_not_stop_the_others() {
     }
     assert_eq!(ids(&lake), (0..31).collect::<Vec<_>>());
 }
+
+/// Every refusal decides before it writes: the lake is byte for byte as it was (every path,
+/// size and time of last change), whether the run is refused for an input another live run
+/// holds (exit 5), an input changed under a named job (exit 7) or under a job named after its
+/// inputs with nothing else to read (exit 7), or options its job was not started with (exit 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_run_leaves_the_lake_as_it_was() {
+    use filesink::ingest::{ledger, Input};
+    use filesink::storage::{LeaseOptions, LocalStorage, Storage};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("a.jsonl"), lines(0..10)).unwrap();
+    fs::write(d.join("b.jsonl"), lines(10..20)).unwrap();
+    ok(ingest_in(d, &["a.jsonl"], "lake", &["--job", "first"]));
+    ok(ingest_in(d, &["b.jsonl"], "lake", &[]));
+    let lake = d.join("lake");
+
+    // A live run of job `first` that took `a.jsonl` again (it grew).
+    append(&d.join("a.jsonl"), lines(100..101).as_bytes());
+    let storage: std::sync::Arc<dyn Storage> =
+        std::sync::Arc::new(LocalStorage::new(&lake).unwrap());
+    let lease = storage
+        .acquire_job("first", &LeaseOptions::default())
+        .await
+        .unwrap();
+    let settle = ledger::Settle {
+        lease: LeaseOptions::default(),
+        location: "lake".into(),
+        single_writer: false,
+    };
+    let a = Input::file(d.join("a.jsonl")).unwrap();
+    ledger::take(&storage, "first", &[ledger::Claim::of_input(&a)], &settle)
+        .await
+        .unwrap();
+    let before = tree(&lake);
+    for extra in [&[][..], &["--job", "second"][..]] {
+        let o = ingest_in(d, &["a.jsonl", "b.jsonl"], "lake", extra);
+        assert_eq!(o.status.code(), Some(5), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("job `first`"), "{}", stderr(&o));
+        assert_eq!(tree(&lake), before, "exit 5 {extra:?}");
+    }
+    lease.release().await.unwrap();
+    drop(storage);
+
+    // `b.jsonl` changed in place under the lake.
+    fs::write(d.join("b.jsonl"), lines(50..60)).unwrap();
+    let before = tree(&lake);
+    for extra in [&[][..], &["--job", "third"][..]] {
+        let o = ingest_in(d, &["b.jsonl"], "lake", extra);
+        assert_eq!(o.status.code(), Some(7), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("b.jsonl"), "{}", stderr(&o));
+        assert_eq!(tree(&lake), before, "exit 7 {extra:?}");
+    }
+
+    // Job `first` rerun with another output format, or another partitioning.
+    for extra in [
+        &["--job", "first", "--format", "parquet"][..],
+        &[
+            "--job",
+            "first",
+            "--format",
+            "jsonl",
+            "--partition-by",
+            "id",
+        ][..],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .current_dir(d)
+            .args(["ingest", "a.jsonl", "--to", "lake"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--job NAME"), "{}", stderr(&o));
+        assert_eq!(tree(&lake), before, "exit 1 {extra:?}");
+    }
+}

@@ -1147,7 +1147,20 @@ async fn resolve_inputs(args: &[String]) -> CliResult<(Vec<Input>, Vec<String>)>
             note(&format!("`{a}` matches no input"));
             unmatched.push(a.clone());
         }
-        inputs.extend(matched);
+        for input in matched {
+            // Names of one file that globs match are one input; one named twice outright is
+            // the engine's to refuse.
+            let seen = inputs
+                .iter()
+                .find(|i: &&Input| i.file_id.is_some() && i.file_id == input.file_id);
+            match seen {
+                Some(first) if a.contains(['*', '?', '[']) => note(&format!(
+                    "`{}` is the same file as `{}`: taken once, as `{}`",
+                    input.display, first.display, first.display
+                )),
+                _ => inputs.push(input),
+            }
+        }
     }
     Ok((inputs, unmatched))
 }

@@ -233,14 +233,14 @@ impl JobRun {
 /// over a glob whose files were all taken opens no job and writes nothing, and one that finds
 /// one new file takes that file alone. Returns the summary of a run that has nothing to read.
 /// A job named by the caller reads the inputs it was given, as given (so does one that compacts
-/// in the background). Reads, writes nothing.
+/// in the background): a changed input refuses it (exit 7). Either is refused (exit 5) where a
+/// live run of another job holds one of its inputs. Reads, writes nothing: a refusal leaves the
+/// lake as it was.
 async fn survey_inputs(
     plan: &mut IngestPlan,
     observer: &mut dyn Observer,
 ) -> Result<Option<IngestSummary>> {
-    if plan.job_given || plan.custom_name.is_some() || plan.compact.is_some() {
-        // A job with background compaction is opened whatever it reads: its rerun finishes a
-        // round its last run died in.
+    if plan.custom_name.is_some() || !plan.inputs.iter().any(ledger::is_ledgered) {
         return Ok(None);
     }
     let storage: Arc<dyn Storage> = match &plan.output {
@@ -248,7 +248,18 @@ async fn survey_inputs(
         Output::Local(p) => Arc::new(LocalStorage::new(p)?),
         Output::Storage(s) => s.clone(),
     };
-    let standing = ledger::survey(storage.as_ref(), &plan.inputs).await?;
+    let standing = ledger::survey(storage.as_ref(), &plan.job, &plan.inputs).await?;
+    // A job named by the caller (or compacting in the background, which is opened whatever
+    // it reads: its rerun finishes a round its last run died in) reads its inputs as given:
+    // the survey only refuses it, before anything is written.
+    if plan.job_given || plan.compact.is_some() {
+        for s in standing {
+            if let ledger::Standing::Refused(e) | ledger::Standing::Busy(e) = s {
+                return Err(e);
+            }
+        }
+        return Ok(None);
+    }
     let (mut keep, mut passed) = (Vec::with_capacity(plan.inputs.len()), 0usize);
     for (input, standing) in std::mem::take(&mut plan.inputs).into_iter().zip(standing) {
         match standing {
@@ -258,6 +269,7 @@ async fn survey_inputs(
                 observer.note(&format!("refused: {e}"));
                 plan.refused.push(e.to_string());
             }
+            ledger::Standing::Busy(e) => return Err(e),
         }
     }
     plan.inputs = keep;

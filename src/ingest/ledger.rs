@@ -702,14 +702,18 @@ pub enum Standing {
     NothingNew,
     /// Changed within what the lake took: refused ([`Error::InputChanged`]).
     Refused(Error),
+    /// Held by a live run of another job ([`Error::JobBusy`]): the run is refused before it
+    /// writes anything.
+    Busy(Error),
 }
 
 /// Where the lake stands in each of `inputs` (see [`Standing`]), read-only: nothing is
 /// written, no job is taken. A file given up at its end is passed over without reading it
 /// when its size and time of last change are those the releasing job recorded; any other is
-/// compared with what the lake took of it. What this finds is checked again as the inputs
-/// are taken ([`take`]).
-pub async fn survey(storage: &dyn Storage, inputs: &[Input]) -> Result<Vec<Standing>> {
+/// compared with what the lake took of it; one held by a live run of another job than `job`
+/// is [`Standing::Busy`]. What this finds is checked again as the inputs are taken
+/// ([`take`]).
+pub async fn survey(storage: &dyn Storage, job: &str, inputs: &[Input]) -> Result<Vec<Standing>> {
     let mut out = Vec::with_capacity(inputs.len());
     for input in inputs {
         let Some(claim) = Claim::of_input(input) else {
@@ -721,7 +725,21 @@ pub async fn survey(storage: &dyn Storage, inputs: &[Input]) -> Result<Vec<Stand
             continue;
         };
         if legacy || !head.released {
-            out.push(Standing::Taken);
+            let live = match head.job == job {
+                true => None,
+                false => storage.job_holder(&head.job).await?,
+            };
+            out.push(match live {
+                Some(holder) => Standing::Busy(Error::job_busy(
+                    &head.job,
+                    format!(
+                        "{} is being read by a live run of job `{}` ({holder}); nothing was \
+                         changed: run again once it is done",
+                        claim.display, head.job
+                    ),
+                )),
+                None => Standing::Taken,
+            });
             continue;
         }
         let unchanged = head.size.is_some()

@@ -26,10 +26,11 @@ pub(crate) fn is_glob(s: &str) -> bool {
 impl Input {
     /// The files the glob `pattern` matches (see the module doc of `glob.rs`), each an input
     /// named as the pattern names it (`logs/a.jsonl` for `logs/*.jsonl`), in byte order of
-    /// those names; none is an empty list. A pattern without glob characters, or a file that
-    /// exists under the very name given, is that one file. A file that goes away between the
-    /// listing and its opening (a log rotated meanwhile) is passed over: the next run finds it
-    /// under its new name.
+    /// those names; none is an empty list. A file the pattern matches under several names
+    /// (hard or symbolic links) is one input, under the first of them. A pattern without glob
+    /// characters, or a file that exists under the very name given, is that one file. A file
+    /// that goes away between the listing and its opening (a log rotated meanwhile) is passed
+    /// over: the next run finds it under its new name.
     pub fn files_matching(pattern: &str) -> Result<Vec<Input>> {
         if !is_glob(pattern) || Path::new(pattern).exists() {
             return Ok(vec![Input::file(pattern)?]);
@@ -52,9 +53,10 @@ impl Input {
         walk(&base, &components[fixed..], &mut names)?;
         names.sort_unstable();
         names.dedup();
-        let mut inputs = Vec::with_capacity(names.len());
+        let mut inputs: Vec<Input> = Vec::with_capacity(names.len());
         for name in names {
             match Input::file(&name) {
+                Ok(input) if inputs.iter().any(|i| i.file_id == input.file_id) => {}
                 Ok(input) => inputs.push(input),
                 Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
