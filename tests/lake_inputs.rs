@@ -14,7 +14,7 @@ mod common;
 
 use common::cli::*;
 use common::visible_parquet_ids;
-use filesink::ingest::{ledger, CheckpointEvery, Ingest, IngestStatus, Input};
+use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
 
 const EXIT_REFUSED: i32 = 5;
 const EXIT_INPUT_CHANGED: i32 = 7;
@@ -170,7 +170,6 @@ fn an_input_replaced_under_the_lake_is_refused_whatever_the_job() {
 /// once that run is gone the input is taken where it stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_input_held_by_a_live_run_is_refused_until_that_run_is_gone() {
-    use filesink::storage::{LeaseOptions, LocalStorage};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     fs::write(d.join("a.jsonl"), recs(0..300)).unwrap();
@@ -180,21 +179,7 @@ async fn an_input_held_by_a_live_run_is_refused_until_that_run_is_gone() {
 
     // A live run of job `first`: it holds its job, and takes its input (grown since the job
     // finished), as its process would before reading it.
-    let storage: std::sync::Arc<dyn filesink::storage::Storage> =
-        std::sync::Arc::new(LocalStorage::new(d.join("lake")).unwrap());
-    let lease = storage
-        .acquire_job("first", &LeaseOptions::default())
-        .await
-        .unwrap();
-    let settle = ledger::Settle {
-        lease: LeaseOptions::default(),
-        location: "lake".into(),
-        single_writer: false,
-    };
-    let a = Input::file(d.join("a.jsonl")).unwrap();
-    ledger::take(&storage, "first", &[ledger::Claim::of_input(&a)], &settle)
-        .await
-        .unwrap();
+    let lease = common::live_run_holding(&d.join("lake"), "first", &d.join("a.jsonl")).await;
     let o = ingest_in(d, &["a.jsonl", "b.jsonl"], "lake", &["--job", "second"]);
     assert_eq!(o.status.code(), Some(EXIT_REFUSED), "{}", stderr(&o));
     assert!(

@@ -13,6 +13,7 @@ use serde_json::Value;
 mod common;
 
 use common::cli::*;
+use common::tree;
 
 /// `filesink ingest <inputs> --to <lake> --format jsonl <extra>`, run in `dir`.
 fn ingest_in(dir: &Path, inputs: &[&str], lake: &str, extra: &[&str]) -> Output {
@@ -449,23 +450,6 @@ fn the_cron_command_takes_each_file_of_a_growing_directory_once() {
     assert_eq!(ids, want);
 }
 
-/// Every path under `dir` with its length and time of last change.
-fn tree(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, (u64, SystemTime)> {
-    let mut out = std::collections::BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let m = e.metadata().unwrap();
-            if m.is_dir() {
-                stack.push(e.path());
-            }
-            out.insert(e.path(), (m.len(), m.modified().unwrap()));
-        }
-    }
-    out
-}
-
 fn lines(ids: std::ops::Range<i64>) -> String {
     ids.map(|i| format!("{{\"id\":{i}}}\n")).collect()
 }
@@ -579,8 +563,6 @@ fn a_refused_input_does_not_stop_the_others() {
 /// inputs with nothing else to read (exit 7), or options its job was not started with (exit 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_run_leaves_the_lake_as_it_was() {
-    use filesink::ingest::{ledger, Input};
-    use filesink::storage::{LeaseOptions, LocalStorage, Storage};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     fs::write(d.join("a.jsonl"), lines(0..10)).unwrap();
@@ -591,21 +573,7 @@ async fn a_refused_run_leaves_the_lake_as_it_was() {
 
     // A live run of job `first` that took `a.jsonl` again (it grew).
     append(&d.join("a.jsonl"), lines(100..101).as_bytes());
-    let storage: std::sync::Arc<dyn Storage> =
-        std::sync::Arc::new(LocalStorage::new(&lake).unwrap());
-    let lease = storage
-        .acquire_job("first", &LeaseOptions::default())
-        .await
-        .unwrap();
-    let settle = ledger::Settle {
-        lease: LeaseOptions::default(),
-        location: "lake".into(),
-        single_writer: false,
-    };
-    let a = Input::file(d.join("a.jsonl")).unwrap();
-    ledger::take(&storage, "first", &[ledger::Claim::of_input(&a)], &settle)
-        .await
-        .unwrap();
+    let lease = common::live_run_holding(&lake, "first", &d.join("a.jsonl")).await;
     let before = tree(&lake);
     for extra in [&[][..], &["--job", "second"][..]] {
         let o = ingest_in(d, &["a.jsonl", "b.jsonl"], "lake", extra);
@@ -614,7 +582,6 @@ async fn a_refused_run_leaves_the_lake_as_it_was() {
         assert_eq!(tree(&lake), before, "exit 5 {extra:?}");
     }
     lease.release().await.unwrap();
-    drop(storage);
 
     // `b.jsonl` changed in place under the lake.
     fs::write(d.join("b.jsonl"), lines(50..60)).unwrap();

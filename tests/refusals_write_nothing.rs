@@ -11,26 +11,10 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::cli::*;
+use common::tree;
 
 const EXIT_USAGE: i32 = 2;
 const EXIT_CONFLICT: i32 = 3;
-
-/// Every path under `dir` with its length and modification time.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let m = e.metadata().unwrap();
-            if m.is_dir() {
-                stack.push(e.path());
-            }
-            out.insert(e.path(), (m.len(), m.modified().unwrap()));
-        }
-    }
-    out
-}
 
 fn records(path: &Path, ids: std::ops::Range<i64>, extra: &str) {
     let text: String = ids

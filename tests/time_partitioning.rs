@@ -255,7 +255,8 @@ fn timestamp_and_date_columns_of_a_schema_and_csv_inputs() {
             r#"{"id":1,"ts":"2026-12-01T00:30:00+02:00","day":"2026-12-01"}"#,
             r#"{"id":2,"ts":null,"day":null}"#,
         ]
-        .join("\n"),
+        .join("\n")
+            + "\n",
     )
     .unwrap();
     let schema = dir.path().join("schema.json");

@@ -169,3 +169,48 @@ pub fn visible_parquet_ids(lake: &Path) -> Vec<i64> {
     out.sort_unstable();
     out
 }
+
+/// Every path under `dir` with its length and time of last change: two listings are equal
+/// only if nothing under `dir` was created, removed or written.
+pub fn tree(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+            out.insert(e.path(), (m.len(), m.modified().unwrap()));
+        }
+    }
+    out
+}
+
+/// A live run of `job` in the local lake `lake` that holds `input`, as its process holds it
+/// before reading: the job's lock, and the input taken in the lake's ledger. The run lives
+/// until the lease is released.
+pub async fn live_run_holding(
+    lake: &Path,
+    job: &str,
+    input: &Path,
+) -> Box<dyn filesink::storage::JobLease> {
+    use filesink::ingest::{ledger, Input};
+    use filesink::storage::{LeaseOptions, LocalStorage, Storage};
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(lake).unwrap());
+    let lease = storage
+        .acquire_job(job, &LeaseOptions::default())
+        .await
+        .unwrap();
+    let settle = ledger::Settle {
+        lease: LeaseOptions::default(),
+        location: lake.display().to_string(),
+        single_writer: false,
+    };
+    let input = Input::file(input).unwrap();
+    ledger::take(&storage, job, &[ledger::Claim::of_input(&input)], &settle)
+        .await
+        .unwrap();
+    lease
+}
