@@ -2,10 +2,9 @@
 //! a lock file. And the kind of a lake (plain files or a Delta table) is fixed when it is
 //! created, before its first job wrote anything.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
