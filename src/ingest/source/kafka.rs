@@ -74,6 +74,8 @@
 //!   record, whatever a consumer group assigns: a part two members are assigned at once is
 //!   read by the one that holds it in the ledger, the other waits for its release.
 //! - No offset is skipped silently: an offset the broker no longer has is refused.
+//! - A consumer error a retry cannot mend (a codec this build lacks, refused credentials, a
+//!   topic that does not exist) stops the run; the client retries only those that can pass.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -566,6 +568,52 @@ fn ranges(set: &BTreeSet<i32>) -> String {
     out.join(",")
 }
 
+/// Whether a consumer error of code `code` can pass if the client tries again: a broker that
+/// is down or busy, a leader moving, a timeout. Not one the same request always gets: a
+/// feature the client was built without (a compression codec: `NotImplemented`), records it
+/// cannot decode, a protocol or version the broker does not speak, refused credentials or
+/// permissions, a topic or partition that does not exist, a fatal client state. Those stop the
+/// run ([`Error::Broker`], not retryable): a client that retried them would read nothing,
+/// forever, even with [`Kafka::until_end`].
+fn retry_can_succeed(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    !matches!(
+        code,
+        // What this build of the client lacks, or cannot decode.
+        C::NotImplemented
+            | C::UnsupportedFeature
+            | C::BadCompression
+            | C::BadMessage
+            | C::InvalidMessage
+            | C::InvalidRecord
+            | C::UnsupportedCompressionType
+            | C::UnsupportedVersion
+            | C::UnsupportedForMessageFormat
+            | C::UnknownProtocol
+            | C::InvalidArgument
+            | C::InvalidConfig
+            | C::NotConfigured
+            | C::InvalidType
+            // Credentials and permissions.
+            | C::Authentication
+            | C::SaslAuthenticationFailed
+            | C::UnsupportedSASLMechanism
+            | C::IllegalSASLState
+            | C::TopicAuthorizationFailed
+            | C::GroupAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            // What is read does not exist.
+            | C::UnknownTopicOrPartition
+            | C::UnknownTopic
+            | C::UnknownPartition
+            | C::UnknownTopicId
+            | C::InvalidTopic
+            // The client gave up for good.
+            | C::Fatal
+            | C::Inconsistent
+    )
+}
+
 fn broker_error(op: &'static str, at: &str, e: &KafkaError) -> Error {
     Error::Broker {
         op,
@@ -784,8 +832,9 @@ impl KafkaSource {
         }
     }
 
-    /// An error of a poll: fatal ones end the run, an offset out of range is refused as a
-    /// changed input; the rest (a broker that is down, a leader moving) the client retries.
+    /// An error of a poll: those a retry cannot mend ([`retry_can_succeed`]) end the run, an
+    /// offset out of range is refused as a changed input; the rest (a broker that is down, a
+    /// leader moving) the client retries.
     fn poll_error(&mut self, e: KafkaError) -> Result<()> {
         let code = match &e {
             KafkaError::MessageConsumptionFatal(_) => return Err(self.fatal(&e)),
@@ -802,9 +851,7 @@ impl KafkaSource {
                     self.name
                 )))
             }
-            RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic => {
-                Err(self.fatal(&e))
-            }
+            c if !retry_can_succeed(c) => Err(self.fatal(&e)),
             _ => {
                 // A broker that is down gives an error per fetch: told once a minute at most.
                 let due = self
@@ -820,11 +867,22 @@ impl KafkaSource {
     }
 
     fn fatal(&self, e: &KafkaError) -> Error {
+        let hint = match e.rdkafka_error_code() {
+            Some(
+                RDKafkaErrorCode::NotImplemented
+                | RDKafkaErrorCode::BadCompression
+                | RDKafkaErrorCode::UnsupportedCompressionType,
+            ) => {
+                " (records compressed with a codec this build of the client cannot read: it \
+                 reads none, gzip, snappy, lz4 and zstd)"
+            }
+            _ => "",
+        };
         Error::Broker {
             op: "read",
             at: self.name.clone(),
             retryable: false,
-            message: e.to_string(),
+            message: format!("{e}; retrying cannot mend it, the run stops{hint}"),
         }
     }
 }
@@ -1251,6 +1309,50 @@ mod tests {
             .is_err());
         assert!(k.clone().config("enable.auto.commit", "true").is_err());
         assert!(k.config("fetch.max.bytes", "1000000").is_ok());
+    }
+
+    #[test]
+    fn a_client_error_a_retry_cannot_mend_stops_the_run() {
+        use RDKafkaErrorCode as C;
+        for permanent in [
+            C::NotImplemented,
+            C::BadCompression,
+            C::UnsupportedCompressionType,
+            C::UnsupportedFeature,
+            C::UnsupportedVersion,
+            C::Authentication,
+            C::SaslAuthenticationFailed,
+            C::TopicAuthorizationFailed,
+            C::GroupAuthorizationFailed,
+            C::UnknownTopicOrPartition,
+            C::Fatal,
+        ] {
+            assert!(!retry_can_succeed(permanent), "{permanent:?}");
+        }
+        for passing in [
+            C::AllBrokersDown,
+            C::BrokerTransportFailure,
+            C::Resolve,
+            C::LeaderNotAvailable,
+            C::NotLeaderForPartition,
+            C::RequestTimedOut,
+            C::NetworkException,
+            C::OperationTimedOut,
+            C::CoordinatorLoadInProgress,
+        ] {
+            assert!(retry_can_succeed(passing), "{passing:?}");
+        }
+        // Through a poll: a codec the client lacks ends the run, naming it; a broker that is
+        // down is retried.
+        let mut source = unconnected(&[0]);
+        let e = source
+            .poll_error(KafkaError::MessageConsumption(C::NotImplemented))
+            .unwrap_err();
+        assert!(!e.is_retryable(), "{e}");
+        assert!(e.to_string().contains("codec"), "{e}");
+        assert!(source
+            .poll_error(KafkaError::MessageConsumption(C::AllBrokersDown))
+            .is_ok());
     }
 
     #[test]
