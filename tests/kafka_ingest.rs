@@ -218,6 +218,11 @@ fn sigterm_takes_a_last_checkpoint_and_exits_0() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let summary = json_of(&out);
     assert_eq!(summary["status"], "interrupted", "{summary}");
+    // A run ended by a signal is not told how many bytes it read: no rate of input, no ratio,
+    // rather than zeros.
+    for unknown in ["input_bytes", "input_mb_per_s", "compression_ratio"] {
+        assert!(summary[unknown].is_null(), "{unknown}: {summary}");
+    }
     // The initial checkpoint, two of 4,000 records, and the last one the signal took.
     assert!(summary["checkpoints"].as_u64().unwrap() >= 4, "{summary}");
     let visible = visible_parquet_ids(lake);
@@ -555,6 +560,17 @@ fn kafka_arguments_are_checked_before_anything_is_created() {
             "kafka:// input",
         ),
         (&["kafka://h:1/t", "--kafka-config", "linger"], "KEY=VALUE"),
+        // A setting librdkafka does not know, or a value it does not take: said before
+        // anything connects.
+        (
+            &["kafka://h:1/t", "--kafka-config", "no.such.setting=1"],
+            "no.such.setting",
+        ),
+        (
+            &["kafka://h:1/t", "--kafka-config", "fetch.max.bytes=lots"],
+            "fetch.max.bytes",
+        ),
+        (&["kafka://h:1/t?group="], "consumer group's name is empty"),
         (
             &[
                 "kafka://h:1/t",

@@ -689,7 +689,7 @@ struct Rates {
     /// Records written per second.
     records_per_s: f64,
     /// Megabytes of input read per second.
-    mb_per_s: f64,
+    mb_per_s: Option<f64>,
     /// Uncompressed input bytes read per byte committed.
     ratio: Option<f64>,
 }
@@ -699,10 +699,14 @@ impl Rates {
     fn of(summary: &IngestSummary, started: Instant) -> Rates {
         let elapsed = started.elapsed().as_secs_f64().max(1e-6);
         let records_per_s = summary.records as f64 / elapsed;
-        let mb_per_s = summary.input_bytes as f64 / 1e6 / elapsed;
+        // A run that ends on a signal is not told what its source read: no figure beats a
+        // wrong one.
+        let known = summary.input_bytes > 0 || summary.records == 0;
+        let mb_per_s = known.then(|| summary.input_bytes as f64 / 1e6 / elapsed);
         // Uncompressed input bytes read per byte committed (headers and blank lines count; a
         // resumed run counts what it read and committed itself).
-        let ratio = (summary.bytes > 0).then(|| summary.input_bytes as f64 / summary.bytes as f64);
+        let ratio =
+            (known && summary.bytes > 0).then(|| summary.input_bytes as f64 / summary.bytes as f64);
         Rates {
             elapsed,
             records_per_s,
@@ -737,7 +741,7 @@ fn finished_json(run: &Run, summary: &IngestSummary, rates: &Rates) -> serde_jso
         "elapsed_s": rates.elapsed,
         "records_per_s": rates.records_per_s,
         "input_mb_per_s": rates.mb_per_s,
-        "input_bytes": summary.input_bytes,
+        "input_bytes": rates.mb_per_s.map(|_| summary.input_bytes),
         "compression": run.codec,
         "compression_ratio": rates.ratio,
         "stage_seconds": {
@@ -794,10 +798,13 @@ fn finished_text(
         human_bytes(summary.bytes),
         summary.checkpoints
     );
-    outln!(
-        out,
-        "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
-    );
+    match mb_per_s {
+        Some(mb_per_s) => outln!(
+            out,
+            "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
+        ),
+        None => outln!(out, "  {elapsed:.2} s: {records_per_s:.0} records/s"),
+    }
     let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
     outln!(
         out,

@@ -250,15 +250,29 @@ impl Kafka {
 
     /// A librdkafka setting of the consumer (`security.protocol`, `fetch.max.bytes`); those
     /// exactly-once rests on (`isolation.level`, `enable.auto.commit`, `auto.offset.reset`)
-    /// are refused.
+    /// are refused, and so is a key librdkafka does not know or a value it does not take
+    /// ([`Error::Config`], before anything connects).
     pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Result<Kafka> {
-        let key = key.into();
+        let (key, value) = (key.into(), value.into());
         if FIXED.iter().any(|(k, _)| *k == key) {
             return Err(Error::Config(format!(
                 "the Kafka setting `{key}` is the source's own: exactly-once rests on it"
             )));
         }
-        self.config.push((key, value.into()));
+        // librdkafka checks a setting as it is set: the same check, on a configuration of
+        // this setting alone.
+        let mut probe = ClientConfig::new();
+        probe.set(&key, &value);
+        if let Err(e) = probe.create_native_config() {
+            let why = match &e {
+                KafkaError::ClientConfig(_, description, _, _) => description.clone(),
+                other => other.to_string(),
+            };
+            return Err(Error::Config(format!(
+                "the Kafka setting `{key}={value}` is refused by the client: {why}"
+            )));
+        }
+        self.config.push((key, value));
         Ok(self)
     }
 
@@ -504,7 +518,10 @@ impl std::str::FromStr for Kafka {
                 Some(("partitions", list)) => {
                     kafka = kafka.partitions(parse_ranges(list).map_err(|e| bad(&e))?);
                 }
-                Some(("group", group)) if !group.is_empty() => kafka = kafka.group(group),
+                Some(("group", "")) => {
+                    return Err(bad("the consumer group's name is empty (`group=`)"))
+                }
+                Some(("group", group)) => kafka = kafka.group(group),
                 _ => return Err(bad(&format!("`{pair}` is not a known option"))),
             }
         }
@@ -1282,7 +1299,7 @@ mod tests {
             ("kafka://h:1/t?partitions=-1", "not a partition number"),
             ("kafka://h:1/t?partitions=x", "not a partition number"),
             ("kafka://h:1/t?grup=g", "not a known option"),
-            ("kafka://h:1/t?group=", "not a known option"),
+            ("kafka://h:1/t?group=", "consumer group's name is empty"),
             (
                 "kafka://h:1/t?partitions=0&group=g",
                 "partitions or a group",
@@ -1308,7 +1325,15 @@ mod tests {
             .config("isolation.level", "read_uncommitted")
             .is_err());
         assert!(k.clone().config("enable.auto.commit", "true").is_err());
-        assert!(k.config("fetch.max.bytes", "1000000").is_ok());
+        assert!(k.clone().config("fetch.max.bytes", "1000000").is_ok());
+        // What the client does not know or take is refused as a setting, naming it.
+        for (key, value) in [("no.such.setting", "1"), ("fetch.max.bytes", "lots")] {
+            let e = k.clone().config(key, value).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config(m) if m.contains(key)),
+                "{key}: {e}"
+            );
+        }
     }
 
     #[test]
