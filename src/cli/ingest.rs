@@ -124,6 +124,14 @@ pub enum OffsetResetArg {
     Earliest,
 }
 
+/// What to do with a Kafka partition whose topic was deleted and created again since the lake
+/// read it (`--kafka-topic-recreated`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TopicRecreatedArg {
+    /// Read the new topic from its start into the lake, beside the old topic's records.
+    Restart,
+}
+
 /// Arguments of `filesink ingest`.
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
@@ -164,6 +172,13 @@ pub struct IngestArgs {
     /// refused (exit 7) and nothing is written.
     #[arg(long, value_enum, value_name = "WHERE")]
     pub kafka_offset_reset: Option<OffsetResetArg>,
+
+    /// With a `kafka://` input, `restart`: a partition whose topic was deleted and created
+    /// again since the lake read it is read from the new topic's start, its records added
+    /// beside the old topic's. Without it such a partition is refused (exit 7) and nothing
+    /// is written.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub kafka_topic_recreated: Option<TopicRecreatedArg>,
 
     /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`), created
     /// if missing, or `s3://bucket/prefix` (configured from the `AWS_*` environment
@@ -423,6 +438,7 @@ impl Run {
                     || !args.kafka_columns.is_empty()
                     || !args.kafka_config.is_empty()
                     || args.kafka_offset_reset.is_some()
+                    || args.kafka_topic_recreated.is_some()
                 {
                     return Err(CliError::usage(
                         "--until and the --kafka-… options apply to a kafka:// input",
@@ -532,6 +548,9 @@ async fn connect_kafka(args: &IngestArgs) -> CliResult<Ingest> {
     }
     if args.kafka_offset_reset == Some(OffsetResetArg::Earliest) {
         kafka = kafka.offset_reset_earliest();
+    }
+    if args.kafka_topic_recreated == Some(TopicRecreatedArg::Restart) {
+        kafka = kafka.restart_recreated_topics();
     }
     if !args.kafka_columns.is_empty() {
         if args.input_format == Some(InputFormatArg::Csv) {
