@@ -124,6 +124,14 @@ pub enum OffsetResetArg {
     Earliest,
 }
 
+/// What to do with a Kafka partition whose topic was deleted and created again since the lake
+/// read it (`--kafka-topic-recreated`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TopicRecreatedArg {
+    /// Read the new topic from its start into the lake, beside the old topic's records.
+    Restart,
+}
+
 /// Arguments of `filesink ingest`.
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
@@ -164,6 +172,13 @@ pub struct IngestArgs {
     /// refused (exit 7) and nothing is written.
     #[arg(long, value_enum, value_name = "WHERE")]
     pub kafka_offset_reset: Option<OffsetResetArg>,
+
+    /// With a `kafka://` input, `restart`: a partition whose topic was deleted and created
+    /// again since the lake read it is read from the new topic's start, its records added
+    /// beside the old topic's. Without it such a partition is refused (exit 7) and nothing
+    /// is written.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub kafka_topic_recreated: Option<TopicRecreatedArg>,
 
     /// Where to write: a local directory (`./lake`, `/abs/lake`, `file:///abs/lake`), created
     /// if missing, or `s3://bucket/prefix` (configured from the `AWS_*` environment
@@ -500,6 +515,7 @@ impl Run {
                     || !args.kafka_columns.is_empty()
                     || !args.kafka_config.is_empty()
                     || args.kafka_offset_reset.is_some()
+                    || args.kafka_topic_recreated.is_some()
                 {
                     return Err(CliError::usage(
                         "--until and the --kafka-… options apply to a kafka:// input",
@@ -611,6 +627,9 @@ async fn connect_kafka(args: &IngestArgs) -> CliResult<Ingest> {
     }
     if args.kafka_offset_reset == Some(OffsetResetArg::Earliest) {
         kafka = kafka.offset_reset_earliest();
+    }
+    if args.kafka_topic_recreated == Some(TopicRecreatedArg::Restart) {
+        kafka = kafka.restart_recreated_topics();
     }
     if !args.kafka_columns.is_empty() {
         if args.input_format == Some(InputFormatArg::Csv) {
@@ -799,7 +818,7 @@ struct Rates {
     /// Records written per second.
     records_per_s: f64,
     /// Megabytes of input read per second.
-    mb_per_s: f64,
+    mb_per_s: Option<f64>,
     /// Uncompressed input bytes read per byte committed.
     ratio: Option<f64>,
 }
@@ -809,10 +828,14 @@ impl Rates {
     fn of(summary: &IngestSummary, started: Instant) -> Rates {
         let elapsed = started.elapsed().as_secs_f64().max(1e-6);
         let records_per_s = summary.records as f64 / elapsed;
-        let mb_per_s = summary.input_bytes as f64 / 1e6 / elapsed;
+        // A run that ends on a signal is not told what its source read: no figure beats a
+        // wrong one.
+        let known = summary.input_bytes > 0 || summary.records == 0;
+        let mb_per_s = known.then(|| summary.input_bytes as f64 / 1e6 / elapsed);
         // Uncompressed input bytes read per byte committed (headers and blank lines count; a
         // resumed run counts what it read and committed itself).
-        let ratio = (summary.bytes > 0).then(|| summary.input_bytes as f64 / summary.bytes as f64);
+        let ratio =
+            (known && summary.bytes > 0).then(|| summary.input_bytes as f64 / summary.bytes as f64);
         Rates {
             elapsed,
             records_per_s,
@@ -847,7 +870,7 @@ fn finished_json(run: &Run, summary: &IngestSummary, rates: &Rates) -> serde_jso
         "elapsed_s": rates.elapsed,
         "records_per_s": rates.records_per_s,
         "input_mb_per_s": rates.mb_per_s,
-        "input_bytes": summary.input_bytes,
+        "input_bytes": rates.mb_per_s.map(|_| summary.input_bytes),
         "compression": run.codec,
         "compression_ratio": rates.ratio,
         "stage_seconds": {
@@ -907,10 +930,13 @@ fn finished_text(
         human_bytes(summary.bytes),
         summary.checkpoints
     );
-    outln!(
-        out,
-        "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
-    );
+    match mb_per_s {
+        Some(mb_per_s) => outln!(
+            out,
+            "  {elapsed:.2} s: {records_per_s:.0} records/s, {mb_per_s:.2} MB/s of input"
+        ),
+        None => outln!(out, "  {elapsed:.2} s: {records_per_s:.0} records/s"),
+    }
     let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
     outln!(
         out,

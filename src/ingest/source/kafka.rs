@@ -23,7 +23,8 @@
 //!    chunk, and no offset passes the last stable offset. The offsets are checked against
 //!    what the broker keeps: an offset below its first kept offset (retention deleted records
 //!    the lake never read) or past its end (the topic was deleted and created again) is
-//!    refused ([`Error::InputChanged`], exit 7), never read on from elsewhere.
+//!    refused ([`Error::InputChanged`], exit 7), never read on from elsewhere. Then each
+//!    part's topic is checked against the one the lake read (*Topic identity*, below).
 //! 4. [`Source::next`]: the records of a poll, each one record (its value; a record without
 //!    a value, a tombstone, is skipped), with the offsets after them.
 //! 5. With [`Kafka::until_end`], a part ends at the end-of-partition the consumer reports
@@ -33,6 +34,46 @@
 //!    [`Source::commit_hook`]: its offsets are committed to the consumer group (the job's name,
 //!    or [`Kafka::group`]), asynchronously, the last one of a run synchronously. For lag
 //!    monitoring only.
+//!
+//! # Topic identity
+//!
+//! A topic deleted and created again under its name starts again at offset 0: offsets alone
+//! cannot tell it from the old one once it is as long as what the lake read. librdkafka's
+//! metadata does not give Kafka's topic ids (only its admin API does), and brokers without
+//! them exist, so a part's identity is one of its records:
+//!
+//! - **The rule.** Every position keeps, per part, beside its next offset, the *last record
+//!   read* of it ([`PartOffsets::identities`]): offset, timestamp, CRC-32C of key and value.
+//!   Before a part is read on from offset `n`, the record at the recorded offset is read from
+//!   the broker: the same one, the same topic; another one (or a partition that ends before
+//!   `n`), another topic, refused ([`Error::InputChanged`], exit 7, nothing written), or with
+//!   [`Kafka::restart_recreated_topics`] read from the new topic's start.
+//! - **Retention.** The record checked is the last one read, the one retention deletes last:
+//!   while it is gone, so is offset `n - 1`, and the part is refused as a retention gap
+//!   before its identity matters (with [`Kafka::offset_reset_earliest`] it is read on from
+//!   the first offset kept, unchecked: it is reported as possible loss either way).
+//! - **Compaction, aborted transactions.** A record still inside the retained offsets but
+//!   gone (compacted since) cannot be checked: a warning, the part read on, and the next
+//!   record read becomes its identity.
+//! - **Older positions.** A position without identities (an older layout) takes the record
+//!   before its offset as the part's, recorded at the next checkpoint: a topic created again
+//!   before that run is not told apart.
+//! - **Restart.** A restarted part is read from the new topic's first offset; its identity
+//!   notes the old topic's end (`old_topic_to`): an offset up to it that the lake's ledger
+//!   gives (another job's, of the old topic) is not where the new topic stands, the job's own
+//!   is. The note is dropped once a record past it is read.
+//! - **Hand-over.** The identity is in the job's own position, not in the ledger: a job that
+//!   takes over a part it never read has none, and records one as an older position does.
+//!
+//! | the process dies | then |
+//! |---|---|
+//! | after the check, before a checkpoint | the next run checks the same record again |
+//! | after a restart, before a checkpoint | the position still holds the old topic's offset and record: the next run finds the topic changed again, restarts again, and what was read since is written once |
+//! | after a restart's first checkpoint | the position holds the new topic's offset and last record: read on from there |
+//!
+//! Invariants: the identity and the offset of a part come from one position (one chunk's),
+//! so the record checked was read before the offset read on from; a part is read only after
+//! its check passed, or from its start.
 //!
 //! # Consumer groups ([`Kafka::group`])
 //!
@@ -73,7 +114,10 @@
 //! - A part is read by one job of a lake at a time (the ledger), so no two jobs write one
 //!   record, whatever a consumer group assigns: a part two members are assigned at once is
 //!   read by the one that holds it in the ledger, the other waits for its release.
-//! - No offset is skipped silently: an offset the broker no longer has is refused.
+//! - No offset is skipped silently: an offset the broker no longer has is refused, and so is
+//!   an offset of a topic that was created again since the lake read it.
+//! - A consumer error a retry cannot mend (a codec this build lacks, refused credentials, a
+//!   topic that does not exist) stops the run; the client retries only those that can pass.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -124,6 +168,7 @@ pub struct Kafka {
     columns: Vec<KafkaColumn>,
     config: Vec<(String, String)>,
     reset_earliest: bool,
+    restart_recreated: bool,
 }
 
 /// Metadata of a Kafka record, added to it as a column ([`Kafka::columns`]): for audit, and
@@ -194,7 +239,17 @@ impl Kafka {
             columns: Vec::new(),
             config: Vec::new(),
             reset_earliest: false,
+            restart_recreated: false,
         }
+    }
+
+    /// A part whose topic was deleted and created again since the lake read it (see *Topic
+    /// identity* in the [module doc](self)) is read from the start of the new topic, its
+    /// records added to those the lake holds of the old one. Without it such a part is
+    /// refused ([`Error::InputChanged`]).
+    pub fn restart_recreated_topics(mut self) -> Kafka {
+        self.restart_recreated = true;
+        self
     }
 
     /// A recorded offset below the first one a partition keeps (retention deleted records the
@@ -248,15 +303,29 @@ impl Kafka {
 
     /// A librdkafka setting of the consumer (`security.protocol`, `fetch.max.bytes`); those
     /// exactly-once rests on (`isolation.level`, `enable.auto.commit`, `auto.offset.reset`)
-    /// are refused.
+    /// are refused, and so is a key librdkafka does not know or a value it does not take
+    /// ([`Error::Config`], before anything connects).
     pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Result<Kafka> {
-        let key = key.into();
+        let (key, value) = (key.into(), value.into());
         if FIXED.iter().any(|(k, _)| *k == key) {
             return Err(Error::Config(format!(
                 "the Kafka setting `{key}` is the source's own: exactly-once rests on it"
             )));
         }
-        self.config.push((key, value.into()));
+        // librdkafka checks a setting as it is set: the same check, on a configuration of
+        // this setting alone.
+        let mut probe = ClientConfig::new();
+        probe.set(&key, &value);
+        if let Err(e) = probe.create_native_config() {
+            let why = match &e {
+                KafkaError::ClientConfig(_, description, _, _) => description.clone(),
+                other => other.to_string(),
+            };
+            return Err(Error::Config(format!(
+                "the Kafka setting `{key}={value}` is refused by the client: {why}"
+            )));
+        }
+        self.config.push((key, value));
         Ok(self)
     }
 
@@ -351,10 +420,13 @@ impl Kafka {
             carried: BTreeMap::new(),
             at_end: vec![false; parts.len()],
             listed_end: vec![0; parts.len()],
+            identity: vec![Identity::default(); parts.len()],
             parts,
             index,
             columns: self.columns,
             reset_earliest: self.reset_earliest,
+            restart_recreated: self.restart_recreated,
+            carried_identities: BTreeMap::new(),
             skipped: VecDeque::new(),
             until_end: self.until_end,
             group: self.group,
@@ -502,7 +574,10 @@ impl std::str::FromStr for Kafka {
                 Some(("partitions", list)) => {
                     kafka = kafka.partitions(parse_ranges(list).map_err(|e| bad(&e))?);
                 }
-                Some(("group", group)) if !group.is_empty() => kafka = kafka.group(group),
+                Some(("group", "")) => {
+                    return Err(bad("the consumer group's name is empty (`group=`)"))
+                }
+                Some(("group", group)) => kafka = kafka.group(group),
                 _ => return Err(bad(&format!("`{pair}` is not a known option"))),
             }
         }
@@ -564,6 +639,52 @@ fn ranges(set: &BTreeSet<i32>) -> String {
         });
     }
     out.join(",")
+}
+
+/// Whether a consumer error of code `code` can pass if the client tries again: a broker that
+/// is down or busy, a leader moving, a timeout. Not one the same request always gets: a
+/// feature the client was built without (a compression codec: `NotImplemented`), records it
+/// cannot decode, a protocol or version the broker does not speak, refused credentials or
+/// permissions, a topic or partition that does not exist, a fatal client state. Those stop the
+/// run ([`Error::Broker`], not retryable): a client that retried them would read nothing,
+/// forever, even with [`Kafka::until_end`].
+fn retry_can_succeed(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    !matches!(
+        code,
+        // What this build of the client lacks, or cannot decode.
+        C::NotImplemented
+            | C::UnsupportedFeature
+            | C::BadCompression
+            | C::BadMessage
+            | C::InvalidMessage
+            | C::InvalidRecord
+            | C::UnsupportedCompressionType
+            | C::UnsupportedVersion
+            | C::UnsupportedForMessageFormat
+            | C::UnknownProtocol
+            | C::InvalidArgument
+            | C::InvalidConfig
+            | C::NotConfigured
+            | C::InvalidType
+            // Credentials and permissions.
+            | C::Authentication
+            | C::SaslAuthenticationFailed
+            | C::UnsupportedSASLMechanism
+            | C::IllegalSASLState
+            | C::TopicAuthorizationFailed
+            | C::GroupAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            // What is read does not exist.
+            | C::UnknownTopicOrPartition
+            | C::UnknownTopic
+            | C::UnknownPartition
+            | C::UnknownTopicId
+            | C::InvalidTopic
+            // The client gave up for good.
+            | C::Fatal
+            | C::Inconsistent
+    )
 }
 
 fn broker_error(op: &'static str, at: &str, e: &KafkaError) -> Error {
@@ -680,6 +801,86 @@ fn add_fields(value: &[u8], fields: &[(&str, serde_json::Value)]) -> Vec<u8> {
     out
 }
 
+/// A record of a part as the broker gave it: its offset, its timestamp and the CRC-32C of its
+/// key and value. Two topics of one name (one deleted and created again) give the same one at
+/// an offset only if the same records were produced into both, at the same millisecond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct RecordId {
+    offset: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timestamp_ms: Option<i64>,
+    /// Of the key's length (`u32::MAX` without one) and bytes, then the value's.
+    crc32c: u32,
+}
+
+impl RecordId {
+    fn of(m: &BorrowedMessage<'_>) -> RecordId {
+        let mut crc = 0;
+        for field in [m.key(), m.payload()] {
+            let len = field.map_or(u32::MAX, |f| u32::try_from(f.len()).unwrap_or(u32::MAX - 1));
+            crc = crc32c::crc32c_append(crc, &len.to_le_bytes());
+            crc = crc32c::crc32c_append(crc, field.unwrap_or_default());
+        }
+        RecordId {
+            offset: u64::try_from(m.offset()).unwrap_or(0),
+            timestamp_ms: m.timestamp().to_millis(),
+            crc32c: crc,
+        }
+    }
+}
+
+/// What tells a part's topic from another of the same name, kept with the part's offset in
+/// every position ([`PartOffsets::identities`]). See *Topic identity* in the module doc.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Identity {
+    /// The last record the lake read of the part (`None`: none read since the position
+    /// recorded one, or since a restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last: Option<RecordId>,
+    /// After a restart of a recreated topic ([`Kafka::restart_recreated_topics`]): offsets
+    /// up to this one are the old topic's, so an offset the lake's ledger gives up to it is
+    /// not where this topic stands. Dropped once a record past it is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    old_topic_to: Option<u64>,
+}
+
+impl Identity {
+    /// Notes record `m` as the last read.
+    fn read(&mut self, m: &BorrowedMessage<'_>) {
+        let id = RecordId::of(m);
+        if self.old_topic_to.is_some_and(|to| id.offset >= to) {
+            self.old_topic_to = None;
+        }
+        self.last = Some(id);
+    }
+
+    /// Where to read on from, given `offset`, the later of the job's own offset and the
+    /// lake's: after a restart, an offset up to the old topic's end is the old topic's, and
+    /// the job's own (after the last record it read of this topic, or its start) stands.
+    fn resume_at(&self, offset: Option<u64>) -> Option<u64> {
+        match (self.old_topic_to, offset) {
+            (Some(to), Some(n)) if n <= to => self.last.map(|r| r.offset + 1),
+            _ => offset,
+        }
+    }
+
+    /// The offset of the record to read to check the topic of a part read on from offset
+    /// `next`, the broker keeping offsets from `low` on: the last record read, or (a position
+    /// that recorded none) the one before `next`, which is then recorded; `None` if there is
+    /// nothing to read (nothing read, or retention deleted it).
+    fn record_to_check(&mut self, next: u64, low: i64) -> Option<u64> {
+        if self.last.is_some_and(|r| r.offset >= next) {
+            // Not a record before the offset read on from: it tells nothing of it.
+            self.last = None;
+        }
+        let at = match self.last {
+            Some(r) => r.offset,
+            None => next.checked_sub(1)?,
+        };
+        (i64::try_from(at).unwrap_or(i64::MAX) >= low).then_some(at)
+    }
+}
+
 /// One topic-partition.
 #[derive(Debug, Clone)]
 struct Part {
@@ -714,6 +915,14 @@ pub struct KafkaSource {
     columns: Vec<KafkaColumn>,
     /// Offsets the broker no longer keeps are passed over ([`Kafka::offset_reset_earliest`]).
     reset_earliest: bool,
+    /// A part of a topic created again is read from its start
+    /// ([`Kafka::restart_recreated_topics`]).
+    restart_recreated: bool,
+    /// Per part, what tells its topic from another of the same name (recorded, or from the
+    /// last record read).
+    identity: Vec<Identity>,
+    /// The recorded identities of parts this run does not read, kept in its positions.
+    carried_identities: BTreeMap<String, serde_json::Value>,
     /// Offsets passed over, to hand on before the next records.
     skipped: VecDeque<Skipped>,
     /// Per part, the next offset to read, once known (recorded, or after a record).
@@ -758,7 +967,8 @@ impl KafkaSource {
         format!("kafka_{topic}_{:08x}", crc32c::crc32c(self.name.as_bytes()))
     }
 
-    /// Where the source stands: per part with a known offset, the next offset to read.
+    /// Where the source stands: per part with a known offset, the next offset to read; per
+    /// part with one, its identity.
     fn position(&self) -> serde_json::Value {
         let mut parts = self.carried.clone();
         for (part, next) in self.parts.iter().zip(&self.next) {
@@ -766,7 +976,26 @@ impl KafkaSource {
                 parts.insert(part.name.clone(), *n);
             }
         }
-        PartOffsets { parts }.to_json()
+        let mut identities = self.carried_identities.clone();
+        for (part, identity) in self.parts.iter().zip(&self.identity) {
+            if *identity != Identity::default() {
+                let value = serde_json::to_value(identity).expect("an identity serializes");
+                identities.insert(part.name.clone(), value);
+            }
+        }
+        PartOffsets { parts, identities }.to_json()
+    }
+
+    /// Takes the identities a position recorded: those of this source's parts as theirs, the
+    /// rest carried into its positions as they are.
+    fn take_identities(&mut self, recorded: &BTreeMap<String, serde_json::Value>) {
+        self.carried_identities = recorded.clone();
+        for (part, identity) in self.parts.iter().zip(&mut self.identity) {
+            if let Some(v) = self.carried_identities.remove(&part.name) {
+                // One this build cannot read is recorded anew, as an older position's is.
+                *identity = serde_json::from_value(v).unwrap_or_default();
+            }
+        }
     }
 
     /// Notes the end of partition `partition` of the topics read: a part is at its end at
@@ -784,8 +1013,9 @@ impl KafkaSource {
         }
     }
 
-    /// An error of a poll: fatal ones end the run, an offset out of range is refused as a
-    /// changed input; the rest (a broker that is down, a leader moving) the client retries.
+    /// An error of a poll: those a retry cannot mend ([`retry_can_succeed`]) end the run, an
+    /// offset out of range is refused as a changed input; the rest (a broker that is down, a
+    /// leader moving) the client retries.
     fn poll_error(&mut self, e: KafkaError) -> Result<()> {
         let code = match &e {
             KafkaError::MessageConsumptionFatal(_) => return Err(self.fatal(&e)),
@@ -802,9 +1032,7 @@ impl KafkaSource {
                     self.name
                 )))
             }
-            RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic => {
-                Err(self.fatal(&e))
-            }
+            c if !retry_can_succeed(c) => Err(self.fatal(&e)),
             _ => {
                 // A broker that is down gives an error per fetch: told once a minute at most.
                 let due = self
@@ -820,11 +1048,22 @@ impl KafkaSource {
     }
 
     fn fatal(&self, e: &KafkaError) -> Error {
+        let hint = match e.rdkafka_error_code() {
+            Some(
+                RDKafkaErrorCode::NotImplemented
+                | RDKafkaErrorCode::BadCompression
+                | RDKafkaErrorCode::UnsupportedCompressionType,
+            ) => {
+                " (records compressed with a codec this build of the client cannot read: it \
+                 reads none, gzip, snappy, lz4 and zstd)"
+            }
+            _ => "",
+        };
         Error::Broker {
             op: "read",
             at: self.name.clone(),
             retryable: false,
-            message: e.to_string(),
+            message: format!("{e}; retrying cannot mend it, the run stops{hint}"),
         }
     }
 }
@@ -904,6 +1143,13 @@ impl KafkaSource {
             name: format!("kafka://{}/{topic}/{partition}", self.cluster),
         });
         self.next.push(None);
+        let name = &self.parts[i].name;
+        self.identity.push(
+            self.carried_identities
+                .remove(name)
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default(),
+        );
         self.at_end.push(false);
         self.listed_end.push(0);
         self.index
@@ -914,22 +1160,105 @@ impl KafkaSource {
     }
 
     /// The assignment of parts `indices` at `offsets` (a part missing there from its first
-    /// offset kept), each offset checked against what the broker keeps.
+    /// offset kept), each offset checked against what the broker keeps, and each part's
+    /// topic against the one the lake read (*Topic identity* in the module doc).
     fn assignment(
         &mut self,
         indices: &[usize],
         offsets: &BTreeMap<String, u64>,
     ) -> Result<TopicPartitionList> {
-        let mut assignment = TopicPartitionList::new();
+        // Per part: where it starts, and its listed end.
+        let mut starts: Vec<(usize, Option<u64>, i64)> = Vec::new();
+        // Per part whose topic can be checked: the offset of the record that tells it.
+        let mut to_check: Vec<(usize, u64)> = Vec::new();
+        // Per part that ends before the offset the lake read it to: that offset.
+        let mut short: HashMap<usize, u64> = HashMap::new();
         for &i in indices {
             let part = &self.parts[i];
             let (low, high) = self
                 .consumer
                 .fetch_watermarks(&part.topic, part.partition, BROKER_TIMEOUT)
                 .map_err(|e| broker_error("read the offsets of", &part.name, &e))?;
-            let recorded = offsets.get(&part.name).copied();
+            let recorded = self.identity[i].resume_at(offsets.get(&part.name).copied());
+            if let Some(n) = recorded.filter(|n| i64::try_from(*n).unwrap_or(i64::MAX) > high) {
+                // Shorter than what the lake read: created again, or the broker lost records.
+                // The last record read tells which if the partition still reaches it.
+                let last = self.identity[i].last.map(|r| r.offset);
+                match last.filter(|at| i64::try_from(*at).is_ok_and(|at| at < high)) {
+                    Some(at) => {
+                        to_check.push((i, at));
+                        short.insert(i, n);
+                    }
+                    None => {
+                        let why =
+                            format!("the lake read it up to offset {n}, and it ends at {high}");
+                        self.recreated(i, n, &why)?;
+                    }
+                }
+                starts.push((i, None, high));
+                continue;
+            }
             let (next, skipped) = start_at(&part.name, recorded, low, high, self.reset_earliest)?;
+            if let (Some(n), None) = (next, &skipped) {
+                if let Some(at) = self.identity[i].record_to_check(n, low) {
+                    to_check.push((i, at));
+                }
+            }
             self.skipped.extend(skipped);
+            starts.push((i, next, high));
+        }
+        let found = self.records_at(&to_check)?;
+        for (i, at) in to_check {
+            let name = self.parts[i].name.clone();
+            match (self.identity[i].last, found.get(&i)) {
+                (Some(read), Some(now)) if read == *now => {
+                    if let Some(n) = short.get(&i) {
+                        // The same topic, with records the lake read gone from its end:
+                        // reading it from its start would write them twice.
+                        let high = starts.iter().find(|s| s.0 == i).map_or(0, |s| s.2);
+                        return Err(Error::InputChanged(format!(
+                            "part `{name}`: the lake read it up to offset {n}, and it ends at \
+                             {high}, its record at offset {at} the one the lake read: the \
+                             broker lost records; nothing was written (read on once it has \
+                             them again, or under another job after checking what it holds)"
+                        )));
+                    }
+                }
+                (Some(_), None) if short.contains_key(&i) => {
+                    let n = short[&i];
+                    let why = format!("the lake read it up to offset {n}, and it is shorter");
+                    self.recreated(i, n, &why)?;
+                }
+                (Some(read), Some(now)) => {
+                    let why = format!(
+                        "the record at offset {at} is not the one the lake read there \
+                         (timestamp {:?} and CRC-32C {:08x} of key and value, now {:?} and \
+                         {:08x})",
+                        read.timestamp_ms, read.crc32c, now.timestamp_ms, now.crc32c
+                    );
+                    let recorded = starts.iter().find(|s| s.0 == i).and_then(|s| s.1);
+                    let read_to = short.get(&i).copied().or(recorded).unwrap_or(at + 1);
+                    self.recreated(i, read_to, &why)?;
+                    if let Some(s) = starts.iter_mut().find(|s| s.0 == i) {
+                        s.1 = None;
+                    }
+                }
+                (Some(_), None) => tracing::warn!(
+                    part = %name,
+                    offset = at,
+                    "the record the lake read last of this part is no longer on the broker \
+                     (compacted, or in a transaction the broker aborted since): its topic \
+                     cannot be checked; it is checked again by a record this run reads"
+                ),
+                // A position without an identity (an older layout): the record before the
+                // offset is taken as the part's, and recorded at the next checkpoint.
+                (None, Some(now)) => self.identity[i].last = Some(*now),
+                (None, None) => {}
+            }
+        }
+        let mut assignment = TopicPartitionList::new();
+        for (i, next, high) in starts {
+            let part = &self.parts[i];
             let offset = match next {
                 Some(n) => Offset::Offset(i64::try_from(n).unwrap_or(i64::MAX)),
                 None => Offset::Beginning,
@@ -942,6 +1271,94 @@ impl KafkaSource {
             self.at_end[i] = false;
         }
         Ok(assignment)
+    }
+
+    /// Part `i`, which the lake read up to offset `read_to`, is of a topic deleted and created
+    /// again since (`why`): refused ([`Error::InputChanged`]), or with
+    /// [`Kafka::restart_recreated_topics`] read from its start, the offsets up to `read_to`
+    /// marked as the old topic's.
+    fn recreated(&mut self, i: usize, read_to: u64, why: &str) -> Result<()> {
+        let part = &self.parts[i].name;
+        if !self.restart_recreated {
+            return Err(Error::InputChanged(format!(
+                "part `{part}`: the topic was deleted and created again since the lake read \
+                 it ({why}); nothing was written. Run with --kafka-topic-recreated restart to \
+                 read the new topic from its start into this lake, beside the old topic's \
+                 records, or read it into a lake of its own"
+            )));
+        }
+        tracing::warn!(part = %part, why, "the topic was created again: reading it from its start");
+        let below = self.identity[i].old_topic_to.unwrap_or(0).max(read_to);
+        self.identity[i] = Identity {
+            last: None,
+            old_topic_to: Some(below),
+        };
+        Ok(())
+    }
+
+    /// The records at the offsets of `wanted` (part, offset), read with a consumer of their
+    /// own: per part, the record if it is still there (one missing was deleted, compacted or
+    /// aborted since).
+    fn records_at(&self, wanted: &[(usize, u64)]) -> Result<HashMap<usize, RecordId>> {
+        let mut found = HashMap::new();
+        if wanted.is_empty() {
+            return Ok(found);
+        }
+        let consumer: BaseConsumer<Rebalances> =
+            consumer_config(&self.brokers, "filesink-identity", &self.config)
+                .create_with_context(Rebalances::default())
+                .map_err(|e| broker_error("connect to", &self.name, &e))?;
+        let mut list = TopicPartitionList::new();
+        for (i, at) in wanted {
+            let part = &self.parts[*i];
+            let offset = Offset::Offset(i64::try_from(*at).unwrap_or(i64::MAX));
+            list.add_partition_offset(&part.topic, part.partition, offset)
+                .map_err(|e| broker_error("assign", &part.name, &e))?;
+        }
+        consumer
+            .assign(&list)
+            .map_err(|e| broker_error("assign the partitions of", &self.name, &e))?;
+        let mut open: HashMap<usize, u64> = wanted.iter().copied().collect();
+        let deadline = Instant::now() + BROKER_TIMEOUT;
+        while !open.is_empty() {
+            if Instant::now() >= deadline {
+                return Err(Error::Broker {
+                    op: "read the last records the lake read of",
+                    at: self.name.clone(),
+                    retryable: true,
+                    message: format!("no answer in {} s", BROKER_TIMEOUT.as_secs()),
+                });
+            }
+            match consumer.poll(Duration::from_millis(100)) {
+                None => {}
+                Some(Ok(m)) => {
+                    let found_at = self
+                        .index
+                        .get(m.topic())
+                        .and_then(|p| p.get(&m.partition()));
+                    let Some(&i) = found_at else { continue };
+                    let Some(at) = open.remove(&i) else { continue };
+                    // A record after the one asked for: that one is gone.
+                    if u64::try_from(m.offset()) == Ok(at) {
+                        found.insert(i, RecordId::of(&m));
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    open.retain(|i, _| self.parts[*i].partition != p);
+                }
+                Some(Err(e)) => match e.rdkafka_error_code() {
+                    Some(
+                        RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset,
+                    ) => {
+                        // Retention deleted one meanwhile: those not read yet are not checked.
+                        open.clear();
+                    }
+                    Some(c) if !retry_can_succeed(c) => return Err(self.fatal(&e)),
+                    _ => {}
+                },
+            }
+        }
+        Ok(found)
     }
 
     /// The next rebalance of the group to hand on, if one is queued: the parts assigned, or
@@ -1074,6 +1491,7 @@ impl Source for KafkaSource {
         // Offsets of parts this run does not read are kept as they were: the ledger may ask
         // this job's position where it stood in them.
         self.carried = recorded.parts.clone();
+        self.take_identities(&recorded.identities);
         if self.group.is_some() {
             let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
             return self
@@ -1160,6 +1578,7 @@ impl Source for KafkaSource {
             // A part at its end stays there for `until_end`: records that come after it are
             // read while the others are, and the run ends once every part reached its end.
             self.next[i] = Some(after);
+            self.identity[i].read(&message);
             advanced = true;
             if let Some(value) = message.payload() {
                 records.push(match self.columns.is_empty() {
@@ -1224,7 +1643,7 @@ mod tests {
             ("kafka://h:1/t?partitions=-1", "not a partition number"),
             ("kafka://h:1/t?partitions=x", "not a partition number"),
             ("kafka://h:1/t?grup=g", "not a known option"),
-            ("kafka://h:1/t?group=", "not a known option"),
+            ("kafka://h:1/t?group=", "consumer group's name is empty"),
             (
                 "kafka://h:1/t?partitions=0&group=g",
                 "partitions or a group",
@@ -1250,7 +1669,136 @@ mod tests {
             .config("isolation.level", "read_uncommitted")
             .is_err());
         assert!(k.clone().config("enable.auto.commit", "true").is_err());
-        assert!(k.config("fetch.max.bytes", "1000000").is_ok());
+        assert!(k.clone().config("fetch.max.bytes", "1000000").is_ok());
+        // What the client does not know or take is refused as a setting, naming it.
+        for (key, value) in [("no.such.setting", "1"), ("fetch.max.bytes", "lots")] {
+            let e = k.clone().config(key, value).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config(m) if m.contains(key)),
+                "{key}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_error_a_retry_cannot_mend_stops_the_run() {
+        use RDKafkaErrorCode as C;
+        for permanent in [
+            C::NotImplemented,
+            C::BadCompression,
+            C::UnsupportedCompressionType,
+            C::UnsupportedFeature,
+            C::UnsupportedVersion,
+            C::Authentication,
+            C::SaslAuthenticationFailed,
+            C::TopicAuthorizationFailed,
+            C::GroupAuthorizationFailed,
+            C::UnknownTopicOrPartition,
+            C::Fatal,
+        ] {
+            assert!(!retry_can_succeed(permanent), "{permanent:?}");
+        }
+        for passing in [
+            C::AllBrokersDown,
+            C::BrokerTransportFailure,
+            C::Resolve,
+            C::LeaderNotAvailable,
+            C::NotLeaderForPartition,
+            C::RequestTimedOut,
+            C::NetworkException,
+            C::OperationTimedOut,
+            C::CoordinatorLoadInProgress,
+        ] {
+            assert!(retry_can_succeed(passing), "{passing:?}");
+        }
+        // Through a poll: a codec the client lacks ends the run, naming it; a broker that is
+        // down is retried.
+        let mut source = unconnected(&[0]);
+        let e = source
+            .poll_error(KafkaError::MessageConsumption(C::NotImplemented))
+            .unwrap_err();
+        assert!(!e.is_retryable(), "{e}");
+        assert!(e.to_string().contains("codec"), "{e}");
+        assert!(source
+            .poll_error(KafkaError::MessageConsumption(C::AllBrokersDown))
+            .is_ok());
+    }
+
+    fn record(offset: u64, crc32c: u32) -> RecordId {
+        RecordId {
+            offset,
+            timestamp_ms: Some(1_700_000_000_000),
+            crc32c,
+        }
+    }
+
+    #[test]
+    fn the_record_checked_is_the_last_read_or_for_an_older_position_the_one_before_its_offset() {
+        let mut read = Identity {
+            last: Some(record(99, 7)),
+            old_topic_to: None,
+        };
+        assert_eq!(read.record_to_check(100, 0), Some(99));
+        // Moved on by the lake's ledger: the last record this job read still tells the topic.
+        assert_eq!(read.record_to_check(180, 0), Some(99));
+        // Deleted by retention: nothing to check (the offset is refused as a gap first).
+        assert_eq!(read.record_to_check(100, 120), None);
+        let mut older = Identity::default();
+        assert_eq!(older.record_to_check(100, 0), Some(99));
+        assert_eq!(older.record_to_check(0, 0), None);
+        // A record at or after the offset read on from tells nothing of it: dropped.
+        let mut ahead = Identity {
+            last: Some(record(150, 7)),
+            old_topic_to: None,
+        };
+        assert_eq!(ahead.record_to_check(100, 0), Some(99));
+        assert_eq!(ahead.last, None);
+    }
+
+    #[test]
+    fn after_a_restart_an_offset_of_the_old_topic_gives_way_to_the_jobs_own() {
+        // Restarted at the old topic's offset 1000, nothing read of the new one yet.
+        let mut restarted = Identity {
+            last: None,
+            old_topic_to: Some(1000),
+        };
+        assert_eq!(restarted.resume_at(Some(1000)), None, "from the start");
+        assert_eq!(restarted.resume_at(None), None);
+        // 300 records read of the new topic; the ledger still gives the old topic's 1000.
+        restarted.last = Some(record(299, 1));
+        assert_eq!(restarted.resume_at(Some(1000)), Some(300));
+        assert_eq!(restarted.resume_at(Some(300)), Some(300));
+        // Past the old topic's end, offsets are the new topic's.
+        assert_eq!(restarted.resume_at(Some(1200)), Some(1200));
+        let plain = Identity::default();
+        assert_eq!(plain.resume_at(Some(1000)), Some(1000));
+    }
+
+    #[test]
+    fn identities_are_kept_with_the_offsets_and_those_of_parts_not_read_are_carried() {
+        let mut source = unconnected(&[0, 1]);
+        let recorded = serde_json::json!({
+            "parts": {"kafka://c/t/0": 100, "kafka://c/t/3": 70},
+            "identities": {
+                "kafka://c/t/0": {"last": {"offset": 99, "timestamp_ms": 5, "crc32c": 9}},
+                "kafka://c/t/3": {"last": {"offset": 69, "crc32c": 3}},
+            },
+        });
+        let parts = PartOffsets::from_json(&recorded).unwrap();
+        source.take_identities(&parts.identities);
+        let read = RecordId {
+            offset: 99,
+            timestamp_ms: Some(5),
+            crc32c: 9,
+        };
+        assert_eq!(source.identity[0].last, Some(read));
+        assert_eq!(source.identity[1], Identity::default());
+        source.next[0] = Some(100);
+        let position = PartOffsets::from_json(&source.position()).unwrap();
+        assert_eq!(position.identities, parts.identities);
+        // An older position, without identities, reads as one.
+        let older = PartOffsets::from_json(&serde_json::json!({"parts": {"kafka://c/t/0": 100}}));
+        assert!(older.unwrap().identities.is_empty());
     }
 
     #[test]

@@ -171,12 +171,18 @@ impl SourcePosition {
 }
 
 /// The position of a [`Source`](super::Source) with parts
-/// ([`Source::parts`](super::Source::parts)): per part, the next offset to read. As JSON:
-/// `{"parts": {"kafka://c1/orders/0": 1200, ...}}`.
+/// ([`Source::parts`](super::Source::parts)): per part, the next offset to read, and what
+/// the source keeps to tell the part it read from another of the same name. As JSON:
+/// `{"parts": {"kafka://c1/orders/0": 1200, ...}, "identities": {...}}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartOffsets {
     /// Per part, the next offset to read.
     pub parts: BTreeMap<String, u64>,
+    /// Per part, the source's own identity of it (the Kafka source: the last record it
+    /// read), kept as the source gave it and handed back with the offsets. Empty in a
+    /// position of a build that recorded none; [`PartOffsets::at_least`] leaves it as it is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub identities: BTreeMap<String, serde_json::Value>,
 }
 
 impl PartOffsets {
