@@ -20,6 +20,7 @@ use filesink::ingest::{CheckpointEvery, Ingest, IngestStatus, Input};
 use filesink::Error;
 
 const EXIT_INPUT_CHANGED: i32 = 7;
+const EXIT_INPUTS_REFUSED: i32 = 8;
 
 fn bucket() -> Option<String> {
     match std::env::var("FILESINK_S3_BUCKET") {
@@ -137,15 +138,15 @@ async fn a_glob_over_a_listing_reads_every_matching_object_once() {
     expected.sort_unstable();
     assert_eq!(visible_parquet_ids(&cli_lake), expected);
 
-    // No match: a clear error, nothing created.
-    let o = filesink(&[
+    // No match: an empty set of inputs (the glob rule, as for files), said so, exit 0,
+    // nothing created.
+    let o = run_ok(&[
         "ingest",
         &format!("s3://{bucket}/{p}/nothing/*.jsonl"),
         "--to",
         s_(&dir.path().join("none")),
     ]);
-    assert_ne!(o.status.code(), Some(0));
-    assert!(stderr(&o).contains("no object matches"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("no input matches"), "{}", stdout(&o));
     assert!(!dir.path().join("none").exists());
 }
 
@@ -222,7 +223,8 @@ async fn objects_resume_exactly_once_and_a_replaced_object_is_refused() {
 /// The cron case on S3, into a local lake and into an `s3://` lake: the same command over a
 /// glob whose objects are added, deleted, grown and replaced between runs. Each run is a new
 /// job (its list changed); the lake's ledger still takes every object once, reads a grown one
-/// on and refuses a replaced one (exit 7, nothing written).
+/// on and refuses a replaced one, taking the others (exit 8; exit 7 with nothing else to read,
+/// nothing written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_glob_that_changes_between_runs_is_ingested_exactly_once() {
     let Some(bucket) = bucket() else { return };
@@ -280,9 +282,16 @@ async fn a_glob_that_changes_between_runs_is_ingested_exactly_once() {
             }
         };
         assert_eq!(ids().await, want, "{lake}");
-        // One replaced by other records: refused, whatever the rest of the list, nothing written.
+        // One replaced by other records: refused and named, while the object added beside it
+        // is taken (exit 8); then, with nothing else to read, refused alone (exit 7).
         put(&s, &format!("{raw}/c.jsonl"), jsonl(9000..9500)).await;
         put(&s, &format!("{raw}/e.jsonl"), jsonl(2700..2800)).await;
+        let o = run(EXIT_INPUTS_REFUSED);
+        assert!(stderr(&o).contains("c.jsonl"), "{}", stderr(&o));
+        let refused = json_of(&o)["refused"].to_string();
+        assert!(refused.contains("c.jsonl"), "{refused}");
+        let want: Vec<i64> = (0..2800).collect();
+        assert_eq!(ids().await, want, "{lake}");
         let o = run(EXIT_INPUT_CHANGED);
         assert!(stderr(&o).contains("c.jsonl"), "{}", stderr(&o));
         assert_eq!(ids().await, want, "{lake}");
