@@ -64,7 +64,7 @@
 //!
 //! A consumer group moves parts between live runs: [`take_waiting`] waits for a live holder
 //! to release a part its group revoked from it, and [`release`] writes the release once the
-//! holder's checkpoint is committed (see `source/kafka.rs` and `docs/design/kafka.md`).
+//! holder's checkpoint is committed (see `source/kafka/mod.rs` and `docs/design/kafka.md`).
 //!
 //! Settling `J` makes every record before its latest checkpoint's position visible: `J` is
 //! restored as its own next run would restore it, under the lease this run holds for it (that
