@@ -77,8 +77,9 @@ pub enum Command {
     /// abort multipart uploads) that no checkpoint needs.
     #[command(after_help = exit::AFTER_HELP)]
     Abort(abort::AbortArgs),
-    /// Delete the files of a Delta table that no version within the retention needs, and the
-    /// expired log entries; foreign files are reported, never deleted.
+    /// Delete the files of a Delta table that no version within the retention needs, the
+    /// expired log entries, and the ledger entries no run reads; foreign files are reported,
+    /// never deleted.
     #[command(after_help = exit::AFTER_HELP)]
     Vacuum(vacuum::VacuumArgs),
     /// Compacts a Delta table: merges each partition's small files into files of a target

@@ -9,22 +9,28 @@
 //! `--allow-short-retention`. `--dry-run` lists the same files and deletes nothing. Deleting
 //! is idempotent: rerun a vacuum that was interrupted. A location filesink did not write (no
 //! sink identity) is refused, exit code 5, as by `commit` and `abort`.
+//!
+//! In every lake, a table or not, it then deletes the ledger entries that no run reads any
+//! more ([`filesink::ingest::ledger::vacuum`]): those below an input's head written before
+//! the same cutoff.
 
 use std::io::Write;
 use std::time::Duration;
 
+use filesink::ingest::ledger::{self, LedgerVacuum};
 use filesink::maintain::{vacuum, VacuumOptions, VacuumReport};
+use filesink::protocol::DELTA_LOG_DIR;
 use filesink::storage::Location;
 use serde_json::json;
 
 use super::exit::{CliError, CliResult};
 use super::lake::{open_storage, Lake};
-use super::util::{human_bytes, human_time, parse_duration};
+use super::util::{human_bytes, human_time, now_ms, parse_duration};
 
 /// Arguments of `filesink vacuum`.
 #[derive(Debug, clap::Args)]
 pub struct VacuumArgs {
-    /// The table: a directory (`./lake`, `/abs/lake`, `file:///abs/lake`) or
+    /// The lake or Delta table: a directory (`./lake`, `/abs/lake`, `file:///abs/lake`) or
     /// `s3://bucket/prefix`.
     #[arg(value_name = "URL")]
     pub url: String,
@@ -61,18 +67,65 @@ pub async fn run(args: VacuumArgs, out: &mut dyn Write) -> CliResult {
         .dry_run(args.dry_run)
         .allow_short_retention(args.allow_short_retention)
         .location(location.to_string());
-    let report = vacuum(storage, &options)
+    let cannot = |e| CliError::context(format!("cannot vacuum `{location}`"), e);
+    let is_table = !storage
+        .list_metadata(DELTA_LOG_DIR)
         .await
-        .map_err(|e| CliError::context(format!("cannot vacuum `{location}`"), e))?;
-    if args.json {
-        outln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&to_json(&report, args.retain)).expect("json")
-        );
+        .map_err(cannot)?
+        .is_empty();
+    let (report, cutoff_ms) = if is_table {
+        let report = vacuum(storage.clone(), &options).await.map_err(cannot)?;
+        let cutoff_ms = report.cutoff_ms;
+        (Some(report), cutoff_ms)
     } else {
-        print_text(out, &report, &location, args.retain)?;
+        let retain_ms = i64::try_from(args.retain.as_millis()).unwrap_or(i64::MAX);
+        (None, now_ms().saturating_sub(retain_ms))
+    };
+    let ledger = ledger::vacuum(storage.as_ref(), cutoff_ms, args.dry_run)
+        .await
+        .map_err(cannot)?;
+    if args.json {
+        let mut doc = match &report {
+            Some(r) => to_json(r, args.retain),
+            None => json!({
+                "dry_run": args.dry_run,
+                "table_version": null,
+                "retain_ms": u64::try_from(args.retain.as_millis()).unwrap_or(u64::MAX),
+                "cutoff_ms": cutoff_ms,
+            }),
+        };
+        doc["ledger"] = json!({
+            "inputs": ledger.inputs,
+            "entries_deleted": ledger.deleted,
+            "kept_for_retention": ledger.kept_for_retention,
+        });
+        outln!(out, "{}", serde_json::to_string_pretty(&doc).expect("json"));
+    } else {
+        match &report {
+            Some(r) => print_text(out, r, &location, args.retain)?,
+            None => outln!(
+                out,
+                "lake `{location}` has no Delta table: no data file is vacuumed (--retain {})",
+                humantime(args.retain)
+            ),
+        }
+        print_ledger(out, &ledger, args.dry_run, cutoff_ms)?;
     }
+    Ok(())
+}
+
+fn print_ledger(out: &mut dyn Write, l: &LedgerVacuum, dry_run: bool, cutoff_ms: i64) -> CliResult {
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    outln!(
+        out,
+        "ledger of inputs: {} input(s); {verb} {} superseded entr{} written before {}; kept {} \
+         within the retention",
+        l.inputs,
+        l.deleted,
+        if l.deleted == 1 { "y" } else { "ies" },
+        human_time(cutoff_ms),
+        l.kept_for_retention
+    );
     Ok(())
 }
 

@@ -769,6 +769,7 @@ mod tests {
             file_id: None,
             born_ns: None,
             modified_ns: None,
+            version: None,
             compression: None,
             stream: None,
             object: None,

@@ -33,8 +33,8 @@ pub use names::{
 };
 pub use paths::{
     checkpoints_dir, job_dir, manifest_path, owners_dir, validate_job_name, DELTA_LOG_DIR,
-    INPUTS_DIR, JOBS_DIR, JOB_NAME_MAX_BYTES, METADATA_DIR, METADATA_NAMESPACES, OWNER_LOCK_FILE,
-    SINK_FILE,
+    FINISHED_DIR, INPUTS_DIR, JOBS_DIR, JOB_NAME_MAX_BYTES, METADATA_DIR, METADATA_NAMESPACES,
+    OWNER_LOCK_FILE, SINK_FILE,
 };
 pub use state::{
     upload_leftover_id, CarriedFile, CommitOutcome, Committable, PendingHandle, PreparedCheckpoint,

@@ -9,6 +9,7 @@
 //! _filesink/jobs/<job>/owner.lock                        OWNER_LOCK_FILE (local disk)
 //! _filesink/jobs/<job>/owners/<run>.<ttl ms>             owners_dir (object stores)
 //! _filesink/inputs/<key>/<seq, 20 digits>.json           INPUTS_DIR: the inputs' ledger
+//! _filesink/finished/<count>-<uuid>.bin                  FINISHED_DIR: the ledger's index of files read to their end
 //! _delta_log/                                            DELTA_LOG_DIR: a Delta table's log
 //! ```
 //!
@@ -38,6 +39,10 @@ pub const JOBS_DIR: &str = "_filesink/jobs";
 /// The directory of the lake's ledger of inputs: which job holds each input the lake took
 /// (`filesink::ingest::ledger`).
 pub const INPUTS_DIR: &str = "_filesink/inputs";
+
+/// The directory of the ledger's index of files read to their end
+/// (`filesink::ingest::ledger::finished`).
+pub const FINISHED_DIR: &str = "_filesink/finished";
 
 /// The name of the lock file in a job's directory on local disk.
 pub const OWNER_LOCK_FILE: &str = "owner.lock";

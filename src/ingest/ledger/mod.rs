@@ -8,6 +8,7 @@
 //!
 //! ```text
 //! _filesink/inputs/<key>/<seq, 20 digits>.json   one entry per hand-over, written once
+//! _filesink/finished/<count>-<uuid>.bin          the index of files read to their end
 //! ```
 //!
 //! `<key>` is a 96-bit hash of the input's identity ([`identity`]: the device and inode of a
@@ -56,7 +57,8 @@
 //! last change when the run found them unchanged since it listed the file. Before a job named
 //! after its inputs is chosen, [`survey`] looks up each input, read-only: one released at its
 //! end with that size and time (or, failing that, whose bytes still begin with what was read
-//! and hold no more) holds nothing new and is left out of the job; one changed within what was
+//! and hold no more) holds nothing new and is left out of the job (the index of files read to
+//! their end, [`finished`], finds most of those without a lookup); one changed within what was
 //! read is refused and left out, named in the run's summary; the job is named after the rest.
 //! So a cron run over a glob whose files were all taken opens no job and writes nothing, one
 //! that finds a new file writes entries for that file only, and one changed file does not stop
@@ -104,6 +106,11 @@
 //! On an object store that ignores conditional puts (Garage), two jobs racing for the first
 //! entry of one new input are told apart by a read-back only, which narrows the race but
 //! cannot decide it (as for a Delta log shared by writers): run one ingest at a time there.
+
+pub mod finished;
+mod vacuum;
+
+pub use vacuum::{vacuum, LedgerVacuum};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -278,13 +285,18 @@ impl Claim {
 
 /// The ledger key of an identity: CRC-32C and 64-bit FNV-1a of its bytes, in hex.
 pub fn key(identity: &str) -> String {
-    let crc = crc32c::crc32c(identity.as_bytes());
+    let (crc, fnv) = hash96(identity.as_bytes());
+    format!("{crc:08x}{fnv:016x}")
+}
+
+/// CRC-32C and 64-bit FNV-1a of `bytes`: the ledger's keys, and its index's digests.
+fn hash96(bytes: &[u8]) -> (u32, u64) {
     let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in identity.as_bytes() {
+    for b in bytes {
         fnv ^= u64::from(*b);
         fnv = fnv.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    format!("{crc:08x}{fnv:016x}")
+    (crc32c::crc32c(bytes), fnv)
 }
 
 fn entry_path(key: &str, seq: u64) -> String {
@@ -300,12 +312,7 @@ pub async fn head(storage: &dyn Storage, identity: &str) -> Result<Option<Entry>
         .await?
         .into_iter()
         .filter(|e| !e.is_dir)
-        .filter_map(|e| {
-            let stem = e.name.strip_suffix(".json")?;
-            (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| stem.parse::<u64>().ok())
-                .flatten()
-        })
+        .filter_map(|e| vacuum::seq_of(&e.name))
         .max();
     let Some(seq) = seq else {
         return Ok(None);
@@ -661,6 +668,7 @@ pub async fn release_inputs(
     read: &[Prefix],
     took_none: bool,
 ) -> Result<()> {
+    let mut digests = Vec::new();
     for (input, p) in inputs.iter().zip(read) {
         let Some(claim) = Claim::of_input(input) else {
             continue;
@@ -684,11 +692,40 @@ pub async fn release_inputs(
                 (entry.size, entry.modified_ns) = (Some(size), modified);
             }
             if put(storage, &entry).await? {
+                digests.extend(read_whole(&claim.identity, input, p, unchanged.is_some()));
                 break;
             }
         }
     }
-    Ok(())
+    finished::record(storage, digests).await
+}
+
+/// The digest ([`finished::digest`]) of an input a run gave up having read `read` of it: one
+/// read to its end (or, compressed, to the end of its stream) that was, once read, as the run
+/// listed it (`unchanged`: a file's size and time of last change; an object's reads are all
+/// pinned to the version it was listed at).
+fn read_whole(identity: &str, input: &Input, read: &Prefix, unchanged: bool) -> Option<u128> {
+    let size = input.size_bytes?;
+    let as_listed = unchanged || input.version.is_some();
+    let whole = input.compression.is_some() || size == read.offset;
+    (as_listed && whole)
+        .then(|| digest_now(identity, input))
+        .flatten()
+}
+
+/// The digest of `input` as it is now, had a run read it to its end as it is: a file by its
+/// size, time of last change and birth time, an object by its size and version.
+fn digest_now(identity: &str, input: &Input) -> Option<u128> {
+    if input.path.is_none() && input.version.is_none() {
+        return None;
+    }
+    Some(finished::digest(
+        identity,
+        input.size_bytes?,
+        input.modified_ns,
+        input.born_ns,
+        input.version.as_deref(),
+    ))
 }
 
 /// Where the lake stands in an input, as [`survey`] finds it before a job is chosen.
@@ -714,8 +751,17 @@ pub enum Standing {
 /// is [`Standing::Busy`]. What this finds is checked again as the inputs are taken
 /// ([`take`]).
 pub async fn survey(storage: &dyn Storage, job: &str, inputs: &[Input]) -> Result<Vec<Standing>> {
+    let index = finished::Finished::load(storage).await?;
     let mut out = Vec::with_capacity(inputs.len());
     for input in inputs {
+        let Some(identity) = identity(input) else {
+            out.push(Standing::Taken);
+            continue;
+        };
+        if !index.is_empty() && digest_now(&identity, input).is_some_and(|d| index.holds(d)) {
+            out.push(Standing::NothingNew);
+            continue;
+        }
         let Some(claim) = Claim::of_input(input) else {
             out.push(Standing::Taken);
             continue;
@@ -878,6 +924,30 @@ fn keeps_open(m: &Manifest) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The survey trusts a digest of the index without reading the input's entries, and a
+    /// file that changed since has another digest, looked up in its entries.
+    #[tokio::test]
+    async fn the_index_passes_a_file_over_by_its_digest_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = crate::storage::LocalStorage::new(dir.path().join("lake")).unwrap();
+        let path = dir.path().join("x.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n").unwrap();
+        let standing = |input: Input| {
+            let storage = &storage;
+            async move { survey(storage, "j", &[input]).await.unwrap().remove(0) }
+        };
+        let input = Input::file(&path).unwrap();
+        assert!(matches!(standing(input.clone()).await, Standing::New));
+        let id = identity(&input).unwrap();
+        finished::record(&storage, vec![digest_now(&id, &input).unwrap()])
+            .await
+            .unwrap();
+        assert!(matches!(standing(input).await, Standing::NothingNew));
+        std::fs::write(&path, "{\"a\":1}\n{\"a\":2}\n").unwrap();
+        let grown = Input::file(&path).unwrap();
+        assert!(matches!(standing(grown).await, Standing::New));
+    }
 
     #[test]
     fn keys_are_stable_and_tell_identities_apart() {

@@ -153,6 +153,9 @@ pub struct Input {
     /// When the file was last modified, in nanoseconds since the Unix epoch, when the run
     /// resolved it.
     pub modified_ns: Option<i64>,
+    /// The version of an object when the run listed it (its ETag), which every read of it is
+    /// pinned to; `None` for files and streams.
+    pub version: Option<String>,
     /// How the file is compressed: as its extension says, else as its first bytes say. `None`
     /// for a stream, whose first bytes are looked at when it is read.
     pub compression: Option<InputCompression>,
@@ -200,6 +203,7 @@ impl Input {
             file_id: stdin_file_id(),
             born_ns: None,
             modified_ns: None,
+            version: None,
             compression: None,
             stream: None,
             object: None,
@@ -220,6 +224,7 @@ impl Input {
             file_id: None,
             born_ns: None,
             modified_ns: None,
+            version: None,
             compression: None,
             stream: Some(Stream(Arc::new(Mutex::new(Some(Box::new(reader)))))),
             object: None,
@@ -279,6 +284,7 @@ impl Input {
             file_id: Some((meta.dev(), meta.ino())),
             born_ns: meta.created().ok().and_then(epoch_ns),
             modified_ns: meta.modified().ok().and_then(epoch_ns),
+            version: None,
             compression,
             stream: None,
             object: None,
@@ -289,6 +295,7 @@ impl Input {
     pub(crate) fn from_object(
         url: String,
         size_bytes: u64,
+        version: Option<String>,
         compression: Option<InputCompression>,
         object: Arc<dyn OffsetRead>,
     ) -> Input {
@@ -300,6 +307,7 @@ impl Input {
             file_id: None,
             born_ns: None,
             modified_ns: None,
+            version,
             compression,
             stream: None,
             object: Some(object),

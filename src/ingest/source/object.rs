@@ -159,12 +159,13 @@ impl Input {
         let object = ObjectInput {
             store,
             key: meta.location,
-            etag: meta.e_tag,
+            etag: meta.e_tag.clone(),
             runtime: tokio::runtime::Handle::current(),
         };
         Ok(Input::from_object(
             url.to_string(),
             meta.size,
+            meta.e_tag,
             compression,
             Arc::new(object),
         ))
