@@ -1153,8 +1153,10 @@ fn flag(setting: Setting) -> String {
 /// nothing (an empty set, not an error: a cron run may come before the first file). One file
 /// given twice, under any two names, is the engine's to refuse.
 async fn resolve_inputs(args: &[String]) -> CliResult<(Vec<Input>, Vec<String>)> {
-    let mut inputs = Vec::with_capacity(args.len());
+    let mut inputs: Vec<Input> = Vec::with_capacity(args.len());
     let mut unmatched = Vec::new();
+    // Where each file (device and inode) is in `inputs`.
+    let mut files: std::collections::HashMap<(u64, u64), usize> = std::collections::HashMap::new();
     for a in args {
         let open_error = |e| match e {
             filesink::Error::Io { source, .. } => {
@@ -1176,15 +1178,21 @@ async fn resolve_inputs(args: &[String]) -> CliResult<(Vec<Input>, Vec<String>)>
         for input in matched {
             // Names of one file that globs match are one input; one named twice outright is
             // the engine's to refuse.
-            let seen = inputs
-                .iter()
-                .find(|i: &&Input| i.file_id.is_some() && i.file_id == input.file_id);
+            let seen = input
+                .file_id
+                .and_then(|id| files.get(&id))
+                .map(|&i| &inputs[i]);
             match seen {
                 Some(first) if a.contains(['*', '?', '[']) => note(&format!(
                     "`{}` is the same file as `{}`: taken once, as `{}`",
                     input.display, first.display, first.display
                 )),
-                _ => inputs.push(input),
+                _ => {
+                    if let Some(id) = input.file_id {
+                        files.entry(id).or_insert(inputs.len());
+                    }
+                    inputs.push(input);
+                }
             }
         }
     }

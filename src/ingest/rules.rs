@@ -55,22 +55,23 @@ pub fn default_job_name(inputs: &[Input]) -> Option<String> {
 /// Refuses inputs that name one file twice, under any two names (`./a` and `a`, a symbolic
 /// or hard link, standard input redirected from it): its records would be written twice.
 pub fn check_distinct(inputs: &[Input]) -> Result<()> {
-    for (i, a) in inputs.iter().enumerate() {
-        if inputs[..i].iter().any(|b| b.canonical == a.canonical) {
+    let mut names = std::collections::HashSet::with_capacity(inputs.len());
+    let mut files = std::collections::HashMap::with_capacity(inputs.len());
+    for a in inputs {
+        if !names.insert(a.canonical.as_str()) {
             return Err(Error::Config(format!(
                 "input `{}` is given twice; its records would be written twice",
                 a.display
             )));
         }
-        if let Some(b) = inputs[..i]
-            .iter()
-            .find(|b| b.file_id.is_some() && b.file_id == a.file_id)
-        {
-            return Err(Error::Config(format!(
-                "input `{}` is the same file as input `{}` (a link to it); its records would be \
-                 written twice",
-                a.display, b.display
-            )));
+        if let Some(id) = a.file_id {
+            if let Some(b) = files.insert(id, a) {
+                return Err(Error::Config(format!(
+                    "input `{}` is the same file as input `{}` (a link to it); its records would \
+                     be written twice",
+                    a.display, b.display
+                )));
+            }
         }
     }
     Ok(())

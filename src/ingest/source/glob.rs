@@ -54,9 +54,10 @@ impl Input {
         names.sort_unstable();
         names.dedup();
         let mut inputs: Vec<Input> = Vec::with_capacity(names.len());
+        let mut files = std::collections::HashSet::with_capacity(names.len());
         for name in names {
             match Input::file(&name) {
-                Ok(input) if inputs.iter().any(|i| i.file_id == input.file_id) => {}
+                Ok(input) if !files.insert(input.file_id) => {}
                 Ok(input) => inputs.push(input),
                 Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
