@@ -509,7 +509,7 @@ impl Run {
         let location = Location::parse(&args.to)?;
         let (format, codec) = output_format(args)?;
         let (inputs, unmatched, ingest) = match kafka_source(args).await? {
-            Some(ingest) => (Vec::new(), Vec::new(), ingest),
+            Some(ingest) => (0, Vec::new(), ingest),
             None => {
                 if args.until.is_some()
                     || !args.kafka_columns.is_empty()
@@ -522,7 +522,7 @@ impl Run {
                     ));
                 }
                 let (inputs, unmatched) = resolve_inputs(&args.inputs).await?;
-                (inputs.clone(), unmatched, Ingest::new(inputs))
+                (inputs.len(), unmatched, Ingest::new(inputs))
             }
         };
         let mut ingest = ingest
@@ -586,7 +586,7 @@ impl Run {
         let run = Run {
             location,
             codec,
-            inputs: inputs.len(),
+            inputs,
             unmatched,
             job: ingest.job_name().unwrap_or_default(),
             in_group: args

@@ -169,8 +169,8 @@ pub fn check_not_inside_a_sink(dir: &Path) -> Result<()> {
 pub fn check_inputs_outside_lake(inputs: &[Input], lake_dir: &Path) -> Result<()> {
     let real_base = real_path(lake_dir).map_err(|e| Error::io("resolve", lake_dir, e))?;
     for input in inputs {
-        let Some(path) = &input.path else { continue };
-        let real = real_path(path).map_err(|e| Error::io("resolve", path, e))?;
+        // A file's path is its canonical one already (`Input::file`).
+        let Some(real) = &input.path else { continue };
         let Ok(inside) = real.strip_prefix(&real_base) else {
             continue;
         };

@@ -12,8 +12,9 @@
 //! one; `**` does not follow symbolic links to directories (a link back up would never end).
 //! A name that exists as given is that file, whatever characters it holds.
 
+use std::collections::{HashMap, HashSet};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::input::Input;
 use crate::error::{Error, Result};
@@ -54,9 +55,31 @@ impl Input {
         names.sort_unstable();
         names.dedup();
         let mut inputs: Vec<Input> = Vec::with_capacity(names.len());
-        let mut files = std::collections::HashSet::with_capacity(names.len());
-        for name in names {
-            match Input::file(&name) {
+        let mut files = HashSet::with_capacity(names.len());
+        // Each directory's canonical path, resolved once for all its files.
+        let mut dirs: HashMap<&Path, Option<PathBuf>> = HashMap::new();
+        for (name, plain) in &names {
+            let path = Path::new(name);
+            let canonical_dir = match (plain, path.parent(), path.file_name()) {
+                (true, Some(dir), Some(file)) => dirs
+                    .entry(dir)
+                    .or_insert_with(|| {
+                        let at = if dir.as_os_str().is_empty() {
+                            Path::new(".")
+                        } else {
+                            dir
+                        };
+                        at.canonicalize().ok()
+                    })
+                    .as_ref()
+                    .map(|d| d.join(file)),
+                _ => None,
+            };
+            let input = match canonical_dir {
+                Some(canonical) => Input::file_at(name, canonical),
+                None => Input::file(name),
+            };
+            match input {
                 Ok(input) if !files.insert(input.file_id) => {}
                 Ok(input) => inputs.push(input),
                 Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
@@ -69,7 +92,7 @@ impl Input {
 
 /// Appends to `out` the names under directory `dir` (a prefix ending in `/`, or empty for
 /// the working directory) that the components `p` match.
-fn walk(dir: &str, p: &[&str], out: &mut Vec<String>) -> Result<()> {
+fn walk(dir: &str, p: &[&str], out: &mut Vec<(String, bool)>) -> Result<()> {
     let Some((first, rest)) = p.split_first() else {
         return Ok(());
     };
@@ -106,8 +129,8 @@ fn walk(dir: &str, p: &[&str], out: &mut Vec<String>) -> Result<()> {
             }
             if file_type.is_some_and(|t| t.is_dir()) {
                 walk(&format!("{path}/"), p, out)?;
-            } else if rest.is_empty() && Path::new(&path).metadata().is_ok_and(|m| m.is_file()) {
-                out.push(path);
+            } else if rest.is_empty() {
+                push_file(path, file_type, out);
             }
             continue;
         }
@@ -116,15 +139,22 @@ fn walk(dir: &str, p: &[&str], out: &mut Vec<String>) -> Result<()> {
             continue;
         }
         if rest.is_empty() {
-            // A regular file, or a link to one.
-            if Path::new(&path).metadata().is_ok_and(|m| m.is_file()) {
-                out.push(path);
-            }
+            push_file(path, file_type, out);
         } else if Path::new(&path).is_dir() {
             walk(&format!("{path}/"), rest, out)?;
         }
     }
     Ok(())
+}
+
+/// Appends `path` if it is a regular file (as its directory entry says: `true`, its name
+/// needs no resolving) or a link to one (`false`).
+fn push_file(path: String, file_type: Option<std::fs::FileType>, out: &mut Vec<(String, bool)>) {
+    if file_type.is_some_and(|t| t.is_file()) {
+        out.push((path, true));
+    } else if Path::new(&path).metadata().is_ok_and(|m| m.is_file()) {
+        out.push((path, false));
+    }
 }
 
 /// Whether a name may match a pattern component: a hidden one only a literal component.

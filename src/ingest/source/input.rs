@@ -254,10 +254,15 @@ impl Input {
     pub fn file(path: impl AsRef<Path>) -> Result<Input> {
         let path = path.as_ref();
         let arg = path.display().to_string();
-        let path = path.to_path_buf();
         let canonical = path
             .canonicalize()
             .map_err(|e| Error::io("open input", &arg, e))?;
+        Input::file_at(&arg, canonical)
+    }
+
+    /// The file named `arg`, whose canonical absolute path is `canonical` (the caller resolved
+    /// it: a glob resolves each directory once, not each file).
+    pub(crate) fn file_at(arg: &str, canonical: PathBuf) -> Result<Input> {
         let meta = std::fs::metadata(&canonical).map_err(|e| Error::io("open input", &arg, e))?;
         if !meta.is_file() {
             return Err(Error::InvalidInput(format!("input `{arg}` is not a file")));
