@@ -324,3 +324,37 @@ async fn visible_object_ids(s: &Arc<dyn ObjectStore>, prefix: &str, scratch: &Pa
     }
     visible_parquet_ids(&mirror)
 }
+
+/// An object whose name does not give its compression is found compressed or not from its
+/// first bytes once a run reads it, whether its index digest (a rerun with nothing new) or its
+/// ledger entries (the index gone) tell that it holds nothing new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_objects_compression_is_found_from_its_bytes_when_its_name_does_not_give_it() {
+    let Some(bucket) = bucket() else { return };
+    let s = store(&bucket);
+    let p = fresh();
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    put(&s, &format!("{p}/raw/x.log"), gzip(&jsonl(0..300))).await;
+    put(&s, &format!("{p}/raw/y.log"), jsonl(300..400)).await;
+    let glob = format!("s3://{bucket}/{p}/raw/*.log");
+    let run = || {
+        let o = run_ok(&[
+            "ingest",
+            &glob,
+            "--to",
+            s_(&lake),
+            "--input-format",
+            "jsonl",
+            "--json",
+        ]);
+        json_of(&o)["records"].as_i64().unwrap()
+    };
+    assert_eq!(run(), 400);
+    assert_eq!(run(), 0, "nothing new, by the index");
+    std::fs::remove_dir_all(lake.join("_filesink/finished")).unwrap();
+    assert_eq!(run(), 0, "nothing new, by the ledger's entries");
+    put(&s, &format!("{p}/raw/z.log"), gzip(&jsonl(400..500))).await;
+    assert_eq!(run(), 100);
+    assert_eq!(visible_parquet_ids(&lake), (0..500).collect::<Vec<_>>());
+}

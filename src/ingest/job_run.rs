@@ -98,6 +98,9 @@ impl JobRun {
         if let Some(nothing) = survey_inputs(&mut plan, observer).await? {
             return Ok(Opened::Finished(Box::new(nothing)));
         }
+        for input in &mut plan.inputs {
+            input.find_compression().await?;
+        }
         let early = early_storage(&plan).await?;
         // Standard input takes what arrived by the first checkpoint's deadline for inference
         // (which counts from here: the records a stream's inference waited for are due then).

@@ -771,6 +771,7 @@ mod tests {
             modified_ns: None,
             version: None,
             compression: None,
+            compression_pending: false,
             stream: None,
             object: None,
         }

@@ -798,7 +798,8 @@ pub async fn survey(storage: &dyn Storage, job: &str, inputs: &[Input]) -> Resul
             continue;
         }
         let read = head.read;
-        let (input, head) = (input.clone(), head.clone());
+        let (mut input, head) = (input.clone(), head.clone());
+        input.find_compression().await?;
         let verdict = tokio::task::spawn_blocking(move || verify(&input, &head, read))
             .await
             .map_err(|e| Error::io("check", &claim.display, e.into()))??;

@@ -159,6 +159,9 @@ pub struct Input {
     /// How the file is compressed: as its extension says, else as its first bytes say. `None`
     /// for a stream, whose first bytes are looked at when it is read.
     pub compression: Option<InputCompression>,
+    /// An object listed by a glob whose compression is still to be found from its first
+    /// bytes ([`Input::find_compression`], once the run knows it reads the object).
+    pub(crate) compression_pending: bool,
     /// The reader of [`Input::reader`]; `None` for files and standard input.
     pub(crate) stream: Option<Stream>,
     /// The object of an input on an object store ([`Input::object`]).
@@ -171,6 +174,8 @@ pub(crate) trait OffsetRead: Send + Sync + std::fmt::Debug {
     /// A blocking reader from byte `from` on. Called from a thread that is not a runtime
     /// worker (the source's reader thread, a blocking task).
     fn open(&self, from: u64) -> io::Result<Box<dyn Read + Send>>;
+    /// The first `n` bytes (fewer if it is shorter). Called as [`OffsetRead::open`] is.
+    fn first_bytes(&self, n: u64) -> io::Result<Vec<u8>>;
 }
 
 /// The reader of an [`Input::reader`], taken by the first read: a stream is read once.
@@ -205,6 +210,7 @@ impl Input {
             modified_ns: None,
             version: None,
             compression: None,
+            compression_pending: false,
             stream: None,
             object: None,
         }
@@ -226,6 +232,7 @@ impl Input {
             modified_ns: None,
             version: None,
             compression: None,
+            compression_pending: false,
             stream: Some(Stream(Arc::new(Mutex::new(Some(Box::new(reader)))))),
             object: None,
         }
@@ -291,6 +298,7 @@ impl Input {
             modified_ns: meta.modified().ok().and_then(epoch_ns),
             version: None,
             compression,
+            compression_pending: false,
             stream: None,
             object: None,
         })
@@ -314,6 +322,7 @@ impl Input {
             modified_ns: None,
             version,
             compression,
+            compression_pending: false,
             stream: None,
             object: Some(object),
         }

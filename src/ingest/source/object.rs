@@ -49,6 +49,20 @@ impl std::fmt::Debug for ObjectInput {
 }
 
 impl OffsetRead for ObjectInput {
+    /// The first `n` bytes (fewer if it is shorter), in one ranged request pinned to the ETag.
+    fn first_bytes(&self, n: u64) -> io::Result<Vec<u8>> {
+        let options = GetOptions {
+            if_match: self.etag.clone(),
+            range: Some(GetRange::Bounded(0..n)),
+            ..GetOptions::default()
+        };
+        let (store, key) = (self.store.clone(), self.key.clone());
+        self.runtime
+            .block_on(async move { store.get_opts(&key, options).await?.bytes().await })
+            .map(|b| b.to_vec())
+            .map_err(io_error)
+    }
+
     /// A blocking reader of the object from byte `from` on, each request pinned to the ETag.
     fn open(&self, from: u64) -> io::Result<Box<dyn Read + Send>> {
         let options = GetOptions {
@@ -156,19 +170,46 @@ impl Input {
                 InputCompression::from_magic(&head)
             }
         };
+        let mut input = Input::listed(
+            store,
+            url.to_owned(),
+            meta,
+            tokio::runtime::Handle::current(),
+        );
+        input.compression = compression;
+        Ok(input)
+    }
+
+    /// The object `meta` lists, named `url`, its compression not found yet.
+    fn listed(
+        store: Arc<dyn ObjectStore>,
+        url: String,
+        meta: ObjectMeta,
+        runtime: tokio::runtime::Handle,
+    ) -> Input {
         let object = ObjectInput {
             store,
             key: meta.location,
             etag: meta.e_tag.clone(),
-            runtime: tokio::runtime::Handle::current(),
+            runtime,
         };
-        Ok(Input::from_object(
-            url.to_string(),
-            meta.size,
-            meta.e_tag,
-            compression,
-            Arc::new(object),
-        ))
+        Input::from_object(url, meta.size, meta.e_tag, None, Arc::new(object))
+    }
+
+    /// Finds the compression of an object listed by a glob whose name does not give it, from
+    /// its first bytes (one ranged read, pinned to the version it was listed at). Every other
+    /// input has its compression already: then this does nothing.
+    pub(crate) async fn find_compression(&mut self) -> Result<()> {
+        let (true, Some(object)) = (self.compression_pending, self.object.clone()) else {
+            return Ok(());
+        };
+        let head = tokio::task::spawn_blocking(move || object.first_bytes(4))
+            .await
+            .map_err(|e| Error::io("read input", &self.display, e.into()))?
+            .map_err(|e| Error::io("read input", &self.display, e))?;
+        self.compression = InputCompression::from_magic(&head);
+        self.compression_pending = false;
+        Ok(())
     }
 
     /// The objects of `store` whose keys match `pattern`, in key order: a key, or a glob (`*`,
@@ -204,11 +245,21 @@ impl Input {
         })?;
         metas.retain(|m| glob_matches(pattern, m.location.as_ref()));
         metas.sort_by(|a, b| a.location.cmp(&b.location));
-        let mut inputs = Vec::with_capacity(metas.len());
-        for meta in metas {
-            let url = format!("{url_root}/{}", meta.location);
-            inputs.push(Input::of_meta(store.clone(), &url, meta).await?);
-        }
+        // Each object's compression, where its name does not give it, is found from its
+        // first bytes once the run knows it will read it ([`Input::find_compression`]): a run
+        // over a million taken objects makes no request per object.
+        let runtime = tokio::runtime::Handle::current();
+        let inputs = metas
+            .into_iter()
+            .map(|meta| {
+                let url = format!("{url_root}/{}", meta.location);
+                let compression = InputCompression::from_path(&url);
+                let pending = compression.is_none() && meta.size > 0;
+                let mut input = Input::listed(store.clone(), url, meta, runtime.clone());
+                (input.compression, input.compression_pending) = (compression, pending);
+                input
+            })
+            .collect();
         Ok(inputs)
     }
 
