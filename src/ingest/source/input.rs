@@ -270,7 +270,7 @@ impl Input {
     /// The file named `arg`, whose canonical absolute path is `canonical` (the caller resolved
     /// it: a glob resolves each directory once, not each file).
     pub(crate) fn file_at(arg: &str, canonical: PathBuf) -> Result<Input> {
-        let meta = std::fs::metadata(&canonical).map_err(|e| Error::io("open input", &arg, e))?;
+        let meta = std::fs::metadata(&canonical).map_err(|e| Error::io("open input", arg, e))?;
         if !meta.is_file() {
             return Err(Error::InvalidInput(format!("input `{arg}` is not a file")));
         }
@@ -278,13 +278,13 @@ impl Input {
             .to_str()
             .ok_or_else(|| Error::InvalidInput(format!("input path `{arg}` is not UTF-8")))?
             .to_string();
-        let compression = match InputCompression::from_path(&arg) {
+        let compression = match InputCompression::from_path(arg) {
             Some(c) => Some(c),
             None => {
                 let mut head = Vec::with_capacity(ZSTD_MAGIC.len());
                 File::open(&canonical)
                     .and_then(|f| f.take(ZSTD_MAGIC.len() as u64).read_to_end(&mut head))
-                    .map_err(|e| Error::io("read input", &arg, e))?;
+                    .map_err(|e| Error::io("read input", arg, e))?;
                 InputCompression::from_magic(&head)
             }
         };
