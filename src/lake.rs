@@ -40,6 +40,7 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::job::manifest::{self, Manifest, SinkIdentity};
+use crate::job::retired::Retired;
 use crate::job::OwnNames;
 use crate::protocol::Committable;
 use crate::sink::Sink;
@@ -273,6 +274,12 @@ impl Lake {
     /// A sink on this lake's storage, for its committer.
     pub fn sink(&self) -> Result<Sink> {
         Sink::builder_shared(self.storage.clone()).build()
+    }
+
+    /// The jobs retired from the lake ([`crate::job::retired`]): finished, their directories
+    /// gone, their files still the sink's own.
+    pub async fn retired(&self) -> Result<Retired> {
+        Retired::load(self.storage.as_ref()).await
     }
 
     /// The names of the jobs that have manifests, sorted; reads no manifest.

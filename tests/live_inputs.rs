@@ -13,7 +13,8 @@ use serde_json::Value;
 mod common;
 
 use common::cli::*;
-use common::tree;
+use common::delta_py::reader_or_explain;
+use common::{tree, visible_files, visible_parquet_ids};
 
 /// `filesink ingest <inputs> --to <lake> --format jsonl <extra>`, run in `dir`.
 fn ingest_in(dir: &Path, inputs: &[&str], lake: &str, extra: &[&str]) -> Output {
@@ -706,4 +707,290 @@ fn the_ledger_keeps_one_entry_per_input() {
     want.sort_unstable();
     assert_eq!(ids(&lake), want);
     rerun_writes_nothing("at the end");
+}
+
+/// Each job's highest checkpoint (by its manifests' names) under `jobs`, a lake's
+/// `_filesink/jobs` or a copy of it.
+fn job_checkpoints(jobs: &Path) -> std::collections::BTreeMap<String, u64> {
+    let Ok(dirs) = fs::read_dir(jobs) else {
+        return Default::default();
+    };
+    dirs.map(|d| d.unwrap().path())
+        .filter_map(|d| {
+            let last = fs::read_dir(d.join("checkpoints"))
+                .ok()?
+                .filter_map(|m| {
+                    let name = m.unwrap().file_name().into_string().unwrap();
+                    name.strip_suffix(".json")?.parse::<u64>().ok()
+                })
+                .max()?;
+            Some((d.file_name()?.to_str()?.to_owned(), last))
+        })
+        .collect()
+}
+
+/// The job under `jobs` whose latest manifest names input `file` (a file name), with its last
+/// checkpoint.
+fn job_of(jobs: &Path, file: &str) -> (String, u64) {
+    for (job, last) in job_checkpoints(jobs) {
+        let m: Value = serde_json::from_slice(
+            &fs::read(jobs.join(&job).join(format!("checkpoints/{last:020}.json"))).unwrap(),
+        )
+        .unwrap();
+        let inputs = m["body"]["source_position"]["inputs"].as_array().unwrap();
+        if inputs
+            .iter()
+            .any(|i| i.as_str().unwrap().ends_with(&format!("/{file}")))
+        {
+            return (job, last);
+        }
+    }
+    panic!("no job read `{file}`");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A cron job's finished jobs do not pile up: `vacuum` retires each one that finished before
+/// the retention and holds no input any more (its directory goes, its name and last checkpoint
+/// stay in a few bytes), its files stay the lake's own, and a later run under its name (a file
+/// of it grew) numbers its checkpoints after the last one, exactly once. A retirement cut short
+/// at each step (the record written, then the older manifests, then the latest one gone) is
+/// finished by the next vacuum, and the job goes on exactly once from each.
+#[test]
+fn finished_jobs_are_retired_and_go_on_after_their_last_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let lake = dir.path().join("lake");
+    let jobs = lake.join("_filesink/jobs");
+    let cron = || ok(ingest_in(dir.path(), &["logs/*.jsonl"], "lake", &[]));
+    let vacuum = |extra: &[&str]| {
+        let mut args = vec!["vacuum", lake.to_str().unwrap(), "--json"];
+        args.extend(extra);
+        json_of(&run_ok(&args))["ledger"].clone()
+    };
+    let mut want = Vec::new();
+    for r in 0..4 {
+        fs::write(logs.join(format!("{r}.jsonl")), lines(r * 10..r * 10 + 10)).unwrap();
+        want.extend(r * 10..r * 10 + 10);
+        cron();
+    }
+    let before = job_checkpoints(&jobs);
+    assert_eq!(before.len(), 4, "a job per run: {before:?}");
+    let files = visible_files(&lake).len();
+
+    // Within the retention, and on a dry run, nothing goes.
+    let kept = vacuum(&["--retain", "1h"]);
+    assert_eq!(kept["jobs_retired"], 0, "{kept}");
+    assert_eq!(kept["finished_jobs_kept_for_retention"], 4, "{kept}");
+    let listing = tree(&lake);
+    assert_eq!(vacuum(&["--retain", "0s", "--dry-run"])["jobs_retired"], 4);
+    assert_eq!(tree(&lake), listing, "a dry run changes nothing");
+
+    let saved = dir.path().join("jobs-before");
+    copy_dir(&jobs, &saved);
+    let done = vacuum(&["--retain", "0s"]);
+    assert_eq!(done["jobs_retired"], 4, "{done}");
+    assert_eq!(
+        fs::read_dir(&jobs).unwrap().count(),
+        0,
+        "no job directory is left"
+    );
+    let ls = json_of(&run_ok(&["ls", lake.to_str().unwrap(), "--json"]));
+    assert_eq!(
+        ls["other_files"]["files"], 0,
+        "their files stay the lake's own: {ls}"
+    );
+    assert_eq!(ls["committed"]["files"], files, "{ls}");
+    let unchanged = tree(&lake);
+    assert!(stdout(&cron()).contains("nothing to do"));
+    assert_eq!(tree(&lake), unchanged, "nothing new: nothing written");
+
+    // A file of a retired job grows: a job of that name again, numbered after its last
+    // checkpoint.
+    let (job0, last0) = job_of(&saved, "0.jsonl");
+    append(&logs.join("0.jsonl"), lines(100..105).as_bytes());
+    want.extend(100..105);
+    cron();
+    let after = job_checkpoints(&jobs);
+    assert!(after[&job0] > last0, "{after:?} after {last0}");
+    let first_again = fs::read_dir(jobs.join(&job0).join("checkpoints"))
+        .unwrap()
+        .filter_map(|m| {
+            let name = m.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".json")?.parse::<u64>().ok()
+        })
+        .min()
+        .unwrap();
+    assert!(first_again > last0, "{first_again} after {last0}");
+
+    // Cut short: the record written, the directory whole (a normal restore).
+    let (job1, _) = job_of(&saved, "1.jsonl");
+    copy_dir(&saved.join(&job1), &jobs.join(&job1));
+    append(&logs.join("1.jsonl"), lines(110..115).as_bytes());
+    want.extend(110..115);
+    cron();
+    // Cut short: the older manifests gone, the latest there.
+    let (job2, last2) = job_of(&saved, "2.jsonl");
+    let latest2 = format!("checkpoints/{last2:020}.json");
+    fs::create_dir_all(jobs.join(&job2).join("checkpoints")).unwrap();
+    fs::copy(
+        saved.join(&job2).join(&latest2),
+        jobs.join(&job2).join(&latest2),
+    )
+    .unwrap();
+    append(&logs.join("2.jsonl"), lines(120..125).as_bytes());
+    want.extend(120..125);
+    cron();
+    // Cut short: every manifest gone, the lock file left.
+    let (job3, last3) = job_of(&saved, "3.jsonl");
+    fs::create_dir_all(jobs.join(&job3).join("checkpoints")).unwrap();
+    fs::write(jobs.join(&job3).join("owner.lock"), "").unwrap();
+    append(&logs.join("3.jsonl"), lines(130..135).as_bytes());
+    want.extend(130..135);
+    cron();
+    assert!(job_checkpoints(&jobs)[&job3] > last3);
+
+    want.sort_unstable();
+    assert_eq!(ids(&lake), want, "exactly once");
+    let again = vacuum(&["--retain", "0s"]);
+    assert_eq!(again["jobs_retired"], 4, "{again}");
+    assert_eq!(fs::read_dir(&jobs).unwrap().count(), 0);
+    let segments = fs::read_dir(lake.join("_filesink/retired"))
+        .unwrap()
+        .count();
+    assert!((1..=9).contains(&segments), "{segments} segments");
+    let unchanged = tree(&lake);
+    assert!(stdout(&cron()).contains("nothing to do"));
+    assert_eq!(tree(&lake), unchanged);
+    assert_eq!(ids(&lake), want);
+}
+
+/// A retired Delta table job goes on under its name: the table's `txn` for it holds its last
+/// checkpoint, and the next run's checkpoints follow it, exactly once (without the record the
+/// run would be refused: a table job's checkpoints must continue).
+#[test]
+fn a_retired_table_job_goes_on_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let lake = dir.path().join("lake");
+    let cron = || {
+        ok(Command::new(env!("CARGO_BIN_EXE_filesink"))
+            .current_dir(dir.path())
+            .args(["ingest", "logs/*.jsonl", "--to", "lake", "--table", "delta"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap())
+    };
+    let mut want = Vec::new();
+    for r in 0..3 {
+        fs::write(logs.join(format!("{r}.jsonl")), lines(r * 10..r * 10 + 10)).unwrap();
+        want.extend(r * 10..r * 10 + 10);
+        cron();
+    }
+    let jobs = lake.join("_filesink/jobs");
+    let (job0, last0) = job_of(&jobs, "0.jsonl");
+    let o = run_ok(&[
+        "vacuum",
+        lake.to_str().unwrap(),
+        "--retain",
+        "0s",
+        "--allow-short-retention",
+        "--json",
+    ]);
+    assert_eq!(json_of(&o)["ledger"]["jobs_retired"], 3, "{}", stdout(&o));
+    assert_eq!(
+        fs::read_dir(lake.join("_filesink/jobs")).unwrap().count(),
+        0
+    );
+    for r in 0..3 {
+        append(
+            &logs.join(format!("{r}.jsonl")),
+            lines(100 + r * 10..105 + r * 10).as_bytes(),
+        );
+        want.extend(100 + r * 10..105 + r * 10);
+    }
+    // One job over the three grown files (a new name), then one of them grown alone (a
+    // retired name).
+    cron();
+    append(&logs.join("0.jsonl"), lines(200..203).as_bytes());
+    want.extend(200..203);
+    cron();
+    assert!(
+        job_checkpoints(&jobs)[&job0] > last0,
+        "the retired name goes on"
+    );
+    want.sort_unstable();
+    let mut got = visible_parquet_ids(&lake);
+    got.sort_unstable();
+    assert_eq!(got, want, "exactly once");
+    if let Some(reader) = reader_or_explain() {
+        assert_eq!(
+            reader.ids(&(lake.display().to_string(), Vec::new()), None),
+            want
+        );
+    }
+}
+
+/// `vacuum` beside cron runs, as an operator's two crontabs overlap: whichever retires or
+/// runs first, each record is taken once. A run that meets the vacuum on a job it retires is
+/// refused with exit 5 and writes nothing; run again, it goes on.
+#[test]
+fn a_vacuum_beside_cron_runs_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let lake = dir.path().join("lake");
+    fs::write(logs.join("0.jsonl"), lines(0..5)).unwrap();
+    ok(ingest_in(dir.path(), &["logs/*.jsonl"], "lake", &[]));
+    let mut want: Vec<i64> = (0..5).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let vacuums = {
+        let (lake, stop) = (lake.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut retired = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let o = run_ok(&["vacuum", lake.to_str().unwrap(), "--retain", "0s", "--json"]);
+                retired += json_of(&o)["ledger"]["jobs_retired"].as_u64().unwrap();
+            }
+            retired
+        })
+    };
+    let cron = || loop {
+        let o = ingest_in(dir.path(), &["logs/*.jsonl"], "lake", &[]);
+        match o.status.code() {
+            Some(0) => return,
+            Some(5) => continue,
+            _ => panic!("stdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o)),
+        }
+    };
+    for r in 1..12i64 {
+        fs::write(logs.join(format!("{r}.jsonl")), lines(r * 10..r * 10 + 5)).unwrap();
+        want.extend(r * 10..r * 10 + 5);
+        // An older file grows too: the job named after it alone comes back.
+        let old = r / 2;
+        let from = 1000 + r * 10;
+        append(
+            &logs.join(format!("{old}.jsonl")),
+            lines(from..from + 3).as_bytes(),
+        );
+        want.extend(from..from + 3);
+        cron();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(vacuums.join().unwrap() > 0, "jobs were retired meanwhile");
+    cron();
+    want.sort_unstable();
+    assert_eq!(ids(&lake), want, "exactly once");
 }

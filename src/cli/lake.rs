@@ -209,6 +209,16 @@ impl Lake {
         })
     }
 
+    /// The jobs retired from the lake: their files stay its own.
+    pub async fn retired(&self) -> CliResult<filesink::job::retired::Retired> {
+        self.model.retired().await.map_err(|e| {
+            CliError::context(
+                format!("cannot read the retired jobs of `{}`", self.location),
+                e,
+            )
+        })
+    }
+
     /// The names of the jobs that have manifests; reads no manifest.
     pub async fn job_names(&self) -> CliResult<Vec<String>> {
         self.model.job_names().await.map_err(|e| {

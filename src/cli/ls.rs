@@ -106,7 +106,8 @@ impl Listing {
         let jobs = lake.jobs().await?;
         // Files that are not the sink's own parts are not its output: listed apart, never
         // counted as committed.
-        let (own, others) = own_visible(visible, &own_names(&jobs));
+        let own_names = own_names(&jobs).with_retired(lake.retired().await?);
+        let (own, others) = own_visible(visible, &own_names);
         let committed = committed(&own);
         let table = table_info(&lake).await?;
         let app_prefix = lake

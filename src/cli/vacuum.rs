@@ -12,7 +12,8 @@
 //!
 //! In every lake, a table or not, it then deletes the ledger entries that no run reads any
 //! more ([`filesink::ingest::ledger::vacuum`]): those below an input's head written before
-//! the same cutoff.
+//! the same cutoff, and retires the finished jobs that hold no input any more
+//! ([`filesink::job::retired`]): their directories go, their names and last checkpoints stay.
 
 use std::io::Write;
 use std::time::Duration;
@@ -98,6 +99,8 @@ pub async fn run(args: VacuumArgs, out: &mut dyn Write) -> CliResult {
             "inputs": ledger.inputs,
             "entries_deleted": ledger.deleted,
             "kept_for_retention": ledger.kept_for_retention,
+            "jobs_retired": ledger.jobs.retired,
+            "finished_jobs_kept_for_retention": ledger.jobs.kept_for_retention,
         });
         outln!(out, "{}", serde_json::to_string_pretty(&doc).expect("json"));
     } else {
@@ -125,6 +128,14 @@ fn print_ledger(out: &mut dyn Write, l: &LedgerVacuum, dry_run: bool, cutoff_ms:
         if l.deleted == 1 { "y" } else { "ies" },
         human_time(cutoff_ms),
         l.kept_for_retention
+    );
+    let verb = if dry_run { "would retire" } else { "retired" };
+    outln!(
+        out,
+        "finished jobs: {verb} {} (their manifests deleted, their names and last checkpoints \
+         kept in `_filesink/retired/`); kept {} that finished within the retention",
+        l.jobs.retired,
+        l.jobs.kept_for_retention
     );
     Ok(())
 }

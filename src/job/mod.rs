@@ -84,6 +84,7 @@ use crate::{Error, Result};
 pub mod manifest;
 mod own_names;
 mod queues;
+pub mod retired;
 mod table_entry;
 
 pub use crate::protocol::paths::validate_job_name;
@@ -444,7 +445,12 @@ impl Coordinator {
             }
             None => None,
         };
-        check_table_job(job, latest.as_ref(), table.as_ref())?;
+        // A job without manifests may be a retired one: it goes on after its last checkpoint.
+        let retired = match &latest {
+            Some(_) => None,
+            None => retired::Retired::load(storage.as_ref()).await?.get(job),
+        };
+        check_table_job(job, latest.as_ref(), retired, table.as_ref())?;
         // A manifest write of an earlier run that died before its rename left its temporary
         // file; this run owns the job and has written nothing yet.
         manifest::remove_temps(storage.as_ref(), job).await?;
@@ -552,7 +558,11 @@ impl Coordinator {
             sink: sink.clone(),
             writers,
             incarnations,
-            last_checkpoint: latest.as_ref().map_or(0, |m| m.checkpoint_id),
+            last_checkpoint: latest
+                .as_ref()
+                .map(|m| m.checkpoint_id)
+                .or(retired.map(|r| r.checkpoint))
+                .unwrap_or(0),
             uncommitted: Vec::new(),
             source_position: latest.as_ref().map(|m| m.source_position.clone()),
             finished: latest.as_ref().is_some_and(|m| m.finished),

@@ -1,6 +1,7 @@
 //! Which hidden files are a sink's own: part names of the exact shape filesink writes, by
 //! writers of the sink's jobs ([`OwnNames`]).
 
+use super::retired::Retired;
 use crate::protocol::paths::validate_job_name;
 use crate::protocol::{split_rel, PartName};
 use crate::storage::Leftover;
@@ -32,6 +33,8 @@ pub struct OwnNames {
     pub prefixes: Vec<String>,
     /// The part file suffixes its writers use.
     pub suffixes: Vec<String>,
+    /// Its retired jobs ([`super::retired`]): their files stay the sink's own.
+    pub retired: Retired,
 }
 
 impl OwnNames {
@@ -49,7 +52,15 @@ impl OwnNames {
             .iter()
             .map(|f| f.default_suffix().to_string())
             .collect(),
+            retired: Retired::default(),
         }
+    }
+
+    /// Adds the sink's retired jobs, whose files stay its own (with the default prefix and
+    /// suffixes, or those a latest manifest shows).
+    pub fn with_retired(mut self, retired: Retired) -> Self {
+        self.retired = retired;
+        self
     }
 
     /// Adds the prefix and suffix of `final_path`, a final part name a manifest of the sink
@@ -83,6 +94,8 @@ impl OwnNames {
     }
 
     pub(super) fn of_a_job(&self, n: &PartName) -> bool {
-        job_of_writer(&n.writer_id).is_some_and(|job| self.jobs.iter().any(|j| j == job))
+        job_of_writer(&n.writer_id).is_some_and(|job| {
+            self.jobs.iter().any(|j| j == job) || self.retired.get(job).is_some()
+        })
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::manifest::{self, Manifest};
+use super::retired::{Retired, RetiredJob};
 use crate::protocol::Committable;
 use crate::storage::Storage;
 use crate::table::delta::{DeltaOptions, DeltaTable, TableOutcome};
@@ -118,6 +119,18 @@ pub(super) async fn check_one_kind(
                     }
                 }
             }
+            let retired_plain = Retired::load(storage).await?.plain();
+            if plain.is_empty() && retired_plain > 0 {
+                return Err(Error::conflict(
+                    super::retired::RETIRED_DIR,
+                    format!(
+                        "`{}` holds the files of {retired_plain} retired plain job(s), which a \
+                         Delta table there would not list; job `{job}` would create the table: \
+                         choose another directory for it",
+                        storage.place()
+                    ),
+                ));
+            }
             if let Some(first) = plain.first() {
                 return Err(Error::conflict(
                     job_dir(first),
@@ -168,8 +181,36 @@ pub(super) async fn check_one_kind(
 pub(super) fn check_table_job(
     job: &str,
     latest: Option<&Manifest>,
+    retired: Option<RetiredJob>,
     table: Option<&DeltaTable>,
 ) -> Result<()> {
+    if let (None, Some(r)) = (latest, retired) {
+        return match (r.table, table) {
+            (true, None) => Err(Error::Config(format!(
+                "job `{job}` (retired after checkpoint {}) wrote into a Delta table; open it \
+                 with the table's options (`--table delta`, CoordinatorBuilder::delta_table), \
+                 or choose another job name",
+                r.checkpoint
+            ))),
+            (false, Some(_)) => Err(Error::Config(format!(
+                "job `{job}` (retired after checkpoint {}) wrote plain files, without a table; \
+                 it cannot continue as a table job (choose another job name)",
+                r.checkpoint
+            ))),
+            (_, Some(t)) if t.txn_version().is_some_and(|v| v > r.checkpoint) => {
+                Err(Error::corrupt(
+                    format!("job `{job}`"),
+                    format!(
+                        "the table holds checkpoint {} of the job but the job was retired after \
+                         checkpoint {}",
+                        t.txn_version().unwrap_or_default(),
+                        r.checkpoint
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        };
+    }
     match (latest, table) {
         (Some(m), None) if m.table.is_some() => Err(Error::Config(format!(
             "job `{job}` writes into a Delta table; open it with the table's options \

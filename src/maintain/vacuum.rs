@@ -64,6 +64,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::job::retired::Retired;
 use crate::job::{manifest, OwnNames};
 use crate::protocol::{split_rel, validate_final_part_path, PartName};
 use crate::storage::{Leftover, MetadataEntry, Storage, VisibleFile};
@@ -443,8 +444,9 @@ async fn read_manifests(storage: &dyn Storage) -> Result<Manifests> {
             learnt.push(f.to_owned());
         }
     }
-    let mut own = OwnNames::of_jobs(jobs);
-    let mut own_in_table = OwnNames::of_jobs(table_jobs);
+    let retired = Retired::load(storage).await?;
+    let mut own_in_table = OwnNames::of_jobs(table_jobs).with_retired(retired.tables());
+    let mut own = OwnNames::of_jobs(jobs).with_retired(retired);
     for f in &learnt {
         own.learn(f);
         own_in_table.learn(f);
@@ -838,6 +840,7 @@ mod tests {
             jobs: vec!["orders".into()],
             prefixes: vec!["part".into()],
             suffixes: vec![".parquet".into()],
+            retired: Default::default(),
         }
     }
 

@@ -10,6 +10,7 @@
 //! _filesink/jobs/<job>/owners/<run>.<ttl ms>             owners_dir (object stores)
 //! _filesink/inputs/<key>/<seq, 20 digits>.json           INPUTS_DIR: the inputs' ledger
 //! _filesink/finished/<count>-<uuid>.bin                  FINISHED_DIR: the ledger's index of files read to their end
+//! _filesink/retired/<count>-<uuid>.bin                   the record of retired jobs (`job::retired`)
 //! _delta_log/                                            DELTA_LOG_DIR: a Delta table's log
 //! ```
 //!

@@ -24,6 +24,7 @@ pub mod ownership;
 #[cfg(feature = "test-util")]
 pub mod power_loss;
 #[cfg(feature = "s3")]
+pub mod segments;
 mod sigv4;
 
 pub use local::LocalStorage;
@@ -279,6 +280,13 @@ pub trait MetadataStore: Send + Sync + Debug {
 
     /// Deletes a metadata object; deleting one that is gone succeeds.
     async fn delete_metadata(&self, path: &str) -> Result<()>;
+
+    /// Removes metadata directory `dir` if it is empty; one that is gone, or holds anything,
+    /// stays as it is. Object stores have no directories: nothing to do.
+    async fn remove_empty_metadata_dir(&self, dir: &str) -> Result<()> {
+        let _ = dir;
+        Ok(())
+    }
 
     /// Whether a metadata write can leave a temporary file behind when its process dies
     /// ([`crate::protocol::metadata_temp_name`]): on local disk a write fills a temporary file

@@ -108,8 +108,10 @@
 //! cannot decide it (as for a Delta log shared by writers): run one ingest at a time there.
 
 pub mod finished;
+mod retire;
 mod vacuum;
 
+pub use retire::JobsRetired;
 pub use vacuum::{vacuum, LedgerVacuum};
 
 use std::collections::BTreeMap;
@@ -289,15 +291,7 @@ pub fn key(identity: &str) -> String {
     format!("{crc:08x}{fnv:016x}")
 }
 
-/// CRC-32C and 64-bit FNV-1a of `bytes`: the ledger's keys, and its index's digests.
-fn hash96(bytes: &[u8]) -> (u32, u64) {
-    let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        fnv ^= u64::from(*b);
-        fnv = fnv.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (crc32c::crc32c(bytes), fnv)
-}
+use crate::storage::segments::hash96;
 
 fn entry_path(key: &str, seq: u64) -> String {
     format!("{INPUTS_DIR}/{key}/{seq:020}.json")

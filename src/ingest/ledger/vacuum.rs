@@ -7,12 +7,16 @@
 //! retention. A head is never deleted, however old. Deleting races with nothing: a run that
 //! takes an input writes the entry above the head it read, and an entry below a head is
 //! never a head again. An interrupted vacuum is finished by the next.
+//!
+//! It then retires the finished jobs that hold no input ([`super::retire`]): the heads it
+//! read say which jobs still hold one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
-use super::INPUTS_DIR;
+use super::retire::{retire_jobs, JobsRetired};
+use super::{Entry, INPUTS_DIR};
 use crate::storage::Storage;
-use crate::Result;
+use crate::{Error, Result};
 
 /// What [`vacuum`] did to the ledger (or, on a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,13 +28,17 @@ pub struct LedgerVacuum {
     pub deleted: usize,
     /// The entries below a head written after the cutoff: kept.
     pub kept_for_retention: usize,
+    /// The finished jobs retired.
+    pub jobs: JobsRetired,
 }
 
 /// Deletes (or, with `dry_run`, counts) every ledger entry below its input's head that was
-/// written before `cutoff_ms` (milliseconds since the Unix epoch). Costs one listing per
-/// input the lake took.
+/// written before `cutoff_ms` (milliseconds since the Unix epoch), then retires the finished
+/// jobs that hold no input and finished before it. Costs one listing and one read per input
+/// the lake took, and one read per job.
 pub async fn vacuum(storage: &dyn Storage, cutoff_ms: i64, dry_run: bool) -> Result<LedgerVacuum> {
     let mut report = LedgerVacuum::default();
+    let mut holders = HashSet::new();
     for key in storage.list_metadata(INPUTS_DIR).await? {
         if !key.is_dir {
             continue;
@@ -42,10 +50,22 @@ pub async fn vacuum(storage: &dyn Storage, cutoff_ms: i64, dry_run: bool) -> Res
                 entries.insert(seq, (e.name, e.modified_ms));
             }
         }
-        let Some((_, _)) = entries.pop_last() else {
+        let Some((_, (head, _))) = entries.pop_last() else {
             continue;
         };
         report.inputs += 1;
+        let path = format!("{dir}/{head}");
+        if let Some(bytes) = storage.get_metadata(&path).await? {
+            let entry: Entry = serde_json::from_slice(&bytes).map_err(|e| {
+                Error::corrupt(
+                    format!("ledger entry `{path}`"),
+                    format!("it is not one filesink wrote ({e})"),
+                )
+            })?;
+            if !entry.released {
+                holders.insert(entry.job);
+            }
+        }
         for (name, modified_ms) in entries.into_values() {
             if modified_ms >= cutoff_ms {
                 report.kept_for_retention += 1;
@@ -57,6 +77,7 @@ pub async fn vacuum(storage: &dyn Storage, cutoff_ms: i64, dry_run: bool) -> Res
             }
         }
     }
+    report.jobs = retire_jobs(storage, &holders, cutoff_ms, dry_run).await?;
     Ok(report)
 }
 
@@ -79,8 +100,15 @@ mod tests {
         let storage = LocalStorage::new(dir.path()).unwrap();
         let put = |key: &str, seq: u64| {
             let path = format!("{INPUTS_DIR}/{key}/{seq:020}.json");
+            let entry = serde_json::json!({
+                "version": 1, "input": key, "seq": seq, "job": "j", "at_ms": 0,
+                "read": {"offset": 0, "line": 1, "crc32c": null}, "released": true,
+            });
             let storage = &storage;
-            async move { storage.put_metadata(&path, b"{}").await.unwrap() }
+            async move {
+                let bytes = serde_json::to_vec(&entry).unwrap();
+                storage.put_metadata(&path, &bytes).await.unwrap()
+            }
         };
         for seq in 1..=4 {
             put("aa", seq).await;

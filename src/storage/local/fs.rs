@@ -114,6 +114,12 @@ pub trait Fs: Send + Sync + Debug + 'static {
     fn rename_replace(&self, src: &Path, dst: &Path) -> io::Result<()>;
     /// Removes a file's name.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory (an error if it holds anything). A disk that keeps its
+    /// directories (the power-loss model) leaves it.
+    fn remove_empty_dir(&self, path: &Path) -> io::Result<()> {
+        let _ = path;
+        Ok(())
+    }
     /// Flushes the data of every file; one answer per file, in order.
     fn sync_files(&self, files: &[Arc<dyn FsFile>]) -> Vec<io::Result<()>>;
     /// Flushes the entries of every directory; one answer per directory, in order.
@@ -258,6 +264,10 @@ impl Fs for RealFs {
         fs::remove_file(path)
     }
 
+    fn remove_empty_dir(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir(path)
+    }
+
     fn sync_files(&self, files: &[Arc<dyn FsFile>]) -> Vec<io::Result<()>> {
         #[cfg(target_os = "linux")]
         if files.len() >= RealFs::SYNCFS_GROUP_MIN {
@@ -287,15 +297,23 @@ impl Fs for RealFs {
     }
 
     fn try_lock(&self, path: &Path, describe: &[u8]) -> io::Result<Option<Box<dyn FsLock>>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        if !os_lock(&file, LockOp::Take)? {
-            return Ok(None);
-        }
+        // A holder may remove the lock file as it lets the lock go (a retired job's): a lock
+        // taken on a file that no longer has this name locks nothing, and is taken again on
+        // the file the name has now.
+        let file = loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?;
+            if !os_lock(&file, LockOp::Take)? {
+                return Ok(None);
+            }
+            if still_named(&file, path)? {
+                break file;
+            }
+        };
         file.set_len(0)?;
         (&file).write_all(describe)?;
         Ok(Some(Box::new(RealLock(file))))
@@ -723,6 +741,18 @@ pub fn rename_noreplace(src: &Path, dst: &Path) -> io::Result<()> {
         }
     }
     link_unlink(src, dst)
+}
+
+/// Whether `path` names the open `file` (the same device and inode); `false` if the name is
+/// gone.
+fn still_named(file: &File, path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let open = file.metadata()?;
+    match fs::symlink_metadata(path) {
+        Ok(named) => Ok(named.dev() == open.dev() && named.ino() == open.ino()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Opens, fsyncs and closes the directory `dir`, making its entries durable.

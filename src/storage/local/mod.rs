@@ -64,6 +64,9 @@ static HELD_HERE: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 /// How long taking a job that this process just gave up is retried.
 const RELEASE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Where the jobs' directories begin (`_filesink/jobs/<job>/…`).
+const JOB_DIRS: &str = "_filesink/jobs/";
+
 /// Committables a blocking call of [`Parts::commit`] takes at a time.
 const COMMIT_CHUNK_FILES: usize = 4096;
 
@@ -208,9 +211,11 @@ impl Inner {
     /// Creates the directory `rel` and any missing parents, remembering which parents' entries
     /// must be fsynced before a file inside can count as durable: those of directories it
     /// creates, and those of directories it finds (another process may have created them and
-    /// died before flushing).
+    /// died before flushing). Directories found or made are remembered, so that a second
+    /// call makes no system call, except a job's own (`_filesink/jobs/<job>/…`), which go
+    /// when the job is retired.
     fn ensure_dir(&self, rel: &str) -> Result<()> {
-        if self.known_dirs.lock().unwrap().contains(rel) {
+        if !rel.starts_with(JOB_DIRS) && self.known_dirs.lock().unwrap().contains(rel) {
             return Ok(());
         }
         let mut prefix = String::new();
@@ -220,7 +225,9 @@ impl Inner {
                 prefix.push('/');
             }
             prefix.push_str(component);
-            if self.known_dirs.lock().unwrap().contains(&prefix) {
+            // A job's directories go when the job is retired: never taken as known.
+            let cacheable = !prefix.starts_with(JOB_DIRS);
+            if cacheable && self.known_dirs.lock().unwrap().contains(&prefix) {
                 continue;
             }
             let dir = self.abs(&prefix);
@@ -232,7 +239,9 @@ impl Inner {
                 Err(e) => return Err(Error::io("create directory", dir, e)),
             }
             self.unsynced_dirs.lock().unwrap().insert(parent);
-            self.known_dirs.lock().unwrap().insert(prefix.clone());
+            if cacheable {
+                self.known_dirs.lock().unwrap().insert(prefix.clone());
+            }
         }
         Ok(())
     }
@@ -703,6 +712,23 @@ impl MetadataStore for LocalStorage {
         })
         .await
     }
+
+    async fn remove_empty_metadata_dir(&self, dir: &str) -> Result<()> {
+        validate_metadata_path(dir).map_err(Error::InvalidInput)?;
+        let abs = self.inner.abs(dir);
+        let fs = self.inner.fs.clone();
+        blocking(move || match fs.remove_empty_dir(&abs) {
+            Ok(()) => Ok(()),
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(Error::io("remove the directory", abs, e)),
+        })
+        .await
+    }
 }
 
 #[async_trait]
@@ -723,6 +749,14 @@ impl Leases for LocalStorage {
             let started = std::time::Instant::now();
             loop {
                 match inner.fs.try_lock(&path, me.as_bytes()) {
+                    // The job was retired meanwhile, its directory removed: make it again.
+                    Err(e)
+                        if e.kind() == io::ErrorKind::NotFound
+                            && started.elapsed() < RELEASE_WAIT_MAX =>
+                    {
+                        inner.ensure_dir(&dir)?;
+                        continue;
+                    }
                     Ok(Some(lock)) => {
                         let key = lock_key(&path);
                         HELD_HERE
