@@ -358,3 +358,61 @@ async fn an_objects_compression_is_found_from_its_bytes_when_its_name_does_not_g
     assert_eq!(run(), 100);
     assert_eq!(visible_parquet_ids(&lake), (0..500).collect::<Vec<_>>());
 }
+
+/// A lake on S3 retires its finished jobs as a local one does: `vacuum` deletes every object
+/// of their directories, their files stay the lake's own, a rerun with nothing new writes
+/// nothing, and a job that comes back under a retired name (its object grew) goes on exactly
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_of_a_lake_on_s3_are_retired() {
+    let Some(bucket) = bucket() else { return };
+    let s = store(&bucket);
+    let p = fresh();
+    let dir = tempfile::tempdir().unwrap();
+    let lake = format!("s3://{bucket}/{p}/lake");
+    let glob = format!("s3://{bucket}/{p}/raw/*.jsonl");
+    let run = || json_of(&run_ok(&["ingest", &glob, "--to", &lake, "--json"]))["records"].clone();
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        let from = i as i64 * 1000;
+        put(
+            &s,
+            &format!("{p}/raw/{name}.jsonl"),
+            jsonl(from..from + 1000),
+        )
+        .await;
+        assert_eq!(run(), 1000);
+    }
+    let job_objects = || async {
+        s.list_with_delimiter(Some(&ObjectPath::from(format!("{p}/lake/_filesink/jobs"))))
+            .await
+            .unwrap()
+            .common_prefixes
+            .len()
+    };
+    assert_eq!(job_objects().await, 3);
+    let vacuum =
+        || json_of(&run_ok(&["vacuum", &lake, "--retain", "0s", "--json"]))["ledger"].clone();
+    assert_eq!(vacuum()["jobs_retired"], 3);
+    assert_eq!(
+        job_objects().await,
+        0,
+        "no object of a job directory is left"
+    );
+    let ls = json_of(&run_ok(&["ls", &lake, "--json"]));
+    assert_eq!(ls["other_files"]["files"], 0, "{ls}");
+    assert_eq!(run(), 0, "nothing new");
+    // `a` grows: a job under its retired name reads the new records only.
+    put(
+        &s,
+        &format!("{p}/raw/a.jsonl"),
+        [jsonl(0..1000), jsonl(5000..5100)].concat(),
+    )
+    .await;
+    assert_eq!(run(), 100);
+    assert_eq!(vacuum()["jobs_retired"], 1);
+    let want: Vec<i64> = (0..3000).chain(5000..5100).collect();
+    assert_eq!(
+        visible_object_ids(&s, &format!("{p}/lake"), dir.path()).await,
+        want
+    );
+}
