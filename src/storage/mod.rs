@@ -23,8 +23,8 @@ mod object;
 pub mod ownership;
 #[cfg(feature = "test-util")]
 pub mod power_loss;
-#[cfg(feature = "s3")]
 pub mod segments;
+#[cfg(feature = "s3")]
 mod sigv4;
 
 pub use local::LocalStorage;

@@ -35,7 +35,7 @@ use crate::{Error, Result};
 /// Jobs retired at a time: each holds its lease until the batch's record is written.
 const BATCH: usize = 256;
 
-/// What [`retire_jobs`] did (or, on a dry run, would do).
+/// What retiring finished jobs did (or, on a dry run, would do), as [`super::vacuum`] reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobsRetired {
     /// Finished jobs retired (their directories deleted).
