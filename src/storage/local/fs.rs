@@ -771,6 +771,31 @@ fn link_unlink(src: &Path, dst: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_lock_whose_name_went_is_taken_again_on_the_file_the_name_has_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.lock");
+        let old = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        assert!(still_named(&old, &path).unwrap());
+        // The holder removes the name as it lets the lock go (a retired job).
+        fs::remove_file(&path).unwrap();
+        assert!(!still_named(&old, &path).unwrap(), "the name is gone");
+        let lock = RealFs.try_lock(&path, b"me").unwrap().expect("free");
+        assert!(
+            !still_named(&old, &path).unwrap(),
+            "another file has the name"
+        );
+        // A second holder of the new file is refused: one lock per name.
+        assert!(RealFs.try_lock(&path, b"other").unwrap().is_none());
+        drop(lock);
+    }
+
     /// A directory on the disk the project builds on (the system's temporary directory may be
     /// a tmpfs, whose `syncfs` is not taken).
     fn disk_dir() -> tempfile::TempDir {

@@ -64,9 +64,6 @@ static HELD_HERE: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 /// How long taking a job that this process just gave up is retried.
 const RELEASE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Where the jobs' directories begin (`_filesink/jobs/<job>/…`).
-const JOB_DIRS: &str = "_filesink/jobs/";
-
 /// Committables a blocking call of [`Parts::commit`] takes at a time.
 const COMMIT_CHUNK_FILES: usize = 4096;
 
@@ -212,10 +209,9 @@ impl Inner {
     /// must be fsynced before a file inside can count as durable: those of directories it
     /// creates, and those of directories it finds (another process may have created them and
     /// died before flushing). Directories found or made are remembered, so that a second
-    /// call makes no system call, except a job's own (`_filesink/jobs/<job>/…`), which go
-    /// when the job is retired.
+    /// call makes no system call ([`Inner::forget_dirs`] for those that may have gone).
     fn ensure_dir(&self, rel: &str) -> Result<()> {
-        if !rel.starts_with(JOB_DIRS) && self.known_dirs.lock().unwrap().contains(rel) {
+        if self.known_dirs.lock().unwrap().contains(rel) {
             return Ok(());
         }
         let mut prefix = String::new();
@@ -225,9 +221,7 @@ impl Inner {
                 prefix.push('/');
             }
             prefix.push_str(component);
-            // A job's directories go when the job is retired: never taken as known.
-            let cacheable = !prefix.starts_with(JOB_DIRS);
-            if cacheable && self.known_dirs.lock().unwrap().contains(&prefix) {
+            if self.known_dirs.lock().unwrap().contains(&prefix) {
                 continue;
             }
             let dir = self.abs(&prefix);
@@ -239,11 +233,20 @@ impl Inner {
                 Err(e) => return Err(Error::io("create directory", dir, e)),
             }
             self.unsynced_dirs.lock().unwrap().insert(parent);
-            if cacheable {
-                self.known_dirs.lock().unwrap().insert(prefix.clone());
-            }
+            self.known_dirs.lock().unwrap().insert(prefix.clone());
         }
         Ok(())
+    }
+
+    /// Forgets that `rel` and the directories under it exist: a job's directories go when
+    /// the job is retired, which only a holder of the job's lease does, so they are taken as
+    /// known only while this process holds it.
+    fn forget_dirs(&self, rel: &str) {
+        let under = format!("{rel}/");
+        self.known_dirs
+            .lock()
+            .unwrap()
+            .retain(|d| d != rel && !d.starts_with(&under));
     }
 
     /// Fsyncs every directory whose entries changed. On failure the directories stay marked,
@@ -715,6 +718,7 @@ impl MetadataStore for LocalStorage {
 
     async fn remove_empty_metadata_dir(&self, dir: &str) -> Result<()> {
         validate_metadata_path(dir).map_err(Error::InvalidInput)?;
+        self.inner.forget_dirs(dir);
         let abs = self.inner.abs(dir);
         let fs = self.inner.fs.clone();
         blocking(move || match fs.remove_empty_dir(&abs) {
@@ -743,6 +747,7 @@ impl Leases for LocalStorage {
         blocking(move || {
             let dir = crate::protocol::job_dir(&job);
             validate_rel_path(&dir).map_err(Error::InvalidInput)?;
+            inner.forget_dirs(&dir);
             inner.ensure_dir(&dir)?;
             let path = inner.abs(&format!("{dir}/{OWNER_LOCK_FILE}"));
             let me = super::ownership::describe_self();
@@ -754,6 +759,7 @@ impl Leases for LocalStorage {
                         if e.kind() == io::ErrorKind::NotFound
                             && started.elapsed() < RELEASE_WAIT_MAX =>
                     {
+                        inner.forget_dirs(&dir);
                         inner.ensure_dir(&dir)?;
                         continue;
                     }
