@@ -78,8 +78,8 @@ pub enum Command {
     #[command(after_help = exit::AFTER_HELP)]
     Abort(abort::AbortArgs),
     /// Delete the files of a Delta table that no version within the retention needs, the
-    /// expired log entries, and the ledger entries no run reads; foreign files are reported,
-    /// never deleted.
+    /// expired log entries, and the ledger entries no run reads; retire finished jobs (their
+    /// directories go); foreign files are reported, never deleted.
     #[command(after_help = exit::AFTER_HELP)]
     Vacuum(vacuum::VacuumArgs),
     /// Compacts a Delta table: merges each partition's small files into files of a target

@@ -11,6 +11,9 @@
 //! _filesink/finished/<count>-<uuid>.bin          the index of files read to their end
 //! ```
 //!
+//! `vacuum` deletes the entries below each head, and retires the finished jobs no head names
+//! as a holder (`retire.rs`, [`crate::job::retired`]).
+//!
 //! `<key>` is a 96-bit hash of the input's identity ([`identity`]: the device and inode of a
 //! local file, `inode:<dev>:<ino>`, so that every name of one file is one input; the URL of
 //! an object; the name of a part of a source); each entry repeats the identity, and an entry
