@@ -354,14 +354,19 @@ pub async fn list_checkpoints(storage: &dyn MetadataStore, job: &str) -> Result<
         .await?
         .into_iter()
         .filter(|e| !e.is_dir)
-        .filter_map(|e| {
-            let digits = e.name.strip_suffix(".json")?;
-            (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| digits.parse().ok().map(|id| (id, e.modified_ms)))?
-        })
+        .filter_map(|e| Some((checkpoint_of(&e.name)?, e.modified_ms)))
         .collect();
     ids.sort();
     Ok(ids)
+}
+
+/// The checkpoint id of a manifest's file name (`<id, 20 digits>.json`); `None` for any
+/// other name.
+pub fn checkpoint_of(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".json")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
 }
 
 /// The temporary files of dead metadata writes directly in metadata directory `dir`

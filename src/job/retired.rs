@@ -47,6 +47,7 @@
 //! checkpoint follows the record's, and refuses to open a retired table job as a plain one or
 //! the other way round, as it refuses a job whose latest manifest says otherwise.
 
+use super::manifest::checkpoint_of;
 use crate::protocol::paths::{checkpoints_dir, job_dir, owners_dir, OWNER_LOCK_FILE};
 use crate::storage::segments::{self, Kind};
 use crate::storage::MetadataStore;
@@ -82,8 +83,7 @@ pub struct Retired {
 
 /// The digest of a job's name.
 pub fn digest(job: &str) -> u128 {
-    let (crc, fnv) = segments::hash96(job.as_bytes());
-    (u128::from(crc) << 64) | u128::from(fnv)
+    segments::digest96(job.as_bytes())
 }
 
 impl Retired {
@@ -173,7 +173,7 @@ async fn remove_job_state(storage: &dyn MetadataStore, job: &str) -> Result<()> 
         .map(|e| e.name)
         .collect();
     // Zero-padded ids: byte order is checkpoint order. Anything else there goes first.
-    manifests.sort_by_key(|n| (is_manifest(n), n.clone()));
+    manifests.sort_by_key(|n| (checkpoint_of(n).is_some(), n.clone()));
     for name in manifests {
         storage.delete_metadata(&format!("{dir}/{name}")).await?;
     }
@@ -192,12 +192,6 @@ async fn remove_job_state(storage: &dyn MetadataStore, job: &str) -> Result<()> 
         .delete_metadata(&format!("{dir}/{OWNER_LOCK_FILE}"))
         .await?;
     storage.remove_empty_metadata_dir(&dir).await
-}
-
-/// Whether `name` is a manifest's file name (`<id, 20 digits>.json`).
-fn is_manifest(name: &str) -> bool {
-    name.strip_suffix(".json")
-        .is_some_and(|d| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]

@@ -188,6 +188,12 @@ pub fn hash96(bytes: &[u8]) -> (u32, u64) {
     (crc32c::crc32c(bytes), fnv)
 }
 
+/// [`hash96`] as one number (in the low 96 bits): the digest a record begins with.
+pub fn digest96(bytes: &[u8]) -> u128 {
+    let (crc, fnv) = hash96(bytes);
+    (u128::from(crc) << 64) | u128::from(fnv)
+}
+
 /// The number of records a segment's name gives, if it is a segment's name.
 pub fn count_of(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".bin")?;

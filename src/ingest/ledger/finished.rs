@@ -63,8 +63,7 @@ pub fn digest(
         opt(born_ns),
         version.unwrap_or("-")
     );
-    let (crc, fnv) = super::hash96(text.as_bytes());
-    (u128::from(crc) << 64) | u128::from(fnv)
+    crate::storage::segments::digest96(text.as_bytes())
 }
 
 fn opt(v: Option<i64>) -> String {

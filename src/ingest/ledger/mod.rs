@@ -130,6 +130,7 @@ use crate::job::manifest::{self, Manifest};
 use crate::job::{Coordinator, Ownership};
 pub use crate::protocol::INPUTS_DIR;
 use crate::sink::Sink;
+use crate::storage::segments::hash96;
 use crate::storage::{JobLease, LeaseOptions, Storage};
 use crate::table::delta::DeltaOptions;
 use crate::{Error, Result};
@@ -294,8 +295,6 @@ pub fn key(identity: &str) -> String {
     format!("{crc:08x}{fnv:016x}")
 }
 
-use crate::storage::segments::hash96;
-
 fn entry_path(key: &str, seq: u64) -> String {
     format!("{INPUTS_DIR}/{key}/{seq:020}.json")
 }
@@ -318,7 +317,19 @@ pub async fn head(storage: &dyn Storage, identity: &str) -> Result<Option<Entry>
     let bytes = storage.get_metadata(&path).await?.ok_or_else(|| {
         Error::corrupt(format!("ledger entry `{path}`"), "it was listed, then gone")
     })?;
-    let entry: Entry = serde_json::from_slice(&bytes).map_err(|e| {
+    let entry = parse_entry(&path, &bytes)?;
+    if entry.input != identity || entry.seq != seq {
+        return Err(Error::corrupt(
+            format!("ledger entry `{path}`"),
+            format!("it names input `{}`, not `{identity}`", entry.input),
+        ));
+    }
+    Ok(Some(entry))
+}
+
+/// An entry's bytes as read from `path`: one filesink wrote, of a layout this build knows.
+fn parse_entry(path: &str, bytes: &[u8]) -> Result<Entry> {
+    let entry: Entry = serde_json::from_slice(bytes).map_err(|e| {
         Error::corrupt(
             format!("ledger entry `{path}`"),
             format!("it is not one filesink wrote ({e})"),
@@ -333,13 +344,7 @@ pub async fn head(storage: &dyn Storage, identity: &str) -> Result<Option<Entry>
             ),
         ));
     }
-    if entry.input != identity || entry.seq != seq {
-        return Err(Error::corrupt(
-            format!("ledger entry `{path}`"),
-            format!("it names input `{}`, not `{identity}`", entry.input),
-        ));
-    }
-    Ok(Some(entry))
+    Ok(entry)
 }
 
 /// Where a lake records that its ledger holds what its jobs took before it had a ledger.

@@ -14,9 +14,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::retire::{retire_jobs, JobsRetired};
-use super::{Entry, INPUTS_DIR};
+use super::INPUTS_DIR;
 use crate::storage::Storage;
-use crate::{Error, Result};
+use crate::Result;
 
 /// What [`vacuum`] did to the ledger (or, on a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,12 +56,7 @@ pub async fn vacuum(storage: &dyn Storage, cutoff_ms: i64, dry_run: bool) -> Res
         report.inputs += 1;
         let path = format!("{dir}/{head}");
         if let Some(bytes) = storage.get_metadata(&path).await? {
-            let entry: Entry = serde_json::from_slice(&bytes).map_err(|e| {
-                Error::corrupt(
-                    format!("ledger entry `{path}`"),
-                    format!("it is not one filesink wrote ({e})"),
-                )
-            })?;
+            let entry = super::parse_entry(&path, &bytes)?;
             if !entry.released {
                 holders.insert(entry.job);
             }
